@@ -1,0 +1,24 @@
+# `make install` / `cmake --install`: the CLI, the libraries, the public headers
+# and a package config, so that users write
+#   find_package(cohort REQUIRED)
+#   target_link_libraries(app PRIVATE cohort::cohort)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS cohort_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS cohort cohort_core cohort_env
+        EXPORT cohortTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/cohort ${PROJECT_BINARY_DIR}/include/cohort
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
+install(EXPORT cohortTargets NAMESPACE cohort::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cohort)
+configure_package_config_file(cmake/cohortConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cohortConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cohort)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cohortConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/cohortConfig.cmake
+              ${PROJECT_BINARY_DIR}/cohortConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cohort)

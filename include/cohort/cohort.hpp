@@ -1,0 +1,7 @@
+// cohort: run one program as many cooperating processes.
+// The umbrella header: includes every public header of the library.
+#pragma once
+
+#include <cohort/config.hpp>
+#include <cohort/errors.hpp>
+#include <cohort/launch_env.hpp>

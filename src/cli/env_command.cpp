@@ -1,0 +1,193 @@
+// cohort env [--json]: what a worker started here would see.
+#include <iomanip>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cohort/config.hpp>
+#include <cohort/launch_env.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/host_probe.hpp"
+#include "core/net_interfaces.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json number_or_null(int value) {
+  return value == kUnknown ? Json(nullptr) : Json(value);
+}
+
+// The whole report as one JSON object; the text form is rendered from it, so
+// both always say the same.
+Json build_report(const Environment& env) {
+  const LaunchInfo info = detect_launch(env);
+  Json report;
+  report["rank"] = number_or_null(info.rank.value);
+  report["world_size"] = number_or_null(info.world_size.value);
+  report["local_rank"] = number_or_null(info.local_rank.value);
+  report["local_world_size"] = number_or_null(info.local_world_size.value);
+  report["node_rank"] = number_or_null(info.node_rank.value);
+  report["num_nodes"] = number_or_null(info.num_nodes.value);
+  report["master_addr"] = info.master_addr.value;
+  report["master_port"] = info.master_port.value;
+  report["launcher"] = std::string(to_string(info.launcher.value));
+  report["job_id"] = info.job_id.value;
+  report["restart_count"] = info.restart_count.value;
+  report["sources"] = {
+      {"rank", info.rank.source},
+      {"world_size", info.world_size.source},
+      {"local_rank", info.local_rank.source},
+      {"local_world_size", info.local_world_size.source},
+      {"node_rank", info.node_rank.source},
+      {"num_nodes", info.num_nodes.source},
+      {"master_addr", info.master_addr.source},
+      {"master_port", info.master_port.source},
+      {"launcher", info.launcher.source},
+      {"job_id", info.job_id.source},
+      {"restart_count", info.restart_count.source},
+  };
+  report["notes"] = info.notes;
+
+  report["hostname"] = hostname();
+  detail::Route route;
+  if (info.master_addr.value.empty()) {
+    route.error = "master address not known yet";
+  } else {
+    route = detail::route_to(info.master_addr.value);
+  }
+  Json interfaces = Json::array();
+  for (const detail::NetInterface& interface : detail::ipv4_interfaces()) {
+    interfaces.push_back(
+        {{"name", interface.name},
+         {"ipv4", interface.ipv4},
+         {"up", interface.up},
+         {"loopback", interface.loopback},
+         {"routes_to_master", route.found && interface.ipv4 == route.source_address}});
+  }
+  report["interfaces"] = interfaces;
+  if (route.found) {
+    report["route_to_master"] = {{"master_address", route.host_address},
+                                 {"interface", route.interface},
+                                 {"source_address", route.source_address}};
+  } else {
+    report["route_to_master"] = {{"error", route.error}};
+  }
+
+  const CpuInfo cpus = probe_cpus();
+  report["cpus"] = {{"usable", cpus.usable}, {"online", cpus.online}, {"affinity", cpus.affinity}};
+  const GpuInfo gpus = probe_gpus();
+  report["gpus"] = {{"driver", gpus.driver}, {"devices", gpus.devices}};
+  if (!gpus.absent_reason.empty()) report["gpus"]["absent"] = gpus.absent_reason;
+
+  Json settings_json = Json::object();
+  for (const auto& [name, value] : settings(env)) {
+    settings_json[name] = value ? Json(*value) : Json(nullptr);
+  }
+  report["settings"] = settings_json;
+  report["backends"] = Json::array();  // no communicator backend is built yet
+  report["version"] = COHORT_VERSION;
+  return report;
+}
+
+std::string text(const Json& value) {
+  if (value.is_null()) return "unknown";
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();
+}
+
+void row(std::ostream& out, const std::string& name, const std::string& value,
+         const std::string& note = "") {
+  out << "  " << std::left << std::setw(22) << name;
+  if (note.empty()) {
+    out << value << "\n";
+  } else {
+    out << std::setw(22) << value << " " << note << "\n";
+  }
+}
+
+void print_text(const Json& report, std::ostream& out) {
+  out << "launch (value, then where it came from)\n";
+  for (const auto& [field, source] : report["sources"].items()) {
+    std::string value = text(report[field]);
+    if (value.empty()) value = "-";
+    row(out, field, value, source.get<std::string>());
+  }
+
+  out << "host\n";
+  row(out, "hostname", text(report["hostname"]));
+  for (const Json& interface : report["interfaces"]) {
+    std::string flags = interface["up"].get<bool>() ? "up" : "down";
+    if (interface["loopback"].get<bool>()) flags += ", loopback";
+    if (interface["routes_to_master"].get<bool>()) flags += ", routes to the master";
+    row(out, "interface " + text(interface["name"]), text(interface["ipv4"]), flags);
+  }
+  const Json& route = report["route_to_master"];
+  if (route.contains("error")) {
+    row(out, "route to master", text(route["error"]));
+  } else {
+    row(out, "route to master",
+        detail::cat(text(route["master_address"]), " via ",
+                    route["interface"].get<std::string>().empty() ? "?" : text(route["interface"]),
+                    " from ", text(route["source_address"])));
+  }
+  const Json& cpus = report["cpus"];
+  row(out, "cpus",
+      detail::cat(cpus["usable"].get<int>(), " usable of ", cpus["online"].get<int>(),
+                  " online (affinity ", text(cpus["affinity"]), ")"));
+  const Json& gpus = report["gpus"];
+  if (gpus.contains("absent")) {
+    row(out, "gpus", "none: " + text(gpus["absent"]));
+  } else {
+    row(out, "gpu driver", text(gpus["driver"]));
+    for (const Json& device : gpus["devices"])
+      row(out, "gpu", text(device));
+  }
+
+  out << "settings\n";
+  for (const auto& [name, value] : report["settings"].items()) {
+    row(out, name, value.is_null() ? "(unset)" : text(value));
+  }
+  // Beyond the two always listed, only COHORT_*, GLOO_* and NCCL_* that are set.
+  if (report["settings"].size() <= 2) row(out, "COHORT_* GLOO_* NCCL_*", "(none set)");
+
+  out << "build\n";
+  row(out, "version", text(report["version"]));
+  row(out, "backends",
+      report["backends"].empty() ? "none: the communicator is not part of this build yet"
+                                 : report["backends"].dump());
+  if (!report["notes"].empty()) {
+    out << "notes\n";
+    for (const Json& note : report["notes"])
+      out << "  - " << text(note) << "\n";
+  }
+}
+
+}  // namespace
+
+void add_env_command(CLI::App& app, Runner& run) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* env = app.add_subcommand(
+      "env",
+      "Show what a worker started here would see: rank, sizes, master, launcher (each with "
+      "the variable it came from), network interfaces, CPUs, GPUs, settings");
+  env->add_flag("--json", *json, "print one JSON object instead of text");
+  env->callback([&run, json] {
+    run = [json] {
+      const Json report = build_report(process_environment());
+      if (*json) {
+        std::cout << report.dump() << "\n";
+      } else {
+        print_text(report, std::cout);
+      }
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace cohort::cli

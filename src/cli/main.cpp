@@ -1,0 +1,81 @@
+// cohort: the command-line tool. Exit status 0 on success, 2 on a usage
+// error, 1 on any other error, with a one-line message on stderr.
+#include <algorithm>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include <cohort/config.hpp>
+#include <cohort/errors.hpp>
+
+#include "cli/commands.hpp"
+
+namespace {
+
+// One line, whatever the message holds.
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  while (!text.empty() && text.back() == ' ')
+    text.pop_back();
+  return text;
+}
+
+std::string command_path(const CLI::App* app) {
+  std::string path = app->get_name();
+  for (const CLI::App* parent = app->get_parent(); parent != nullptr;
+       parent = parent->get_parent()) {
+    path = parent->get_name() + " " + path;
+  }
+  return path;
+}
+
+// The deepest subcommand that was parsed, for "see 'cohort hostlist --help'".
+const CLI::App* deepest_parsed(const CLI::App* app) {
+  for (const CLI::App* sub : app->get_subcommands()) {
+    if (sub->parsed()) return deepest_parsed(sub);
+  }
+  return app;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(
+      "cohort runs one program as many cooperating processes: on one machine, across "
+      "machines, under Slurm and under mpirun.",
+      "cohort");
+  app.set_version_flag("--version", "cohort " COHORT_VERSION);
+  app.require_subcommand(1);
+  app.footer("Exit status: 0 success, 1 error, 2 usage error. 'cohort COMMAND --help' for more.");
+
+  cohort::cli::Runner run;
+  cohort::cli::add_env_command(app, run);
+  cohort::cli::add_hostlist_command(app, run);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << deepest_parsed(&app)->help();
+    return cohort::cli::kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return cohort::cli::kExitOk;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << "cohort " COHORT_VERSION "\n";
+    return cohort::cli::kExitOk;
+  } catch (const CLI::ParseError& error) {
+    const std::string path = command_path(deepest_parsed(&app));
+    std::cerr << path << ": " << one_line(error.what()) << " (see '" << path << " --help')\n";
+    return cohort::cli::kExitUsage;
+  }
+
+  const std::string path = command_path(deepest_parsed(&app));
+  try {
+    return run ? run() : cohort::cli::kExitUsage;
+  } catch (const cohort::Error& error) {
+    std::cerr << path << ": " << one_line(error.what()) << "\n";
+  } catch (const std::exception& error) {
+    std::cerr << path << ": internal error: " << one_line(error.what()) << "\n";
+  }
+  return cohort::cli::kExitFailure;
+}

@@ -1,0 +1,120 @@
+#include "core/net_interfaces.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+namespace {
+
+std::string ipv4_text(const sockaddr_in& address) {
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &address.sin_addr, text, sizeof(text));
+  return text;
+}
+
+// getaddrinfo with a deadline: a misconfigured resolver must not make a
+// diagnostic command hang for the resolver's full retry schedule.
+bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, sockaddr_in* out,
+                  std::string* error) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  gaicb request{};
+  request.ar_name = host.c_str();
+  request.ar_request = &hints;
+  gaicb* requests[] = {&request};
+  if (int rc = getaddrinfo_a(GAI_NOWAIT, requests, 1, nullptr); rc != 0) {
+    *error = cat(host, " does not resolve: ", gai_strerror(rc));
+    return false;
+  }
+  timespec deadline{};
+  deadline.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  deadline.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1000000);
+  const gaicb* waiting[] = {&request};
+  int rc = gai_suspend(waiting, 1, &deadline);
+  while (rc == EAI_INTR)
+    rc = gai_suspend(waiting, 1, &deadline);
+  rc = gai_error(&request);
+  if (rc == EAI_INPROGRESS) {
+    gai_cancel(&request);
+    // A lookup that cannot be cancelled still writes into `request`: wait for it.
+    while (gai_error(&request) == EAI_INPROGRESS)
+      gai_suspend(waiting, 1, nullptr);
+    *error = cat(host, " did not resolve within ", timeout.count(), " ms");
+    return false;
+  }
+  if (rc != 0) {
+    *error = cat(host, " does not resolve: ", gai_strerror(rc));
+    return false;
+  }
+  std::memcpy(out, request.ar_result->ai_addr, sizeof(sockaddr_in));
+  freeaddrinfo(request.ar_result);
+  return true;
+}
+
+}  // namespace
+
+std::vector<NetInterface> ipv4_interfaces() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    throw Error(cat("getifaddrs failed: ", std::strerror(errno)));
+  }
+  std::vector<NetInterface> out;
+  for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+    sockaddr_in address{};
+    std::memcpy(&address, entry->ifa_addr, sizeof(address));
+    out.push_back({entry->ifa_name, ipv4_text(address), (entry->ifa_flags & IFF_UP) != 0,
+                   (entry->ifa_flags & IFF_LOOPBACK) != 0});
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+Route route_to(const std::string& host, std::chrono::milliseconds resolve_timeout) {
+  Route route;
+  sockaddr_in target{};
+  if (!resolve_ipv4(host, resolve_timeout, &target, &route.error)) return route;
+  route.host_address = ipv4_text(target);
+  target.sin_port = htons(9);  // any port: connect() on UDP only picks a route
+
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    route.error = cat("socket(AF_INET, SOCK_DGRAM) failed: ", std::strerror(errno));
+    return route;
+  }
+  sockaddr_in local{};
+  socklen_t length = sizeof(local);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&target), sizeof(target)) != 0) {
+    route.error = cat("no route to ", host, " (", route.host_address, "): ", std::strerror(errno));
+  } else if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) {
+    route.error = cat("getsockname failed: ", std::strerror(errno));
+  } else {
+    route.found = true;
+    route.source_address = ipv4_text(local);
+  }
+  close(fd);
+  if (!route.found) return route;
+  for (const NetInterface& candidate : ipv4_interfaces()) {
+    if (candidate.ipv4 == route.source_address) {
+      route.interface = candidate.name;
+      break;
+    }
+  }
+  return route;
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,28 @@
+// Small string helpers shared by every part.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace cohort::detail {
+
+/// Streams every argument into one string: cat("rank ", 3, " of ", 4).
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+/// A strict base-10 integer: optional '-', digits, nothing else (no spaces,
+/// no '+', no trailing text). std::nullopt when `text` is not one or overflows.
+std::optional<std::int64_t> parse_int(std::string_view text) noexcept;
+
+/// `parts` joined with `separator` in between.
+std::string join(std::span<const std::string> parts, std::string_view separator);
+
+}  // namespace cohort::detail

@@ -1,0 +1,58 @@
+// Open MPI's mpirun/mpiexec (ORTE in 4.x): OMPI_COMM_WORLD_*.
+#include "core/strings.hpp"
+#include "env/detectors/detectors.hpp"
+#include "env/master_port.hpp"
+
+namespace cohort::detail {
+namespace {
+
+Sourced<int> require(const EnvReader& env, std::string_view name) {
+  if (auto value = env.first_int({name})) return *value;
+  throw LaunchEnvError(
+      cat(env.show("OMPI_COMM_WORLD_RANK"), " and ", env.show("OMPI_COMM_WORLD_SIZE"), " but ",
+          name,
+          " is not set: Open MPI's mpirun sets all of "
+          "OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}; unset stray OMPI_COMM_WORLD_* "
+          "variables or launch with mpirun"),
+      {env.variable("OMPI_COMM_WORLD_RANK"), env.variable("OMPI_COMM_WORLD_SIZE"),
+       env.variable(name)});
+}
+
+}  // namespace
+
+std::string_view openmpi_evidence(const EnvReader& env) {
+  for (std::string_view name : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    if (env.has(name)) return name;
+  }
+  return {};
+}
+
+Detection read_openmpi(const EnvReader& env) {
+  Detection out;
+  LaunchInfo& info = out.info;
+  info.launcher = {Launcher::openmpi, std::string(openmpi_evidence(env))};
+  info.rank = require(env, "OMPI_COMM_WORLD_RANK");
+  info.world_size = require(env, "OMPI_COMM_WORLD_SIZE");
+  info.local_rank = require(env, "OMPI_COMM_WORLD_LOCAL_RANK");
+  info.local_world_size = require(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
+  // OMPI_COMM_WORLD_NODE_RANK is a node-local rank, not a node index.
+  if (auto nodes = env.first_int({"OMPI_MCA_orte_num_nodes"})) info.num_nodes = *nodes;
+  fill_mpi_nodes(info, "Open MPI");
+
+  if (auto job = env.first({"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})) {
+    info.job_id = *job;
+  } else {
+    info.job_id = {"", "none: OMPI_MCA_ess_base_jobid unset"};
+  }
+  if (info.num_nodes.value == 1) {
+    info.master_addr = {"127.0.0.1", "loopback: every rank is on this node"};
+  } else {
+    info.master_addr = {"", "not in the environment: rank 0's address is exchanged at init"};
+  }
+  info.master_port = mpi_master_port(info.job_id);
+  info.restart_count = {0, "default: Open MPI does not restart ranks"};
+  return out;
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,146 @@
+// A Slurm job step (srun): SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, ...
+// Only inside a step do these describe this process: a batch script or an
+// salloc shell also has SLURM_PROCID=0 and SLURM_NTASKS=N, for the whole
+// allocation (read_single notes that case).
+#include <cohort/errors.hpp>
+
+#include "core/strings.hpp"
+#include "env/detectors/detectors.hpp"
+#include "env/master_port.hpp"
+#include "env/slurm_counts.hpp"
+
+namespace cohort::detail {
+namespace {
+
+constexpr std::string_view kStepMarkers[] = {"SLURM_STEP_ID", "SLURM_STEPID",
+                                             "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE"};
+
+Sourced<int> require(const EnvReader& env, std::initializer_list<std::string_view> names) {
+  if (auto value = env.first_int(names)) return *value;
+  std::vector<std::string> listed(names.begin(), names.end());
+  std::vector<LaunchEnvError::Variable> variables{env.variable(slurm_step_evidence(env))};
+  for (std::string_view name : names)
+    variables.push_back(env.variable(name));
+  throw LaunchEnvError(cat(env.show(slurm_step_evidence(env)),
+                           " shows a Slurm job step, but none of ", join(listed, ", "),
+                           " is set: srun sets them for every task; run the program through srun "
+                           "or unset the stray SLURM_STEP_* variables"),
+                       std::move(variables));
+}
+
+// Job and step ids may exceed int (e.g. the interactive step, 4294967290).
+std::uint64_t read_id(const EnvReader& env, std::initializer_list<std::string_view> names) {
+  auto text = env.first(names);
+  if (!text) return 0;
+  auto number = parse_int(text->value);
+  if (!number || *number < 0) {
+    throw LaunchEnvError(cat(text->source, "='", text->value,
+                             "' is not a number: Slurm job and step ids are non-negative integers; "
+                             "fix or unset it"),
+                         {{text->source, text->value}});
+  }
+  return static_cast<std::uint64_t>(*number);
+}
+
+// Tasks on this node, from the per-node counts.
+Sourced<int> local_world_size(const EnvReader& env, const LaunchInfo& info) {
+  auto text = env.first({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
+  if (!text) {
+    if (info.num_nodes.value == 1) return {info.world_size.value, info.world_size.source};
+    return {kUnknown, "unknown: SLURM_STEP_TASKS_PER_NODE unset"};
+  }
+  auto counts = parse_slurm_counts(text->value);
+  if (!counts) {
+    throw LaunchEnvError(
+        cat(text->source, "='", text->value, "' does not parse: expected counts like '2(x3),1'"),
+        {{text->source, text->value}});
+  }
+  long total = 0;
+  for (int count : *counts)
+    total += count;
+  const auto show_all = [&] {
+    return cat(text->source, "=", text->value, " (", counts->size(), " nodes, ", total, " tasks), ",
+               info.num_nodes.source, "=", info.num_nodes.value, ", ", info.world_size.source, "=",
+               info.world_size.value, ", ", info.node_rank.source, "=", info.node_rank.value);
+  };
+  if (static_cast<int>(counts->size()) != info.num_nodes.value || total != info.world_size.value ||
+      info.node_rank.value >= info.num_nodes.value) {
+    throw LaunchEnvError(
+        cat("inconsistent Slurm step: ", show_all(),
+            " do not agree; they come from one srun, so another launcher or a script "
+            "probably overwrote some of them"),
+        {{text->source, text->value},
+         env.variable(info.num_nodes.source),
+         env.variable(info.world_size.source),
+         env.variable(info.node_rank.source)});
+  }
+  return {(*counts)[static_cast<std::size_t>(info.node_rank.value)],
+          cat(text->source, " at ", info.node_rank.source)};
+}
+
+// Rank 0 of a step runs on the first node of the step's nodelist.
+Sourced<std::string> first_host(const EnvReader& env, const LaunchInfo& info) {
+  auto list = env.first({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
+  if (!list) {
+    if (info.num_nodes.value == 1) return {"127.0.0.1", "loopback: a one-node step"};
+    return {"", "unknown: no SLURM_STEP_NODELIST or SLURM_JOB_NODELIST"};
+  }
+  std::vector<std::string> hosts;
+  try {
+    hosts = hostlist::expand(list->value);
+  } catch (const InvalidArgument& error) {
+    throw LaunchEnvError(cat(list->source, "='", list->value, "' does not parse: ", error.what()),
+                         {{list->source, list->value}});
+  }
+  if (hosts.empty()) {
+    throw LaunchEnvError(cat(list->source, " is empty: srun sets it to the step's nodes"),
+                         {{list->source, list->value}});
+  }
+  if (list->source == "SLURM_STEP_NODELIST" && info.num_nodes.source == "SLURM_STEP_NUM_NODES" &&
+      static_cast<int>(hosts.size()) != info.num_nodes.value) {
+    throw LaunchEnvError(
+        cat("inconsistent Slurm step: SLURM_STEP_NODELIST=", list->value, " names ", hosts.size(),
+            " hosts but SLURM_STEP_NUM_NODES=", info.num_nodes.value),
+        {{list->source, list->value}, env.variable("SLURM_STEP_NUM_NODES")});
+  }
+  return {hosts.front(), cat("first host of ", list->source)};
+}
+
+}  // namespace
+
+std::string_view slurm_step_evidence(const EnvReader& env) {
+  for (std::string_view name : kStepMarkers) {
+    if (env.has(name)) return name;
+  }
+  return {};
+}
+
+Detection read_slurm_step(const EnvReader& env) {
+  Detection out;
+  LaunchInfo& info = out.info;
+  info.launcher = {Launcher::slurm, std::string(slurm_step_evidence(env))};
+  info.rank = require(env, {"SLURM_PROCID"});
+  info.world_size = require(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"});
+  info.local_rank = require(env, {"SLURM_LOCALID"});
+  info.node_rank = require(env, {"SLURM_NODEID"});
+  info.num_nodes = require(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});
+  info.local_world_size = local_world_size(env, info);
+  info.master_addr = first_host(env, info);
+
+  if (auto job = env.first({"SLURM_JOB_ID", "SLURM_JOBID"})) {
+    info.job_id = *job;
+    const std::uint64_t job_number = read_id(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
+    const std::uint64_t step = read_id(env, {"SLURM_STEP_ID", "SLURM_STEPID"});
+    info.master_port = {
+        derive_port(std::to_string(job_number), step),
+        cat("derived from ", job->source, "=", job->value, " and ", env.show("SLURM_STEP_ID"))};
+  } else {
+    info.job_id = {"", "none: SLURM_JOB_ID unset"};
+    info.master_port = {0, "not in the environment: rank 0 picks a free port at init"};
+  }
+  info.restart_count = env.first_int({"SLURM_RESTART_COUNT"})
+                           .value_or(Sourced<int>{0, "default: SLURM_RESTART_COUNT unset"});
+  return out;
+}
+
+}  // namespace cohort::detail

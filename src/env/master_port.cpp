@@ -1,0 +1,27 @@
+#include "env/master_port.hpp"
+
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+
+int derive_port(std::string_view job_id, std::uint64_t step) noexcept {
+  std::uint64_t job = 0;
+  if (auto number = parse_int(job_id); number && *number >= 0) {
+    job = static_cast<std::uint64_t>(*number);
+  } else {
+    job = 14695981039346656037ull;  // FNV-1a, 64 bit
+    for (unsigned char c : job_id)
+      job = (job ^ c) * 1099511628211ull;
+  }
+  const std::uint64_t slot = (job % kDerivedPortCount * 32 + step % 32) % kDerivedPortCount;
+  return kDerivedPortBase + static_cast<int>(slot);
+}
+
+Sourced<int> mpi_master_port(const Sourced<std::string>& job_id) {
+  if (job_id.value.empty()) {
+    return {0, "not in the environment: rank 0 picks a free port at init"};
+  }
+  return {derive_port(job_id.value, 0), cat("derived from ", job_id.source, "=", job_id.value)};
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,164 @@
+// The `cohort` binary as users run it: outputs, exit statuses (0 ok, 1 error,
+// 2 usage) and one-line error messages.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cohort/config.hpp>
+
+#include "support/subprocess.hpp"
+
+namespace cohort {
+namespace {
+
+using test::ProcessResult;
+
+// Runs `cohort ARGS...` with exactly `env` (plus PATH), as `env -i` would.
+ProcessResult cohort_cli(const std::vector<std::string>& args, Environment env = {},
+                         const std::string& stdin_text = "") {
+  std::vector<std::string> argv{COHORT_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  env["PATH"] = "/usr/bin:/bin";
+  test::ProcessOptions options;
+  options.env = env;
+  options.stdin_text = stdin_text;
+  options.timeout = std::chrono::seconds(30);
+  return test::run_process(argv, options);
+}
+
+void expect_one_line_error(const ProcessResult& result, int exit_code) {
+  EXPECT_EQ(result.exit_code, exit_code) << test::describe(result);
+  ASSERT_FALSE(result.err.empty());
+  EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << "not one line: " << result.err;
+  EXPECT_EQ(result.out, "");
+}
+
+Environment slurm_example() {
+  return {{"SLURM_JOB_ID", "1234"},
+          {"SLURM_PROCID", "5"},
+          {"SLURM_NTASKS", "8"},
+          {"SLURM_LOCALID", "1"},
+          {"SLURM_NODEID", "2"},
+          {"SLURM_NNODES", "4"},
+          {"SLURM_JOB_NODELIST", "n[1-4]"},
+          {"SLURM_TASKS_PER_NODE", "2(x4)"},
+          {"SLURM_STEP_TASKS_PER_NODE", "2(x4)"}};
+}
+
+TEST(CliHostlist, ExpandPrintsOneHostPerLine) {
+  const ProcessResult result = cohort_cli({"hostlist", "expand", "rack[1-2]-n[01-02],login"});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(result.out, "rack1-n01\nrack1-n02\nrack2-n01\nrack2-n02\nlogin\n");
+}
+
+TEST(CliHostlist, CompressCountFirstAndStdin) {
+  EXPECT_EQ(cohort_cli({"hostlist", "compress", "n1,n2,n3,n7", "login"}).out, "n[1-3,7],login\n");
+  EXPECT_EQ(cohort_cli({"hostlist", "count", "node[001-003,010],login"}).out, "5\n");
+  EXPECT_EQ(cohort_cli({"hostlist", "first", "gpu-a[1-2]-ib"}).out, "gpu-a1-ib\n");
+  EXPECT_EQ(cohort_cli({"hostlist", "compress", "-"}, {}, "n1\nn2\nn3\n").out, "n[1-3]\n");
+  EXPECT_EQ(cohort_cli({"hostlist", "expand", "-d", ",", "n[1-3]"}).out, "n1,n2,n3\n");
+}
+
+TEST(CliHostlist, BadExpressionIsAnErrorNamingIt) {
+  const ProcessResult result = cohort_cli({"hostlist", "expand", "n[1-"});
+  expect_one_line_error(result, 1);
+  EXPECT_NE(result.err.find("n[1-"), std::string::npos) << result.err;
+  expect_one_line_error(cohort_cli({"hostlist", "first", ""}), 1);
+}
+
+TEST(CliUsage, UsageErrorsExitTwoWithOneLine) {
+  expect_one_line_error(cohort_cli({}), 2);
+  expect_one_line_error(cohort_cli({"frobnicate"}), 2);
+  expect_one_line_error(cohort_cli({"env", "--bogus"}), 2);
+  expect_one_line_error(cohort_cli({"hostlist"}), 2);
+  expect_one_line_error(cohort_cli({"hostlist", "expand"}), 2);
+  expect_one_line_error(cohort_cli({"hostlist", "shuffle", "n1"}), 2);
+  const ProcessResult result = cohort_cli({"hostlist", "expand"});
+  EXPECT_NE(result.err.find("cohort hostlist expand --help"), std::string::npos) << result.err;
+}
+
+TEST(CliUsage, HelpAndVersion) {
+  const ProcessResult version = cohort_cli({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out, "cohort " COHORT_VERSION "\n");
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"},
+                                               {"env", "--help"},
+                                               {"hostlist", "--help"},
+                                               {"hostlist", "expand", "--help"}}) {
+    const ProcessResult help = cohort_cli(args);
+    EXPECT_EQ(help.exit_code, 0) << test::describe(help);
+    EXPECT_NE(help.out.find("Usage"), std::string::npos) << help.out;
+  }
+  EXPECT_NE(cohort_cli({"hostlist", "--help"}).out.find("compress"), std::string::npos);
+}
+
+TEST(CliEnv, InconsistentEnvironmentNamesTheVariables) {
+  const ProcessResult result = cohort_cli({"env"}, {{"RANK", "3"}, {"WORLD_SIZE", "2"}});
+  expect_one_line_error(result, 1);
+  EXPECT_NE(result.err.find("RANK=3"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("WORLD_SIZE=2"), std::string::npos) << result.err;
+}
+
+TEST(CliEnv, JsonForTheSlurmExample) {
+  const ProcessResult result = cohort_cli({"env", "--json"}, slurm_example());
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const auto json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["rank"], 5);
+  EXPECT_EQ(json["world_size"], 8);
+  EXPECT_EQ(json["local_rank"], 1);
+  EXPECT_EQ(json["local_world_size"], 2);
+  EXPECT_EQ(json["node_rank"], 2);
+  EXPECT_EQ(json["num_nodes"], 4);
+  EXPECT_EQ(json["master_addr"], "n1");
+  EXPECT_EQ(json["launcher"], "slurm");
+  EXPECT_EQ(json["job_id"], "1234");
+  EXPECT_EQ(json["sources"]["rank"], "SLURM_PROCID");
+  EXPECT_TRUE(json["master_port"].is_number_integer());
+  for (const char* key : {"hostname", "interfaces", "route_to_master", "cpus", "gpus", "settings",
+                          "backends", "notes", "restart_count", "version"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+  // n1 does not resolve here: the route says so instead of failing.
+  EXPECT_TRUE(json["route_to_master"].contains("error"));
+}
+
+TEST(CliEnv, JsonUnderOpenMpiInsideSlurm) {
+  Environment env = slurm_example();
+  env.insert({{"OMPI_COMM_WORLD_RANK", "2"},
+              {"OMPI_COMM_WORLD_SIZE", "4"},
+              {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  const ProcessResult result = cohort_cli({"env", "--json"}, env);
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const auto json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["rank"], 2);
+  EXPECT_EQ(json["world_size"], 4);
+  EXPECT_EQ(json["launcher"], "openmpi");
+  EXPECT_TRUE(json["node_rank"].is_null());  // Open MPI exports no node index
+  ASSERT_EQ(json["notes"].size(), 1u);
+}
+
+TEST(CliEnv, TextShowsValuesSourcesAndHostFacts) {
+  const ProcessResult result = cohort_cli(
+      {"env"}, {{"MASTER_ADDR", "127.0.0.1"}, {"OMP_NUM_THREADS", "3"}, {"NCCL_DEBUG", "INFO"}});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  for (const char* expected : {"launcher", "single", "master_addr", "127.0.0.1", "MASTER_ADDR",
+                               "interface lo", "routes to the master", "cpus", "usable", "gpus",
+                               "OMP_NUM_THREADS", "3", "NCCL_DEBUG", "INFO", "backends"}) {
+    EXPECT_NE(result.out.find(expected), std::string::npos) << expected << " in\n" << result.out;
+  }
+}
+
+TEST(CliEnv, JsonRouteToALoopbackMaster) {
+  const ProcessResult result = cohort_cli({"env", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const auto json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["launcher"], "single");
+  EXPECT_EQ(json["route_to_master"]["source_address"], "127.0.0.1");
+  bool routed = false;
+  for (const auto& interface : json["interfaces"])
+    routed = routed || interface["routes_to_master"];
+  EXPECT_TRUE(routed);
+}
+
+}  // namespace
+}  // namespace cohort

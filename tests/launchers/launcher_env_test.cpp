@@ -1,0 +1,198 @@
+// Tier 3: `cohort env --json` under the real launchers — srun on a Slurm
+// cluster that the test harness starts and stops itself (tests/harness/
+// slurm-cluster, run by CTest fixtures), Open MPI's mpirun, MPICH's
+// mpirun.mpich, and mpirun inside an sbatch job. Each rank writes its report
+// to its own file; the test checks every rank's fields. A launcher that is not
+// installed makes its test skip with the reason.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+class LauncherEnv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/cohort-launcher-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    out_dir_ = pattern;
+    env_ = process_environment();
+    env_.erase("SLURM_CONF");
+    // Open MPI: loopback only, and the 4 ranks may outnumber the cores.
+    env_["OMPI_MCA_oob_tcp_if_include"] = "lo";
+    env_["OMPI_MCA_btl_tcp_if_include"] = "lo";
+    env_["OMPI_MCA_rmaps_base_oversubscribe"] = "1";
+    if (geteuid() == 0) {
+      env_["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+      env_["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+    }
+  }
+  void TearDown() override { fs::remove_all(out_dir_); }
+
+  // Helpers that skip (or fail, in CI): the test checks IsSkipped() and
+  // HasFatalFailure() after them.
+  void require_tool(const std::string& tool) {
+    if (test::find_in_path(tool).empty()) {
+      COHORT_SKIP_MISSING(tool << " is not installed (scripts/install-deps test installs it)");
+    }
+  }
+
+  // Uses the cluster the slurm_cluster fixture started, or skips with its reason.
+  void use_slurm_cluster() {
+    const fs::path dir = COHORT_TEST_SLURM_DIR;
+    const std::string status = read_file(dir / "status");
+    if (status.rfind("up", 0) != 0) {
+      COHORT_SKIP_MISSING("no Slurm cluster: " << (status.empty()
+                                                       ? "the slurm_cluster_up fixture did not run"
+                                                       : status));
+    }
+    env_["SLURM_CONF"] = (dir / "etc" / "slurm.conf").string();
+  }
+
+  // The command each rank runs: its report into a file of its own, named by pid.
+  std::vector<std::string> rank_command() const {
+    return {"sh", "-c", "exec \"$0\" env --json > \"$1/$$.json\"", COHORT_CLI_PATH,
+            out_dir_.string()};
+  }
+
+  test::ProcessResult launch(std::vector<std::string> launcher) {
+    for (std::string& arg : rank_command())
+      launcher.push_back(std::move(arg));
+    test::ProcessOptions options;
+    options.env = env_;
+    options.timeout = std::chrono::seconds(120);
+    return test::run_process(launcher, options);
+  }
+
+  // Every rank's report, keyed by rank; fails on duplicates.
+  std::map<int, Json> reports() {
+    std::map<int, Json> out;
+    for (const auto& entry : fs::directory_iterator(out_dir_)) {
+      Json report = Json::parse(read_file(entry.path()));
+      const int rank = report["rank"].get<int>();
+      EXPECT_TRUE(out.emplace(rank, std::move(report)).second) << "rank " << rank << " twice";
+    }
+    return out;
+  }
+
+  // Ranks 0..world-1 once each, all agreeing on the world, launcher, master,
+  // port and job; on one node, local rank == rank.
+  std::map<int, Json> check_one_node_world(const std::string& launcher, int world) {
+    std::map<int, Json> ranks = reports();
+    EXPECT_EQ(static_cast<int>(ranks.size()), world);
+    const Json& first = ranks.begin()->second;
+    for (const auto& [rank, report] : ranks) {
+      SCOPED_TRACE("rank " + std::to_string(rank) + ": " + report.dump());
+      EXPECT_EQ(report["launcher"], launcher);
+      EXPECT_EQ(report["world_size"], world);
+      EXPECT_EQ(report["local_rank"], rank);
+      EXPECT_EQ(report["local_world_size"], world);
+      EXPECT_EQ(report["node_rank"], 0);
+      EXPECT_EQ(report["num_nodes"], 1);
+      EXPECT_EQ(report["master_addr"], first["master_addr"]);
+      EXPECT_EQ(report["master_port"], first["master_port"]);
+      EXPECT_EQ(report["job_id"], first["job_id"]);
+      EXPECT_FALSE(report["route_to_master"].contains("error"));
+    }
+    for (int rank = 0; rank < world; ++rank)
+      EXPECT_TRUE(ranks.count(rank)) << "rank " << rank;
+    return ranks;
+  }
+
+  fs::path out_dir_;
+  Environment env_;
+};
+
+TEST_F(LauncherEnv, SrunOneTaskPerRank) {
+  use_slurm_cluster();
+  if (IsSkipped() || HasFatalFailure()) return;
+  const test::ProcessResult result = launch({"srun", "--quiet", "-n4"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const auto ranks = check_one_node_world("slurm", 4);
+  for (const auto& [rank, report] : ranks) {
+    EXPECT_EQ(report["sources"]["rank"], "SLURM_PROCID");
+    EXPECT_EQ(report["master_addr"], "localhost");  // the cluster's one node
+    EXPECT_FALSE(report["job_id"].get<std::string>().empty());
+    EXPECT_GE(report["master_port"], 12000);
+    EXPECT_LT(report["master_port"], 32000);
+  }
+}
+
+TEST_F(LauncherEnv, SrunWithPmix) {
+  use_slurm_cluster();
+  if (IsSkipped() || HasFatalFailure()) return;
+  const test::ProcessResult result = launch({"srun", "--quiet", "--mpi=pmix", "-n4"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  for (const auto& [rank, report] : check_one_node_world("pmix", 4)) {
+    EXPECT_EQ(report["sources"]["rank"], "PMIX_RANK");
+  }
+}
+
+TEST_F(LauncherEnv, OpenMpiMpirun) {
+  require_tool("mpirun.openmpi");
+  if (IsSkipped() || HasFatalFailure()) return;
+  const test::ProcessResult result = launch({"mpirun.openmpi", "-np", "4"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  for (const auto& [rank, report] : check_one_node_world("openmpi", 4)) {
+    EXPECT_EQ(report["sources"]["rank"], "OMPI_COMM_WORLD_RANK");
+    EXPECT_EQ(report["master_addr"], "127.0.0.1");
+    EXPECT_TRUE(report["notes"].empty()) << report["notes"].dump();
+  }
+}
+
+TEST_F(LauncherEnv, MpichHydra) {
+  require_tool("mpirun.mpich");
+  if (IsSkipped() || HasFatalFailure()) return;
+  const test::ProcessResult result = launch({"mpirun.mpich", "-iface", "lo", "-np", "4"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  for (const auto& [rank, report] : check_one_node_world("mpich", 4)) {
+    EXPECT_EQ(report["sources"]["rank"], "PMI_RANK");
+    EXPECT_EQ(report["master_addr"], "127.0.0.1");
+  }
+}
+
+// mpirun inside a batch job: the ranks inherit the batch script's
+// SLURM_PROCID=0 and SLURM_NTASKS=4; Open MPI's variables must win.
+TEST_F(LauncherEnv, OpenMpiMpirunInsideSbatch) {
+  use_slurm_cluster();
+  require_tool("mpirun.openmpi");
+  if (IsSkipped() || HasFatalFailure()) return;
+  std::string wrapped = "mpirun.openmpi -np 4";
+  for (const std::string& arg : rank_command())
+    wrapped += " '" + arg + "'";
+  test::ProcessOptions options;
+  options.env = env_;
+  options.timeout = std::chrono::seconds(120);
+  const std::string log_path = out_dir_.string() + ".log";  // outside the reports' directory
+  const test::ProcessResult result = test::run_process(
+      {"sbatch", "--wait", "--quiet", "-n4", "-o", log_path, "--wrap", wrapped}, options);
+  const std::string log = read_file(log_path);
+  fs::remove(log_path);
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result) << "\n--- job output ---\n" << log;
+  for (const auto& [rank, report] : check_one_node_world("openmpi", 4)) {
+    EXPECT_EQ(report["sources"]["rank"], "OMPI_COMM_WORLD_RANK");
+    ASSERT_EQ(report["notes"].size(), 1u) << report["notes"].dump();
+    EXPECT_NE(report["notes"][0].get<std::string>().find("SLURM_PROCID=0"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,132 @@
+#include "support/subprocess.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace cohort::test {
+namespace {
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  int out_pipe[2], err_pipe[2], in_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      pipe2(in_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+  }
+  std::vector<std::string> env_strings;
+  if (options.env) {
+    for (const auto& [name, value] : *options.env)
+      env_strings.push_back(name + "=" + value);
+  }
+  std::vector<char*> c_argv, c_env;
+  for (const std::string& arg : argv)
+    c_argv.push_back(const_cast<char*>(arg.c_str()));
+  c_argv.push_back(nullptr);
+  for (const std::string& entry : env_strings)
+    c_env.push_back(const_cast<char*>(entry.c_str()));
+  c_env.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group, so a timeout reaches srun's or mpirun's children too
+    dup2(in_pipe[0], STDIN_FILENO);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    if (!options.working_directory.empty() && chdir(options.working_directory.c_str()) != 0) {
+      _exit(126);
+    }
+    if (options.env) {
+      execvpe(c_argv[0], c_argv.data(), c_env.data());
+    } else {
+      execvp(c_argv[0], c_argv.data());
+    }
+    const std::string message = std::string("exec ") + argv[0] + ": " + std::strerror(errno) + "\n";
+    (void)!write(STDERR_FILENO, message.data(), message.size());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  close(in_pipe[0]);
+  if (!options.stdin_text.empty()) {
+    (void)!write(in_pipe[1], options.stdin_text.data(), options.stdin_text.size());
+  }
+  close(in_pipe[1]);
+
+  ProcessResult result;
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  int fds[2] = {out_pipe[0], err_pipe[0]};
+  std::string* sinks[2] = {&result.out, &result.err};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd polled[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    if (poll(polled, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || polled[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = read(fds[i], buffer, sizeof(buffer));
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close_fd(fds[i]);
+      }
+    }
+  }
+  close_fd(fds[0]);
+  close_fd(fds[1]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+std::string describe(const ProcessResult& result) {
+  std::ostringstream text;
+  if (result.timed_out) text << "timed out; ";
+  if (result.signal != 0) {
+    text << "killed by signal " << result.signal;
+  } else {
+    text << "exit " << result.exit_code;
+  }
+  text << "\n--- stdout ---\n" << result.out << "\n--- stderr ---\n" << result.err;
+  return text.str();
+}
+
+std::string find_in_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    struct stat info {};
+    const std::string candidate = dir + "/" + name;
+    if (stat(candidate.c_str(), &info) == 0 && (info.st_mode & S_IXUSR)) return dir;
+  }
+  return {};
+}
+
+}  // namespace cohort::test
