@@ -103,7 +103,7 @@ std::string text(const Json& value) {
 
 void row(std::ostream& out, const std::string& name, const std::string& value,
          const std::string& note = "") {
-  out << "  " << std::left << std::setw(22) << name;
+  out << "  " << std::left << std::setw(22) << name << ' ';
   if (note.empty()) {
     out << value << "\n";
   } else {

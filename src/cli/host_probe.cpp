@@ -61,8 +61,8 @@ GpuInfo probe_gpus() {
     while (dirent* entry = readdir(dir)) {
       std::string bus = entry->d_name;
       if (bus == "." || bus == "..") continue;
-      info.devices.push_back(
-          detail::cat(bus, " ", first_line_with(root + "/gpus/" + bus + "/information", "Model:")));
+      info.devices.push_back(detail::cat(
+          bus, " ", first_line_with(detail::cat(root, "/gpus/", bus, "/information"), "Model:")));
     }
     closedir(dir);
   }

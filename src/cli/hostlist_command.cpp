@@ -36,7 +36,7 @@ std::vector<std::string> hosts_of(const HostlistOptions& options) {
 
 void add_verb(CLI::App& hostlist, Runner& run, const std::string& name,
               const std::string& description, bool with_delimiter,
-              std::function<int(const HostlistOptions&)> body) {
+              const std::function<int(const HostlistOptions&)>& body) {
   auto options = std::make_shared<HostlistOptions>();
   CLI::App* verb = hostlist.add_subcommand(name, description);
   verb->add_option("EXPR", options->expressions,

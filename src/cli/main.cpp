@@ -24,7 +24,7 @@ std::string command_path(const CLI::App* app) {
   std::string path = app->get_name();
   for (const CLI::App* parent = app->get_parent(); parent != nullptr;
        parent = parent->get_parent()) {
-    path = parent->get_name() + " " + path;
+    path.insert(0, parent->get_name() + " ");
   }
   return path;
 }

@@ -73,7 +73,7 @@ TEST_F(ScontrolTest, SameExpansionAsScontrolShowHostnames) {
           << c.expression << " is now accepted by scontrol: " << test::describe(result);
     }
   }
-  EXPECT_GE(compared, 30);
+  EXPECT_GE(compared, 39);
 }
 
 TEST_F(ScontrolTest, BothRejectInvalidExpressions) {
