@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <memory>
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -29,30 +30,41 @@ std::string ipv4_text(const sockaddr_in& address) {
 // diagnostic command hang for the resolver's full retry schedule.
 bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, sockaddr_in* out,
                   std::string* error) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  gaicb request{};
-  request.ar_name = host.c_str();
-  request.ar_request = &hints;
-  gaicb* requests[] = {&request};
+  // On the heap: a lookup that outlives the deadline and cannot be cancelled
+  // still writes into it from glibc's thread, so it is then left allocated.
+  struct Lookup {
+    std::string name;
+    addrinfo hints{};
+    gaicb request{};
+  };
+  auto lookup = std::make_unique<Lookup>();
+  lookup->name = host;
+  lookup->hints.ai_family = AF_INET;
+  lookup->hints.ai_socktype = SOCK_DGRAM;
+  lookup->request.ar_name = lookup->name.c_str();
+  lookup->request.ar_request = &lookup->hints;
+  gaicb* requests[] = {&lookup->request};
   if (int rc = getaddrinfo_a(GAI_NOWAIT, requests, 1, nullptr); rc != 0) {
     *error = cat(host, " does not resolve: ", gai_strerror(rc));
     return false;
   }
-  timespec deadline{};
-  deadline.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-  deadline.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1000000);
-  const gaicb* waiting[] = {&request};
-  int rc = gai_suspend(waiting, 1, &deadline);
-  while (rc == EAI_INTR)
-    rc = gai_suspend(waiting, 1, &deadline);
-  rc = gai_error(&request);
+  // gai_suspend may wake before the lookup is done (a signal, another lookup
+  // finishing): wait again with what is left of the timeout.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const gaicb* waiting[] = {&lookup->request};
+  int rc = gai_error(&lookup->request);
+  while (rc == EAI_INPROGRESS) {
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    timespec wait{};
+    wait.tv_sec = static_cast<time_t>(left.count() / 1000000000);
+    wait.tv_nsec = static_cast<long>(left.count() % 1000000000);
+    gai_suspend(waiting, 1, &wait);
+    rc = gai_error(&lookup->request);
+  }
   if (rc == EAI_INPROGRESS) {
-    gai_cancel(&request);
-    // A lookup that cannot be cancelled still writes into `request`: wait for it.
-    while (gai_error(&request) == EAI_INPROGRESS)
-      gai_suspend(waiting, 1, nullptr);
+    if (gai_cancel(&lookup->request) != EAI_CANCELED) lookup.release();  // see Lookup
     *error = cat(host, " did not resolve within ", timeout.count(), " ms");
     return false;
   }
@@ -60,8 +72,8 @@ bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, so
     *error = cat(host, " does not resolve: ", gai_strerror(rc));
     return false;
   }
-  std::memcpy(out, request.ar_result->ai_addr, sizeof(sockaddr_in));
-  freeaddrinfo(request.ar_result);
+  std::memcpy(out, lookup->request.ar_result->ai_addr, sizeof(sockaddr_in));
+  freeaddrinfo(lookup->request.ar_result);
   return true;
 }
 
