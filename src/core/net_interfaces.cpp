@@ -64,7 +64,9 @@ bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, so
     rc = gai_error(&lookup->request);
   }
   if (rc == EAI_INPROGRESS) {
-    if (gai_cancel(&lookup->request) != EAI_CANCELED) lookup.release();  // see Lookup
+    if (gai_cancel(&lookup->request) != EAI_CANCELED) {
+      static_cast<void>(lookup.release());  // glibc's thread still writes into it: see Lookup
+    }
     *error = cat(host, " did not resolve within ", timeout.count(), " ms");
     return false;
   }

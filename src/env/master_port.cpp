@@ -17,11 +17,4 @@ int derive_port(std::string_view job_id, std::uint64_t step) noexcept {
   return kDerivedPortBase + static_cast<int>(slot);
 }
 
-Sourced<int> mpi_master_port(const Sourced<std::string>& job_id) {
-  if (job_id.value.empty()) {
-    return {0, "not in the environment: rank 0 picks a free port at init"};
-  }
-  return {derive_port(job_id.value, 0), cat("derived from ", job_id.source, "=", job_id.value)};
-}
-
 }  // namespace cohort::detail

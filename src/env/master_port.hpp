@@ -13,17 +13,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include <cohort/launch_env.hpp>
-
 namespace cohort::detail {
 
 inline constexpr int kDerivedPortBase = 12000;
 inline constexpr int kDerivedPortCount = 20000;
 
 int derive_port(std::string_view job_id, std::uint64_t step) noexcept;
-
-/// Under an MPI launcher: derived from the job id when there is one, else
-/// 0 with a source saying rank 0 picks it at init.
-Sourced<int> mpi_master_port(const Sourced<std::string>& job_id);
 
 }  // namespace cohort::detail

@@ -5,6 +5,7 @@
 
 #include <cohort/config.hpp>
 
+#include "support/launch_examples.hpp"
 #include "support/subprocess.hpp"
 
 namespace cohort {
@@ -30,18 +31,6 @@ void expect_one_line_error(const ProcessResult& result, int exit_code) {
   ASSERT_FALSE(result.err.empty());
   EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << "not one line: " << result.err;
   EXPECT_EQ(result.out, "");
-}
-
-Environment slurm_example() {
-  return {{"SLURM_JOB_ID", "1234"},
-          {"SLURM_PROCID", "5"},
-          {"SLURM_NTASKS", "8"},
-          {"SLURM_LOCALID", "1"},
-          {"SLURM_NODEID", "2"},
-          {"SLURM_NNODES", "4"},
-          {"SLURM_JOB_NODELIST", "n[1-4]"},
-          {"SLURM_TASKS_PER_NODE", "2(x4)"},
-          {"SLURM_STEP_TASKS_PER_NODE", "2(x4)"}};
 }
 
 TEST(CliHostlist, ExpandPrintsOneHostPerLine) {
@@ -99,7 +88,7 @@ TEST(CliEnv, InconsistentEnvironmentNamesTheVariables) {
 }
 
 TEST(CliEnv, JsonForTheSlurmExample) {
-  const ProcessResult result = cohort_cli({"env", "--json"}, slurm_example());
+  const ProcessResult result = cohort_cli({"env", "--json"}, test::slurm_step_example());
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   const auto json = nlohmann::json::parse(result.out);
   EXPECT_EQ(json["rank"], 5);
@@ -122,11 +111,8 @@ TEST(CliEnv, JsonForTheSlurmExample) {
 }
 
 TEST(CliEnv, JsonUnderOpenMpiInsideSlurm) {
-  Environment env = slurm_example();
-  env.insert({{"OMPI_COMM_WORLD_RANK", "2"},
-              {"OMPI_COMM_WORLD_SIZE", "4"},
-              {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  Environment env = test::slurm_step_example();
+  env.merge(test::openmpi_rank2_of4());
   const ProcessResult result = cohort_cli({"env", "--json"}, env);
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   const auto json = nlohmann::json::parse(result.out);

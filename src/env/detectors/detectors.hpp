@@ -2,6 +2,7 @@
 // order, innermost launcher first (see include/cohort/launch_env.hpp).
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include <cohort/launch_env.hpp>
@@ -50,8 +51,12 @@ Detection read_slurm_step(const EnvReader& env);
 /// No launcher: one process, rank 0 of 1 (notes an enclosing Slurm allocation).
 Detection read_single(const EnvReader& env);
 
-/// Fills the fields every MPI launcher derives alike: one node when every rank
-/// is local, otherwise node index and count unknown until init.
-void fill_mpi_nodes(LaunchInfo& info, std::string_view launcher_name);
+/// Fills what every MPI launcher's ranks derive alike once rank, world size,
+/// local rank and local size (and the node count, where the launcher exports
+/// it) are read: the node layout (one node when every rank is local, else
+/// unknown until init), master address, job id, master port (derived from the
+/// job id, else picked at init) and restart count.
+void fill_mpi_common(LaunchInfo& info, std::string_view launcher_name,
+                     std::optional<Sourced<std::string>> job);
 
 }  // namespace cohort::detail

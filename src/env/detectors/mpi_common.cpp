@@ -1,22 +1,38 @@
+// What every MPI launcher's ranks derive alike once rank and sizes are read.
 #include "core/strings.hpp"
 #include "env/detectors/detectors.hpp"
+#include "env/master_port.hpp"
 
 namespace cohort::detail {
 
-void fill_mpi_nodes(LaunchInfo& info, std::string_view launcher_name) {
-  if (info.local_world_size.value == info.world_size.value) {
+void fill_mpi_common(LaunchInfo& info, std::string_view launcher_name,
+                     std::optional<Sourced<std::string>> job) {
+  const bool one_node = info.local_world_size.value == info.world_size.value;
+  if (one_node) {
     const std::string why = cat(info.local_world_size.source, " = ", info.world_size.source,
                                 ": every rank is on this node");
     info.num_nodes = {1, why};
     info.node_rank = {0, why};
-    return;
+    info.master_addr = {"127.0.0.1", "loopback: every rank is on this node"};
+  } else {
+    // MPI launchers export no node index; the ranks find it at init by
+    // comparing host names, and rank 0 publishes its address then.
+    info.node_rank = {kUnknown, cat("unknown: ", launcher_name, " exports no node index")};
+    if (info.num_nodes.source.empty()) {
+      info.num_nodes = {kUnknown, cat("unknown: ", launcher_name, " exports no node count")};
+    }
+    info.master_addr = {"", "not in the environment: rank 0's address is exchanged at init"};
   }
-  // MPI launchers export no node index; the ranks find it at init by comparing
-  // host names.
-  info.node_rank = {kUnknown, cat("unknown: ", launcher_name, " exports no node index")};
-  if (info.num_nodes.source.empty()) {
-    info.num_nodes = {kUnknown, cat("unknown: ", launcher_name, " exports no node count")};
+
+  if (job) {
+    info.job_id = *job;
+    info.master_port = {derive_port(job->value, 0),
+                        cat("derived from ", job->source, "=", job->value)};
+  } else {
+    info.job_id = {"", cat("none: ", launcher_name, " exports no job id")};
+    info.master_port = {0, "not in the environment: rank 0 picks a free port at init"};
   }
+  info.restart_count = {0, cat("default: ", launcher_name, " does not restart ranks")};
 }
 
 }  // namespace cohort::detail

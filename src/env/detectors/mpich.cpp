@@ -1,7 +1,6 @@
 // MPICH's Hydra (mpiexec.hydra, mpirun.mpich; also Intel MPI): PMI_RANK, PMI_SIZE.
 #include "core/strings.hpp"
 #include "env/detectors/detectors.hpp"
-#include "env/master_port.hpp"
 
 namespace cohort::detail {
 
@@ -40,20 +39,7 @@ Detection read_mpich(const EnvReader& env) {
     info.local_world_size =
         local_size.value_or(Sourced<int>{kUnknown, "unknown: MPI_LOCALNRANKS unset"});
   }
-  fill_mpi_nodes(info, "MPICH");
-
-  if (auto job = env.first({"PMI_JOBID"})) {
-    info.job_id = *job;
-  } else {
-    info.job_id = {"", "none: Hydra exports no job id"};
-  }
-  if (info.num_nodes.value == 1) {
-    info.master_addr = {"127.0.0.1", "loopback: every rank is on this node"};
-  } else {
-    info.master_addr = {"", "not in the environment: rank 0's address is exchanged at init"};
-  }
-  info.master_port = mpi_master_port(info.job_id);
-  info.restart_count = {0, "default: Hydra does not restart ranks"};
+  fill_mpi_common(info, "MPICH", env.first({"PMI_JOBID"}));
   return out;
 }
 

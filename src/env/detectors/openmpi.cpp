@@ -1,7 +1,6 @@
 // Open MPI's mpirun/mpiexec (ORTE in 4.x): OMPI_COMM_WORLD_*.
 #include "core/strings.hpp"
 #include "env/detectors/detectors.hpp"
-#include "env/master_port.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -38,20 +37,7 @@ Detection read_openmpi(const EnvReader& env) {
   info.local_world_size = require(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
   // OMPI_COMM_WORLD_NODE_RANK is a node-local rank, not a node index.
   if (auto nodes = env.first_int({"OMPI_MCA_orte_num_nodes"})) info.num_nodes = *nodes;
-  fill_mpi_nodes(info, "Open MPI");
-
-  if (auto job = env.first({"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})) {
-    info.job_id = *job;
-  } else {
-    info.job_id = {"", "none: OMPI_MCA_ess_base_jobid unset"};
-  }
-  if (info.num_nodes.value == 1) {
-    info.master_addr = {"127.0.0.1", "loopback: every rank is on this node"};
-  } else {
-    info.master_addr = {"", "not in the environment: rank 0's address is exchanged at init"};
-  }
-  info.master_port = mpi_master_port(info.job_id);
-  info.restart_count = {0, "default: Open MPI does not restart ranks"};
+  fill_mpi_common(info, "Open MPI", env.first({"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"}));
   return out;
 }
 

@@ -8,22 +8,10 @@
 #include <cohort/launch_env.hpp>
 
 #include "env/master_port.hpp"
+#include "support/launch_examples.hpp"
 
 namespace cohort {
 namespace {
-
-// The environment from the foundation issue's acceptance check.
-Environment slurm_example() {
-  return {{"SLURM_JOB_ID", "1234"},
-          {"SLURM_PROCID", "5"},
-          {"SLURM_NTASKS", "8"},
-          {"SLURM_LOCALID", "1"},
-          {"SLURM_NODEID", "2"},
-          {"SLURM_NNODES", "4"},
-          {"SLURM_JOB_NODELIST", "n[1-4]"},
-          {"SLURM_TASKS_PER_NODE", "2(x4)"},
-          {"SLURM_STEP_TASKS_PER_NODE", "2(x4)"}};
-}
 
 Environment with(Environment env, const Environment& more) {
   for (const auto& [name, value] : more)
@@ -70,7 +58,7 @@ TEST(DetectLaunch, NothingSetIsASingleProcess) {
 }
 
 TEST(DetectLaunch, SlurmStepFromTheIssueExample) {
-  const LaunchInfo info = detect_launch(slurm_example());
+  const LaunchInfo info = detect_launch(test::slurm_step_example());
   EXPECT_EQ(info.launcher.value, Launcher::slurm);
   EXPECT_EQ(info.rank.value, 5);
   EXPECT_EQ(info.rank.source, "SLURM_PROCID");
@@ -88,10 +76,7 @@ TEST(DetectLaunch, SlurmStepFromTheIssueExample) {
 
 TEST(DetectLaunch, OpenMpiWinsOverSlurm) {
   const LaunchInfo info =
-      detect_launch(with(slurm_example(), {{"OMPI_COMM_WORLD_RANK", "2"},
-                                           {"OMPI_COMM_WORLD_SIZE", "4"},
-                                           {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                                           {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+      detect_launch(with(test::slurm_step_example(), test::openmpi_rank2_of4()));
   EXPECT_EQ(info.launcher.value, Launcher::openmpi);
   EXPECT_EQ(info.rank.value, 2);
   EXPECT_EQ(info.rank.source, "OMPI_COMM_WORLD_RANK");
@@ -103,15 +88,15 @@ TEST(DetectLaunch, OpenMpiWinsOverSlurm) {
 }
 
 TEST(DetectLaunch, TorchrunWinsOverEverything) {
-  const Environment env = with(slurm_example(), {{"RANK", "1"},
-                                                 {"WORLD_SIZE", "2"},
-                                                 {"LOCAL_RANK", "1"},
-                                                 {"LOCAL_WORLD_SIZE", "2"},
-                                                 {"MASTER_ADDR", "10.0.0.1"},
-                                                 {"MASTER_PORT", "29500"},
-                                                 {"TORCHELASTIC_RUN_ID", "abc"},
-                                                 {"PMI_RANK", "0"},
-                                                 {"PMI_SIZE", "1"}});
+  const Environment env = with(test::slurm_step_example(), {{"RANK", "1"},
+                                                            {"WORLD_SIZE", "2"},
+                                                            {"LOCAL_RANK", "1"},
+                                                            {"LOCAL_WORLD_SIZE", "2"},
+                                                            {"MASTER_ADDR", "10.0.0.1"},
+                                                            {"MASTER_PORT", "29500"},
+                                                            {"TORCHELASTIC_RUN_ID", "abc"},
+                                                            {"PMI_RANK", "0"},
+                                                            {"PMI_SIZE", "1"}});
   const LaunchInfo info = detect_launch(env);
   EXPECT_EQ(info.launcher.value, Launcher::torchrun);
   EXPECT_EQ(info.rank.value, 1);
@@ -185,7 +170,7 @@ TEST(DetectLaunch, MpichAcrossNodesLeavesNodeIndexUnknown) {
 }
 
 TEST(DetectLaunch, PmixUnderSrun) {
-  const LaunchInfo info = detect_launch(with(slurm_example(), {{"PMIX_RANK", "5"}}));
+  const LaunchInfo info = detect_launch(with(test::slurm_step_example(), {{"PMIX_RANK", "5"}}));
   EXPECT_EQ(info.launcher.value, Launcher::pmix);
   EXPECT_EQ(info.rank.source, "PMIX_RANK");
   EXPECT_EQ(info.world_size.value, 8);
@@ -206,8 +191,8 @@ TEST(DetectLaunch, BatchScriptIsASingleProcessWithANote) {
 }
 
 TEST(DetectLaunch, MasterAddrAndPortOverrideSlurm) {
-  const LaunchInfo info =
-      detect_launch(with(slurm_example(), {{"MASTER_ADDR", "10.1.1.1"}, {"MASTER_PORT", "40000"}}));
+  const LaunchInfo info = detect_launch(
+      with(test::slurm_step_example(), {{"MASTER_ADDR", "10.1.1.1"}, {"MASTER_PORT", "40000"}}));
   EXPECT_EQ(info.launcher.value, Launcher::slurm);
   EXPECT_EQ(info.master_addr.value, "10.1.1.1");
   EXPECT_EQ(info.master_addr.source, "MASTER_ADDR");
@@ -215,11 +200,12 @@ TEST(DetectLaunch, MasterAddrAndPortOverrideSlurm) {
 }
 
 TEST(DetectLaunch, SlurmStepNodelistBeatsTheJobNodelist) {
-  const LaunchInfo info = detect_launch(with(slurm_example(), {{"SLURM_STEP_NODELIST", "n[3-4]"},
-                                                               {"SLURM_STEP_NUM_NODES", "2"},
-                                                               {"SLURM_STEP_TASKS_PER_NODE", "3,5"},
-                                                               {"SLURM_NODEID", "1"},
-                                                               {"SLURM_STEP_ID", "4294967290"}}));
+  const LaunchInfo info =
+      detect_launch(with(test::slurm_step_example(), {{"SLURM_STEP_NODELIST", "n[3-4]"},
+                                                      {"SLURM_STEP_NUM_NODES", "2"},
+                                                      {"SLURM_STEP_TASKS_PER_NODE", "3,5"},
+                                                      {"SLURM_NODEID", "1"},
+                                                      {"SLURM_STEP_ID", "4294967290"}}));
   EXPECT_EQ(info.master_addr.value, "n3");
   EXPECT_EQ(info.num_nodes.value, 2);
   EXPECT_EQ(info.local_world_size.value, 5);
@@ -283,8 +269,10 @@ TEST(DetectLaunchErrors, NotANumber) {
   expect_error_naming({{"RANK", "one"}, {"WORLD_SIZE", "2"}}, {"RANK"});
   expect_error_naming({{"RANK", "1"}, {"WORLD_SIZE", "2 "}}, {"WORLD_SIZE"});
   expect_error_naming({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, {"RANK"});
-  expect_error_naming(with(slurm_example(), {{"SLURM_LOCALID", "x"}}), {"SLURM_LOCALID"});
-  expect_error_naming(with(slurm_example(), {{"SLURM_JOB_ID", "12a"}}), {"SLURM_JOB_ID"});
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_LOCALID", "x"}}),
+                      {"SLURM_LOCALID"});
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_JOB_ID", "12a"}}),
+                      {"SLURM_JOB_ID"});
   expect_error_naming({{"OMPI_COMM_WORLD_RANK", "0"},
                        {"OMPI_COMM_WORLD_SIZE", "99999999999"},
                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
@@ -299,32 +287,33 @@ TEST(DetectLaunchErrors, MasterAddrMissingUnderTorchrunVariables) {
 }
 
 TEST(DetectLaunchErrors, MasterPortOutOfRange) {
-  expect_error_naming(with(slurm_example(), {{"MASTER_PORT", "70000"}}), {"MASTER_PORT"});
-  expect_error_naming(with(slurm_example(), {{"MASTER_PORT", "0"}}), {"MASTER_PORT"});
+  expect_error_naming(with(test::slurm_step_example(), {{"MASTER_PORT", "70000"}}),
+                      {"MASTER_PORT"});
+  expect_error_naming(with(test::slurm_step_example(), {{"MASTER_PORT", "0"}}), {"MASTER_PORT"});
 }
 
 TEST(DetectLaunchErrors, NodelistThatDoesNotParse) {
-  expect_error_naming(with(slurm_example(), {{"SLURM_JOB_NODELIST", "n[1-4"}}),
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_JOB_NODELIST", "n[1-4"}}),
                       {"SLURM_JOB_NODELIST"});
-  expect_error_naming(with(slurm_example(), {{"SLURM_JOB_NODELIST", "n[4-1]"}}),
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_JOB_NODELIST", "n[4-1]"}}),
                       {"SLURM_JOB_NODELIST"});
 }
 
 TEST(DetectLaunchErrors, SlurmCountsThatDisagree) {
-  expect_error_naming(with(slurm_example(), {{"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}}),
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}}),
                       {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NNODES"});
-  expect_error_naming(with(slurm_example(), {{"SLURM_STEP_TASKS_PER_NODE", "3(x4)"}}),
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_STEP_TASKS_PER_NODE", "3(x4)"}}),
                       {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS"});
-  expect_error_naming(with(slurm_example(), {{"SLURM_STEP_TASKS_PER_NODE", "2(x"}}),
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_STEP_TASKS_PER_NODE", "2(x"}}),
                       {"SLURM_STEP_TASKS_PER_NODE"});
-  expect_error_naming(with(slurm_example(), {{"SLURM_NODEID", "4"}}),
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_NODEID", "4"}}),
                       {"SLURM_NODEID", "SLURM_NNODES"});
-  expect_error_naming(with(slurm_example(), {{"SLURM_PROCID", "8"}}),
+  expect_error_naming(with(test::slurm_step_example(), {{"SLURM_PROCID", "8"}}),
                       {"SLURM_PROCID", "SLURM_NTASKS"});
 }
 
 TEST(DetectLaunchErrors, SlurmStepWithoutRank) {
-  Environment env = slurm_example();
+  Environment env = test::slurm_step_example();
   env.erase("SLURM_PROCID");
   expect_error_naming(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_PROCID"});
 }
@@ -334,7 +323,8 @@ TEST(DetectLaunchErrors, PartialMpiVariables) {
                       {"OMPI_COMM_WORLD_LOCAL_RANK"});
   expect_error_naming({{"PMI_RANK", "0"}}, {"PMI_RANK", "PMI_SIZE"});
   expect_error_naming({{"PMIX_RANK", "0"}}, {"PMIX_RANK"});
-  expect_error_naming(with(slurm_example(), {{"PMIX_RANK", "4"}}), {"PMIX_RANK", "SLURM_PROCID"});
+  expect_error_naming(with(test::slurm_step_example(), {{"PMIX_RANK", "4"}}),
+                      {"PMIX_RANK", "SLURM_PROCID"});
 }
 
 }  // namespace
