@@ -22,6 +22,21 @@ class InvalidArgument : public Error {
   using Error::Error;
 };
 
+/// A blocking call did not complete within its timeout. The message names
+/// what was waited for (keys, peer host:port) and for how long.
+class Timeout : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The rendezvous store cannot be reached, closed the connection, rejected
+/// this client (wrong job token), or answered with an error. The message
+/// names the store's host:port.
+class StoreError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// The launch environment is partial or inconsistent (RANK without WORLD_SIZE,
 /// RANK >= WORLD_SIZE, a Slurm nodelist that does not parse, a non-number ...).
 /// `variables()` lists each variable involved with its value ("" when unset),

@@ -1,0 +1,163 @@
+// The key-value rendezvous store: how the processes of one job find each
+// other. A `StoreServer` runs inside the launcher's agent (it outlives every
+// worker) or, with no agent, inside rank 0; every process talks to it through
+// a `StoreClient`. Keys are strings, values are bytes (std::string holds
+// them); every blocking call has a timeout; every error names the store's
+// host:port. The wire protocol is in docs/store-protocol.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort {
+
+/// The store's operations. Implementations are thread-safe.
+class Store {
+ public:
+  /// Default for every blocking call when none is given: 5 minutes, enough for
+  /// the slowest rank of a large job to start.
+  static constexpr std::chrono::milliseconds kDefaultTimeout{300000};
+
+  virtual ~Store() = default;
+
+  /// Sets `key` to `value` and wakes whoever waits for it.
+  virtual void set(std::string_view key, std::string_view value) = 0;
+
+  /// The value of `key`, waiting until it is set. Throws cohort::Timeout after
+  /// `timeout`.
+  virtual std::string get(std::string_view key, std::chrono::milliseconds timeout) = 0;
+  std::string get(std::string_view key) { return get(key, kDefaultTimeout); }
+
+  /// Adds `delta` to the integer at `key` (absent counts as 0) and returns the
+  /// sum. The value is stored as decimal text. Throws StoreError when the
+  /// current value is not an integer.
+  virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
+
+  /// Atomically sets `key` to `desired` when its value is `expected` (an
+  /// absent key matches an empty `expected`). Returns the value after the
+  /// call: `desired` if it was swapped, else the current value ("" if absent).
+  virtual std::string compare_set(std::string_view key, std::string_view expected,
+                                  std::string_view desired) = 0;
+
+  /// Returns once every key in `keys` is set. Throws cohort::Timeout after
+  /// `timeout`, naming the keys still missing.
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  void wait(const std::vector<std::string>& keys) { wait(keys, kDefaultTimeout); }
+
+  /// Whether every key in `keys` is set, without waiting.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+
+  /// Removes `key`; returns whether it was set.
+  virtual bool delete_key(std::string_view key) = 0;
+
+  /// The number of keys in the whole store (a prefix view counts them all).
+  virtual std::int64_t num_keys() = 0;
+};
+
+/// Serves a store over TCP from a thread of its own: one epoll loop, no
+/// thread per client, so it holds thousands of connections. Every connection
+/// presents the job token before anything else; a wrong token, a frame over
+/// the size limit or bytes that break the protocol close that connection
+/// only (and are logged), never the server.
+class StoreServer {
+ public:
+  struct Options {
+    std::string host = "0.0.0.0";  ///< address to listen on
+    int port = 0;                  ///< 0: any free port (see port())
+    std::string token;             ///< the job token clients must present
+    std::uint32_t max_frame_bytes = 64u << 20;  ///< largest request accepted
+  };
+
+  /// Binds, then serves until destroyed. Throws cohort::Error naming
+  /// host:port when the port cannot be bound.
+  explicit StoreServer(Options options);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  /// The port it listens on.
+  int port() const noexcept;
+
+  /// Connections currently open (for tests and diagnostics).
+  std::size_t connection_count() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A connection to a StoreServer. Construction connects, retrying with
+/// backoff until `timeout`, so the order in which server and clients start
+/// does not matter. Thread-safe: calls are serialized on one connection.
+class StoreClient : public Store {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 0;
+    std::string token;
+    /// Bound on connecting and on every call that takes no timeout of its own.
+    std::chrono::milliseconds timeout = kDefaultTimeout;
+  };
+
+  /// Throws StoreError naming host:port when no connection is made within
+  /// `timeout`, or when the server rejects the token.
+  explicit StoreClient(Options options);
+  ~StoreClient() override;
+
+  using Store::get;
+  using Store::wait;
+  void set(std::string_view key, std::string_view value) override;
+  std::string get(std::string_view key, std::chrono::milliseconds timeout) override;
+  std::int64_t add(std::string_view key, std::int64_t delta) override;
+  std::string compare_set(std::string_view key, std::string_view expected,
+                          std::string_view desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(std::string_view key) override;
+  std::int64_t num_keys() override;
+
+  /// "host:port" of the server.
+  const std::string& address() const noexcept { return address_; }
+
+ private:
+  std::string call(std::string request, std::chrono::milliseconds server_timeout);
+
+  Options options_;
+  std::string address_;
+  std::mutex mutex_;
+  int fd_ = -1;
+  std::string broken_;  ///< why the connection is unusable, "" while it is fine
+};
+
+/// A view of another store in which every key is "<prefix>/<key>": lets parts
+/// of a job (a restart attempt, a subgroup) share one server without clashes.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> base);
+
+  using Store::get;
+  using Store::wait;
+  void set(std::string_view key, std::string_view value) override;
+  std::string get(std::string_view key, std::chrono::milliseconds timeout) override;
+  std::int64_t add(std::string_view key, std::int64_t delta) override;
+  std::string compare_set(std::string_view key, std::string_view expected,
+                          std::string_view desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(std::string_view key) override;
+  std::int64_t num_keys() override;
+
+ private:
+  std::string full(std::string_view key) const;
+  std::vector<std::string> full(const std::vector<std::string>& keys) const;
+
+  std::string prefix_;
+  std::shared_ptr<Store> base_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,49 @@
+// Owning file descriptor, and the syscall conventions every part follows:
+// retry EINTR, open everything O_CLOEXEC, never raise SIGPIPE (MSG_NOSIGNAL).
+#pragma once
+
+#include <cerrno>
+#include <string>
+#include <utility>
+
+namespace cohort::detail {
+
+/// A file descriptor closed on destruction; movable, not copyable.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) noexcept : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+
+  int get() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Calls `call` until it does not fail with EINTR; returns its last result.
+template <class Call>
+auto retry_eintr(Call call) {
+  for (;;) {
+    auto result = call();
+    if (!(result == -1 && errno == EINTR)) return result;
+  }
+}
+
+/// Sets O_NONBLOCK; throws cohort::Error naming `what` on failure.
+void set_nonblocking(int fd, const char* what);
+
+/// strerror(error) as a string, thread-safe.
+std::string errno_text(int error);
+
+}  // namespace cohort::detail

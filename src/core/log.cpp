@@ -1,0 +1,46 @@
+#include "core/log.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace cohort::detail {
+namespace {
+
+LogLevel level_from_environment() {
+  const char* text = std::getenv("COHORT_LOG");
+  const std::string_view value = text ? text : "";
+  if (value == "error") return LogLevel::error;
+  if (value == "info") return LogLevel::info;
+  if (value == "debug") return LogLevel::debug;
+  return LogLevel::warn;
+}
+
+}  // namespace
+
+bool log_enabled(LogLevel level) noexcept {
+  static const LogLevel threshold = level_from_environment();
+  return static_cast<int>(level) <= static_cast<int>(threshold);
+}
+
+void log(LogLevel level, std::string_view component, std::string_view message) noexcept {
+  if (!log_enabled(level)) return;
+  try {
+    std::string line = "cohort[" + std::to_string(getpid()) + "] ";
+    line.append(component).append(": ").append(message).push_back('\n');
+    // One write: a line from this process never mixes with another's.
+    const char* data = line.data();
+    std::size_t left = line.size();
+    while (left > 0) {
+      const ssize_t n = ::write(STDERR_FILENO, data, left);
+      if (n <= 0) return;
+      data += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  } catch (...) {
+    // Logging never throws; a message lost under memory exhaustion is acceptable.
+  }
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,49 @@
+// TCP helpers over blocking sockets with deadlines (poll), for the store's
+// client and server and the launcher. IPv4; every error names host:port.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "core/fd.hpp"
+
+namespace cohort::detail {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+struct Listener {
+  Fd fd;
+  int port = 0;  ///< the bound port (the one the OS picked for port 0)
+};
+
+/// A non-blocking listening socket on host:port ("" or "0.0.0.0": every
+/// interface; port 0: any free port). Throws cohort::Error naming host:port.
+Listener listen_tcp(const std::string& host, int port, int backlog = 4096);
+
+/// One connection attempt to host:port that gives up at `deadline`. On
+/// failure returns an invalid Fd and describes why in `*error`
+/// ("connection refused", "n1 does not resolve: ...").
+Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string* error);
+
+/// Sends every byte before `deadline` (MSG_NOSIGNAL: a closed peer is an
+/// error, not a SIGPIPE). False with `*error` set on failure.
+bool send_all(int fd, const void* data, std::size_t size, Deadline deadline, std::string* error);
+
+/// Receives exactly `size` bytes before `deadline`. False with `*error` set
+/// on failure; "closed the connection" when the peer did.
+bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::string* error);
+
+/// "10.0.0.1:4242" for the peer of a connected socket.
+std::string peer_name(int fd);
+
+/// A TCP port that was free on `host` a moment ago (bound, then released).
+/// For ports handed to another program to bind (MASTER_PORT); racy by nature.
+int pick_free_port(const std::string& host = "0.0.0.0");
+
+/// Raises this process's soft open-file limit to its hard limit, so that a
+/// server can hold thousands of connections. Returns the new soft limit.
+long raise_open_file_limit() noexcept;
+
+}  // namespace cohort::detail

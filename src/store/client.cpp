@@ -1,0 +1,213 @@
+// StoreClient: one blocking connection with deadlines. GET and WAIT carry
+// their timeout to the server, which answers "timeout" itself, so the
+// connection stays usable; the client waits a little longer than that to
+// tell a slow server from a dead one.
+#include <unistd.h>
+
+#include <thread>
+
+#include <cohort/errors.hpp>
+#include <cohort/store.hpp>
+
+#include "core/socket.hpp"
+#include "core/strings.hpp"
+#include "store/protocol.hpp"
+
+namespace cohort {
+
+using detail::cat;
+using detail::Clock;
+namespace wire = detail::store_protocol;
+
+namespace {
+
+// How much longer than a GET/WAIT timeout the client waits for the server's
+// own "timeout" answer before it declares the server unresponsive.
+constexpr std::chrono::milliseconds kServerGrace{5000};
+
+std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const std::string& key : keys) out += (out.empty() ? "'" : ", '") + key + "'";
+  return out;
+}
+
+}  // namespace
+
+StoreClient::StoreClient(Options options)
+    : options_(std::move(options)), address_(cat(options_.host, ":", options_.port)) {
+  // Retry with exponential backoff (10 ms doubling to 500 ms) until the
+  // timeout: the server may not be listening yet.
+  const auto deadline = Clock::now() + options_.timeout;
+  auto backoff = std::chrono::milliseconds(10);
+  std::string error;
+  for (;;) {
+    detail::Fd fd = detail::connect_tcp(options_.host, options_.port, deadline, &error);
+    if (fd.valid()) {
+      const std::string hello = wire::handshake(options_.token);
+      char header[wire::kFrameHeaderBytes];
+      if (!detail::send_all(fd.get(), hello.data(), hello.size(), deadline, &error) ||
+          !detail::recv_all(fd.get(), header, sizeof(header), deadline, &error)) {
+        throw StoreError(cat("store at ", address_, " ", error, " during the handshake"));
+      }
+      std::string payload(wire::frame_length(header), '\0');
+      if (payload.size() > wire::kMaxHandshakeBytes ||
+          !detail::recv_all(fd.get(), payload.data(), payload.size(), deadline, &error) ||
+          payload.empty()) {
+        throw StoreError(cat("store at ", address_, " sent no valid handshake answer: ",
+                             error.empty() ? "bad frame" : error));
+      }
+      if (static_cast<wire::Status>(payload[0]) != wire::Status::ok) {
+        wire::Reader reader(std::string_view(payload).substr(1));
+        std::string why;
+        try {
+          why = reader.bytes();
+        } catch (const wire::ProtocolError&) {
+          why = "no reason given";
+        }
+        throw StoreError(cat("store at ", address_, " rejected this client: ", why));
+      }
+      fd_ = fd.release();
+      return;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  throw StoreError(cat("could not connect to the store at ", address_, " within ",
+                       options_.timeout.count(), " ms: ", error,
+                       "; is the process that hosts it (cohort run's agent, or rank 0) running, "
+                       "and does this host reach it (`cohort env` shows the route)?"));
+}
+
+StoreClient::~StoreClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string StoreClient::call(std::string request, std::chrono::milliseconds server_timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!broken_.empty()) throw StoreError(broken_);
+  const auto deadline = Clock::now() + std::max(options_.timeout, server_timeout + kServerGrace);
+  std::string error;
+  char header[wire::kFrameHeaderBytes];
+  std::string payload;
+  bool ok = detail::send_all(fd_, request.data(), request.size(), deadline, &error) &&
+            detail::recv_all(fd_, header, sizeof(header), deadline, &error);
+  if (ok) {
+    payload.resize(wire::frame_length(header));
+    ok = detail::recv_all(fd_, payload.data(), payload.size(), deadline, &error) && !payload.empty();
+    if (ok && payload.empty()) error = "sent an empty answer";
+  }
+  if (!ok) {
+    // The stream is out of step now: every later call fails the same way.
+    broken_ = cat("lost the store at ", address_, ": it ", error,
+                  error == "timed out" ? "" : " (has the process that hosts it exited?)");
+    throw StoreError(broken_);
+  }
+  const auto status = static_cast<wire::Status>(payload[0]);
+  payload.erase(0, 1);
+  if (status == wire::Status::error) {
+    wire::Reader reader(payload);
+    throw StoreError(cat("store at ", address_, ": ", reader.bytes()));
+  }
+  if (status == wire::Status::timeout) {
+    wire::Reader reader(payload);
+    throw Timeout(cat("store at ", address_, ": still missing ", quoted_list(reader.strings()),
+                      " after ", server_timeout.count(), " ms"));
+  }
+  return payload;
+}
+
+void StoreClient::set(std::string_view key, std::string_view value) {
+  call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::set)).bytes(key).bytes(value).frame(),
+       {});
+}
+
+std::string StoreClient::get(std::string_view key, std::chrono::milliseconds timeout) {
+  const std::string answer = call(wire::Writer()
+                                      .u8(static_cast<std::uint8_t>(wire::Op::get))
+                                      .bytes(key)
+                                      .i64(timeout.count())
+                                      .frame(),
+                                  timeout);
+  return std::string(wire::Reader(answer).bytes());
+}
+
+std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
+  const std::string answer = call(
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(delta).frame(), {});
+  return wire::Reader(answer).i64();
+}
+
+std::string StoreClient::compare_set(std::string_view key, std::string_view expected,
+                                     std::string_view desired) {
+  const std::string answer = call(wire::Writer()
+                                      .u8(static_cast<std::uint8_t>(wire::Op::compare_set))
+                                      .bytes(key)
+                                      .bytes(expected)
+                                      .bytes(desired)
+                                      .frame(),
+                                  {});
+  return std::string(wire::Reader(answer).bytes());
+}
+
+void StoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  call(wire::Writer()
+           .u8(static_cast<std::uint8_t>(wire::Op::wait))
+           .strings(keys)
+           .i64(timeout.count())
+           .frame(),
+       timeout);
+}
+
+bool StoreClient::check(const std::vector<std::string>& keys) {
+  const std::string answer =
+      call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::check)).strings(keys).frame(), {});
+  return wire::Reader(answer).u8() != 0;
+}
+
+bool StoreClient::delete_key(std::string_view key) {
+  const std::string answer = call(
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::delete_key)).bytes(key).frame(), {});
+  return wire::Reader(answer).u8() != 0;
+}
+
+std::int64_t StoreClient::num_keys() {
+  const std::string answer =
+      call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::num_keys)).frame(), {});
+  return wire::Reader(answer).i64();
+}
+
+// ---------------------------------------------------------------- PrefixStore
+
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
+    : prefix_(std::move(prefix)), base_(std::move(base)) {}
+
+std::string PrefixStore::full(std::string_view key) const { return cat(prefix_, "/", key); }
+
+std::vector<std::string> PrefixStore::full(const std::vector<std::string>& keys) const {
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) out.push_back(full(key));
+  return out;
+}
+
+void PrefixStore::set(std::string_view key, std::string_view value) { base_->set(full(key), value); }
+std::string PrefixStore::get(std::string_view key, std::chrono::milliseconds timeout) {
+  return base_->get(full(key), timeout);
+}
+std::int64_t PrefixStore::add(std::string_view key, std::int64_t delta) {
+  return base_->add(full(key), delta);
+}
+std::string PrefixStore::compare_set(std::string_view key, std::string_view expected,
+                                     std::string_view desired) {
+  return base_->compare_set(full(key), expected, desired);
+}
+void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  base_->wait(full(keys), timeout);
+}
+bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(full(keys)); }
+bool PrefixStore::delete_key(std::string_view key) { return base_->delete_key(full(key)); }
+std::int64_t PrefixStore::num_keys() { return base_->num_keys(); }
+
+}  // namespace cohort

@@ -1,0 +1,82 @@
+// The store's wire protocol (docs/store-protocol.md): length-prefixed frames,
+// little-endian integers, length-prefixed byte strings.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort::detail::store_protocol {
+
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::string_view kMagic = "COHS";
+/// Largest handshake frame: magic, version and a token.
+inline constexpr std::uint32_t kMaxHandshakeBytes = 4096;
+inline constexpr std::size_t kFrameHeaderBytes = 4;
+
+enum class Op : std::uint8_t {
+  set = 1,
+  get = 2,
+  add = 3,
+  compare_set = 4,
+  wait = 5,
+  check = 6,
+  delete_key = 7,
+  num_keys = 8,
+};
+
+enum class Status : std::uint8_t {
+  ok = 0,
+  timeout = 1,   ///< followed by the keys still missing
+  error = 2,     ///< followed by a message
+  rejected = 3,  ///< handshake refused, followed by a message; the server closes
+};
+
+/// A frame that does not follow the protocol.
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Builds one frame: the 4-byte length is filled in by frame().
+class Writer {
+ public:
+  Writer() : buffer_(kFrameHeaderBytes, '\0') {}
+  Writer& u8(std::uint8_t value);
+  Writer& i64(std::int64_t value);
+  Writer& bytes(std::string_view value);
+  Writer& strings(const std::vector<std::string>& values);
+  /// The complete frame, header included; the writer is empty afterwards.
+  std::string frame();
+
+ private:
+  std::string buffer_;
+};
+
+/// Reads the fields of one frame's payload; throws ProtocolError when the
+/// payload ends early.
+class Reader {
+ public:
+  explicit Reader(std::string_view payload) : data_(payload) {}
+  std::uint8_t u8();
+  std::int64_t i64();
+  std::string_view bytes();
+  std::vector<std::string> strings();
+  /// Throws ProtocolError when bytes are left over.
+  void expect_end() const;
+
+ private:
+  std::string_view take(std::size_t size);
+  std::string_view data_;
+  std::size_t position_ = 0;
+};
+
+/// The payload length in a frame header.
+std::uint32_t frame_length(const char* header) noexcept;
+
+/// The handshake frame a client sends first.
+std::string handshake(std::string_view token);
+
+}  // namespace cohort::detail::store_protocol

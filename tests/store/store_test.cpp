@@ -1,0 +1,345 @@
+// The rendezvous store over real TCP on loopback: operations, timeouts,
+// start order, load (hundreds of clients, thousands of connections), and
+// faults (server gone, client killed inside wait, wrong token, oversized
+// frame, random bytes): a bad client only ever loses its own connection.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include <cohort/errors.hpp>
+#include <cohort/store.hpp>
+
+#include "core/socket.hpp"
+#include "store/protocol.hpp"
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+namespace wire = detail::store_protocol;
+
+constexpr const char* kToken = "test-token";
+
+StoreClient::Options client_options(int port, std::chrono::milliseconds timeout = 10s) {
+  StoreClient::Options options;
+  options.host = "127.0.0.1";
+  options.port = port;
+  options.token = kToken;
+  options.timeout = timeout;
+  return options;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreServer::Options options;
+    options.host = "127.0.0.1";
+    options.token = kToken;
+    options.max_frame_bytes = 1 << 20;
+    server_ = std::make_unique<StoreServer>(options);
+  }
+  std::unique_ptr<StoreClient> client(std::chrono::milliseconds timeout = 10s) {
+    return std::make_unique<StoreClient>(client_options(server_->port(), timeout));
+  }
+  // Waits (bounded) until the server holds `count` connections.
+  bool connections_become(std::size_t count) {
+    for (int i = 0; i < 500; ++i) {
+      if (server_->connection_count() == count) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  // A raw connection that completed the handshake with `token`.
+  detail::Fd raw_connection(const std::string& token = kToken) {
+    std::string error;
+    const auto deadline = detail::Clock::now() + 5s;
+    detail::Fd fd = detail::connect_tcp("127.0.0.1", server_->port(), deadline, &error);
+    EXPECT_TRUE(fd.valid()) << error;
+    const std::string hello = wire::handshake(token);
+    EXPECT_TRUE(detail::send_all(fd.get(), hello.data(), hello.size(), deadline, &error)) << error;
+    char answer[5];
+    EXPECT_TRUE(detail::recv_all(fd.get(), answer, sizeof(answer), deadline, &error)) << error;
+    return fd;
+  }
+  // Whether the server closed `fd` (reads until EOF, bounded).
+  static bool closed_by_server(int fd) {
+    std::string error;
+    char buffer[256];
+    const auto deadline = detail::Clock::now() + 5s;
+    while (detail::recv_all(fd, buffer, 1, deadline, &error)) {
+    }
+    return error == "closed the connection";
+  }
+  void expect_server_healthy() {
+    auto good = client();
+    good->set("health", "ok");
+    EXPECT_EQ(good->get("health", 1s), "ok");
+  }
+
+  std::unique_ptr<StoreServer> server_;
+};
+
+TEST_F(StoreTest, Operations) {
+  auto store = client();
+  store->set("a", std::string("bytes\0with nul", 14));
+  EXPECT_EQ(store->get("a", 1s), std::string("bytes\0with nul", 14));
+  EXPECT_EQ(store->add("n", 5), 5);
+  EXPECT_EQ(store->add("n", -2), 3);
+  EXPECT_EQ(store->get("n", 1s), "3");
+  EXPECT_TRUE(store->check({"a", "n"}));
+  EXPECT_FALSE(store->check({"a", "missing"}));
+  EXPECT_EQ(store->num_keys(), 2);
+  EXPECT_TRUE(store->delete_key("a"));
+  EXPECT_FALSE(store->delete_key("a"));
+  EXPECT_EQ(store->num_keys(), 1);
+  store->set("text", "abc");
+  EXPECT_THROW(store->add("text", 1), StoreError);
+  store->set("empty", "");
+  EXPECT_EQ(store->get("empty", 1s), "");
+}
+
+TEST_F(StoreTest, CompareSet) {
+  auto store = client();
+  EXPECT_EQ(store->compare_set("k", "x", "y"), "");   // absent, expected not empty: no swap
+  EXPECT_FALSE(store->check({"k"}));
+  EXPECT_EQ(store->compare_set("k", "", "first"), "first");  // absent matches ""
+  EXPECT_EQ(store->compare_set("k", "wrong", "second"), "first");
+  EXPECT_EQ(store->compare_set("k", "first", "second"), "second");
+  EXPECT_EQ(store->get("k", 1s), "second");
+}
+
+TEST_F(StoreTest, GetAndWaitBlockUntilSet) {
+  auto waiter = client();
+  auto setter = client();
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);
+    setter->set("x", "1");
+    std::this_thread::sleep_for(50ms);
+    setter->set("y", "2");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  waiter->wait({"x", "y"}, 10s);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 140ms);
+  EXPECT_EQ(waiter->get("y", 1s), "2");
+  later.join();
+}
+
+TEST_F(StoreTest, TimeoutNamesMissingKeysAndKeepsTheConnection) {
+  auto store = client();
+  store->set("present", "1");
+  try {
+    store->wait({"present", "absent"}, 200ms);
+    FAIL() << "no timeout";
+  } catch (const Timeout& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("'absent'"), std::string::npos) << message;
+    EXPECT_EQ(message.find("'present'"), std::string::npos) << message;
+    EXPECT_NE(message.find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos);
+  }
+  EXPECT_THROW(store->get("absent", 50ms), Timeout);
+  EXPECT_EQ(store->get("present", 1s), "1");  // still usable
+}
+
+TEST_F(StoreTest, ClientStartedFirstConnectsWhenTheServerComes) {
+  const int port = detail::pick_free_port("127.0.0.1");
+  std::unique_ptr<StoreServer> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(300ms);
+    StoreServer::Options options;
+    options.host = "127.0.0.1";
+    options.port = port;
+    options.token = kToken;
+    late = std::make_unique<StoreServer>(options);
+  });
+  StoreClient early(client_options(port, 10s));
+  early.set("k", "v");
+  EXPECT_EQ(early.get("k", 1s), "v");
+  starter.join();
+}
+
+TEST_F(StoreTest, NoServerFailsWithinTheTimeoutNamingTheAddress) {
+  const int port = detail::pick_free_port("127.0.0.1");
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    StoreClient nobody(client_options(port, 300ms));
+    FAIL() << "connected to nothing";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("127.0.0.1:" + std::to_string(port)),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST_F(StoreTest, ServerGoneFailsTheWaitingClient) {
+  auto store = client();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(200ms);
+    server_.reset();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(store->wait({"never"}, 60s), StoreError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  stopper.join();
+  EXPECT_THROW(store->set("after", "x"), StoreError);  // and every later call
+}
+
+TEST_F(StoreTest, WrongTokenIsRejectedAndOthersAreServed) {
+  auto options = client_options(server_->port(), 2s);
+  options.token = "another job";
+  try {
+    StoreClient stranger(options);
+    FAIL() << "accepted a wrong token";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("wrong job token"), std::string::npos) << error.what();
+  }
+  expect_server_healthy();
+}
+
+TEST_F(StoreTest, OversizedFrameClosesOnlyThatConnection) {
+  auto bystander = client();
+  detail::Fd fd = raw_connection();
+  const char header[4] = {'\xff', '\xff', '\xff', '\x7f'};  // ~2 GiB
+  std::string error;
+  ASSERT_TRUE(detail::send_all(fd.get(), header, 4, detail::Clock::now() + 1s, &error)) << error;
+  EXPECT_TRUE(closed_by_server(fd.get()));
+  bystander->set("still", "here");
+  EXPECT_EQ(bystander->get("still", 1s), "here");
+  // An oversized handshake is refused too (the limit before the token is 4 KiB).
+  std::string raw_error;
+  detail::Fd early = detail::connect_tcp("127.0.0.1", server_->port(), detail::Clock::now() + 1s,
+                                         &raw_error);
+  const char big[4] = {'\x00', '\x00', '\x01', '\x00'};  // 64 KiB
+  ASSERT_TRUE(detail::send_all(early.get(), big, 4, detail::Clock::now() + 1s, &raw_error));
+  EXPECT_TRUE(closed_by_server(early.get()));
+}
+
+TEST_F(StoreTest, RandomBytesCloseOnlyThatConnection) {
+  auto bystander = client();
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 200; ++i) {
+    // Half before the handshake, half after it; lengths that fit the limit.
+    detail::Fd fd;
+    std::string error;
+    if (i % 2 == 0) {
+      fd = detail::connect_tcp("127.0.0.1", server_->port(), detail::Clock::now() + 1s, &error);
+    } else {
+      fd = raw_connection();
+    }
+    std::string junk(1 + rng() % 64, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    const std::uint32_t length = static_cast<std::uint32_t>(junk.size());
+    std::string frame(reinterpret_cast<const char*>(&length), 4);  // well-formed header
+    frame += junk;
+    if (i % 4 == 1) frame = junk;  // and sometimes not even that
+    ASSERT_TRUE(detail::send_all(fd.get(), frame.data(), frame.size(), detail::Clock::now() + 1s,
+                                 &error))
+        << error;
+    ::shutdown(fd.get(), SHUT_WR);
+  }
+  bystander->set("survived", "yes");
+  EXPECT_EQ(bystander->get("survived", 1s), "yes");
+  expect_server_healthy();
+}
+
+TEST_F(StoreTest, ClientKilledInsideWait) {
+  auto store = client();
+  const std::size_t before = server_->connection_count();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      StoreClient doomed(client_options(server_->port(), 10s));
+      doomed.wait({"never-set"}, 60s);
+    } catch (...) {
+    }
+    _exit(0);
+  }
+  ASSERT_TRUE(connections_become(before + 1)) << "the child did not connect";
+  std::this_thread::sleep_for(100ms);  // let it park in wait
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(connections_become(before)) << "the killed client's connection stayed open";
+  store->set("never-set", "now set");  // wakes nobody, harms nothing
+  expect_server_healthy();
+}
+
+TEST_F(StoreTest, HundredsOfClientsThousandsOfOperationsNothingLost) {
+  constexpr int kClients = 256;
+  constexpr int kOperations = 1000;  // per client: 250 rounds of set, add, get, check
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      try {
+        StoreClient store(client_options(server_->port(), 60s));
+        for (int i = 0; i < kOperations / 4; ++i) {
+          const std::string key = "c" + std::to_string(c) + "/" + std::to_string(i);
+          store.set(key, std::to_string(i));
+          store.add("counter", 1);
+          if (store.get(key, 10s) != std::to_string(i)) ++failures;
+          if (!store.check({key})) ++failures;
+        }
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << "client " << c << ": " << error.what();
+        ++failures;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures, 0);
+  auto store = client();
+  EXPECT_EQ(store->get("counter", 1s), std::to_string(kClients * kOperations / 4));
+  EXPECT_EQ(store->num_keys(), kClients * kOperations / 4 + 1);
+}
+
+TEST_F(StoreTest, ThousandsOfConcurrentConnections) {
+  detail::raise_open_file_limit();
+  constexpr int kConnections = 2000;
+  std::vector<std::unique_ptr<StoreClient>> clients;
+  for (int i = 0; i < kConnections; ++i) clients.push_back(client());
+  EXPECT_TRUE(connections_become(kConnections));
+  // Every one of them parked in a wait at once, then woken by one set.
+  std::vector<std::thread> waiters;
+  std::atomic<int> woken{0};
+  for (int t = 0; t < 4; ++t) {
+    waiters.emplace_back([&, t] {
+      // Each thread drives its share of the connections through wait.
+      for (int i = t; i < kConnections; i += 4) {
+        clients[static_cast<std::size_t>(i)]->wait({"go"}, 30s);
+        ++woken;
+      }
+    });
+  }
+  std::this_thread::sleep_for(100ms);
+  clients.back()->set("go", "1");
+  for (std::thread& thread : waiters) thread.join();
+  EXPECT_EQ(woken, kConnections);
+}
+
+TEST_F(StoreTest, PrefixViewsDoNotClash) {
+  std::shared_ptr<Store> base = client();
+  PrefixStore first("attempt0", base);
+  PrefixStore second("attempt1", base);
+  first.set("rank0", "a");
+  second.set("rank0", "b");
+  EXPECT_EQ(first.get("rank0", 1s), "a");
+  EXPECT_EQ(second.get("rank0", 1s), "b");
+  EXPECT_EQ(base->get("attempt0/rank0", 1s), "a");
+  EXPECT_EQ(first.add("n", 2), 2);
+  EXPECT_TRUE(second.check({"rank0"}));
+  EXPECT_FALSE(second.check({"n"}));
+  first.wait({"rank0", "n"}, 1s);
+  EXPECT_TRUE(first.delete_key("n"));
+  EXPECT_EQ(first.num_keys(), 2);  // the whole store: attempt0/rank0, attempt1/rank0
+}
+
+}  // namespace
+}  // namespace cohort
