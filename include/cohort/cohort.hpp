@@ -4,4 +4,7 @@
 
 #include <cohort/config.hpp>
 #include <cohort/errors.hpp>
+#include <cohort/launch.hpp>
 #include <cohort/launch_env.hpp>
+#include <cohort/store.hpp>
+#include <cohort/world.hpp>

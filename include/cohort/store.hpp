@@ -67,9 +67,9 @@ class Store {
 class StoreServer {
  public:
   struct Options {
-    std::string host = "0.0.0.0";  ///< address to listen on
-    int port = 0;                  ///< 0: any free port (see port())
-    std::string token;             ///< the job token clients must present
+    std::string host = "0.0.0.0";               ///< address to listen on
+    int port = 0;                               ///< 0: any free port (see port())
+    std::string token;                          ///< the job token clients must present
     std::uint32_t max_frame_bytes = 64u << 20;  ///< largest request accepted
   };
 

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -20,5 +23,14 @@ inline constexpr int kExitUsage = 2;    ///< unknown option, missing argument, .
 
 void add_env_command(CLI::App& app, Runner& run);
 void add_hostlist_command(CLI::App& app, Runner& run);
+/// `after_separator`: what followed `cohort run ... --` (see
+/// take_program_after_separator), or nullopt when there was no `--`.
+void add_run_command(CLI::App& app, Runner& run,
+                     std::optional<std::vector<std::string>> after_separator);
+
+/// Removes `--` and what follows it from `cohort run`'s arguments and returns
+/// that (PROGRAM ARGS); nullopt for other commands or when there is no `--`.
+std::optional<std::vector<std::string>> take_program_after_separator(
+    std::vector<std::string>& args);
 
 }  // namespace cohort::cli

@@ -48,12 +48,18 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Exit status: 0 success, 1 error, 2 usage error. 'cohort COMMAND --help' for more.");
 
+  std::vector<std::string> args(argv, argv + argc);
+  auto program = cohort::cli::take_program_after_separator(args);
+
   cohort::cli::Runner run;
+  cohort::cli::add_run_command(app, run, std::move(program));
   cohort::cli::add_env_command(app, run);
   cohort::cli::add_hostlist_command(app, run);
 
   try {
-    app.parse(argc, argv);
+    // CLI11 parses a reversed vector without the program name.
+    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
+    app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::cout << deepest_parsed(&app)->help();
     return cohort::cli::kExitOk;

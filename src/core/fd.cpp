@@ -1,9 +1,9 @@
 #include "core/fd.hpp"
 
+#include <cstring>
+
 #include <fcntl.h>
 #include <unistd.h>
-
-#include <cstring>
 
 #include <cohort/errors.hpp>
 

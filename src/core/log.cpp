@@ -1,9 +1,9 @@
 #include "core/log.hpp"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <string>
+
+#include <unistd.h>
 
 namespace cohort::detail {
 namespace {

@@ -1,5 +1,7 @@
 #include "core/socket.hpp"
 
+#include <cstring>
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -7,8 +9,6 @@
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-
-#include <cstring>
 
 #include <cohort/errors.hpp>
 
@@ -48,7 +48,8 @@ bool resolve(const std::string& host, int port, sockaddr_in* out, std::string* e
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* result = nullptr;
   const std::string service = std::to_string(port);
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
+  const int rc =
+      getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
   if (rc != 0) {
     *error = cat(host, " does not resolve: ", gai_strerror(rc));
     return false;
@@ -164,7 +165,9 @@ std::string peer_name(int fd) {
   return cat(text, ":", ntohs(address.sin_port));
 }
 
-int pick_free_port(const std::string& host) { return listen_tcp(host, 0, 1).port; }
+int pick_free_port(const std::string& host) {
+  return listen_tcp(host, 0, 1).port;
+}
 
 long raise_open_file_limit() noexcept {
   rlimit limit{};

@@ -2,9 +2,9 @@
 // their timeout to the server, which answers "timeout" itself, so the
 // connection stays usable; the client waits a little longer than that to
 // tell a slow server from a dead one.
-#include <unistd.h>
-
 #include <thread>
+
+#include <unistd.h>
 
 #include <cohort/errors.hpp>
 #include <cohort/store.hpp>
@@ -27,7 +27,8 @@ constexpr std::chrono::milliseconds kServerGrace{5000};
 
 std::string quoted_list(const std::vector<std::string>& keys) {
   std::string out;
-  for (const std::string& key : keys) out += (out.empty() ? "'" : ", '") + key + "'";
+  for (const std::string& key : keys)
+    out += (out.empty() ? "'" : ", '") + key + "'";
   return out;
 }
 
@@ -95,7 +96,8 @@ std::string StoreClient::call(std::string request, std::chrono::milliseconds ser
             detail::recv_all(fd_, header, sizeof(header), deadline, &error);
   if (ok) {
     payload.resize(wire::frame_length(header));
-    ok = detail::recv_all(fd_, payload.data(), payload.size(), deadline, &error) && !payload.empty();
+    ok =
+        detail::recv_all(fd_, payload.data(), payload.size(), deadline, &error) && !payload.empty();
     if (ok && payload.empty()) error = "sent an empty answer";
   }
   if (!ok) {
@@ -135,7 +137,8 @@ std::string StoreClient::get(std::string_view key, std::chrono::milliseconds tim
 
 std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
   const std::string answer = call(
-      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(delta).frame(), {});
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(delta).frame(),
+      {});
   return wire::Reader(answer).i64();
 }
 
@@ -183,16 +186,21 @@ std::int64_t StoreClient::num_keys() {
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : prefix_(std::move(prefix)), base_(std::move(base)) {}
 
-std::string PrefixStore::full(std::string_view key) const { return cat(prefix_, "/", key); }
+std::string PrefixStore::full(std::string_view key) const {
+  return cat(prefix_, "/", key);
+}
 
 std::vector<std::string> PrefixStore::full(const std::vector<std::string>& keys) const {
   std::vector<std::string> out;
   out.reserve(keys.size());
-  for (const std::string& key : keys) out.push_back(full(key));
+  for (const std::string& key : keys)
+    out.push_back(full(key));
   return out;
 }
 
-void PrefixStore::set(std::string_view key, std::string_view value) { base_->set(full(key), value); }
+void PrefixStore::set(std::string_view key, std::string_view value) {
+  base_->set(full(key), value);
+}
 std::string PrefixStore::get(std::string_view key, std::chrono::milliseconds timeout) {
   return base_->get(full(key), timeout);
 }
@@ -206,8 +214,14 @@ std::string PrefixStore::compare_set(std::string_view key, std::string_view expe
 void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   base_->wait(full(keys), timeout);
 }
-bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(full(keys)); }
-bool PrefixStore::delete_key(std::string_view key) { return base_->delete_key(full(key)); }
-std::int64_t PrefixStore::num_keys() { return base_->num_keys(); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return base_->check(full(keys));
+}
+bool PrefixStore::delete_key(std::string_view key) {
+  return base_->delete_key(full(key));
+}
+std::int64_t PrefixStore::num_keys() {
+  return base_->num_keys();
+}
 
 }  // namespace cohort

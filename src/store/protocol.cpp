@@ -7,7 +7,8 @@ namespace cohort::detail::store_protocol {
 namespace {
 
 void append_le(std::string& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
 std::uint64_t read_le(const char* data, int bytes) {
@@ -41,7 +42,8 @@ Writer& Writer::bytes(std::string_view value) {
 
 Writer& Writer::strings(const std::vector<std::string>& values) {
   append_le(buffer_, values.size(), 4);
-  for (const std::string& value : values) bytes(value);
+  for (const std::string& value : values)
+    bytes(value);
   return *this;
 }
 
@@ -62,9 +64,13 @@ std::string_view Reader::take(std::size_t size) {
   return out;
 }
 
-std::uint8_t Reader::u8() { return static_cast<std::uint8_t>(take(1)[0]); }
+std::uint8_t Reader::u8() {
+  return static_cast<std::uint8_t>(take(1)[0]);
+}
 
-std::int64_t Reader::i64() { return static_cast<std::int64_t>(read_le(take(8).data(), 8)); }
+std::int64_t Reader::i64() {
+  return static_cast<std::int64_t>(read_le(take(8).data(), 8));
+}
 
 std::string_view Reader::bytes() {
   const auto size = static_cast<std::size_t>(read_le(take(4).data(), 4));
@@ -76,7 +82,8 @@ std::vector<std::string> Reader::strings() {
   if (count > kMaxStrings || count > data_.size()) throw ProtocolError("implausible key count");
   std::vector<std::string> out;
   out.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) out.emplace_back(bytes());
+  for (std::size_t i = 0; i < count; ++i)
+    out.emplace_back(bytes());
   return out;
 }
 
@@ -90,7 +97,8 @@ std::uint32_t frame_length(const char* header) noexcept {
 
 std::string handshake(std::string_view token) {
   Writer writer;
-  for (char c : kMagic) writer.u8(static_cast<std::uint8_t>(c));
+  for (char c : kMagic)
+    writer.u8(static_cast<std::uint8_t>(c));
   writer.u8(kVersion).bytes(token);
   return writer.frame();
 }

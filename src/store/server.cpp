@@ -2,15 +2,15 @@
 // state machine: handshake, then one request at a time; a WAIT or GET for
 // keys not yet set parks the connection (its later frames stay buffered)
 // until the keys arrive or its deadline passes.
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <map>
 #include <thread>
 #include <unordered_map>
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cohort/errors.hpp>
 #include <cohort/store.hpp>
@@ -47,7 +47,7 @@ struct Parked {
 struct Connection {
   Fd fd;
   std::string peer;
-  std::string in;  // bytes received, not yet handled
+  std::string in;   // bytes received, not yet handled
   std::string out;  // bytes to send
   bool authenticated = false;
   bool closing = false;  // close once `out` is sent
@@ -77,7 +77,7 @@ struct StoreServer::Impl {
   std::uint64_t next_id = 2;
   std::uint64_t next_serial = 1;
   std::unordered_map<std::string, std::string> data;
-  std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;  // key -> parked ids
+  std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;         // key -> parked ids
   std::multimap<Deadline, std::pair<std::uint64_t, std::uint64_t>> deadlines;  // -> id, serial
   std::vector<std::uint64_t> resumed;  // parked connections whose keys arrived
 
@@ -135,7 +135,8 @@ struct StoreServer::Impl {
       while (!resumed.empty()) {
         std::vector<std::uint64_t> batch;
         batch.swap(resumed);
-        for (std::uint64_t id : batch) handle_frames(id);
+        for (std::uint64_t id : batch)
+          handle_frames(id);
       }
     }
   }
@@ -169,7 +170,8 @@ struct StoreServer::Impl {
 
   // Closes a connection that broke the protocol, saying why.
   void drop(std::uint64_t id, Connection& connection, const std::string& why) {
-    detail::log(LogLevel::warn, "store", cat("closed the connection from ", connection.peer, ": ", why));
+    detail::log(LogLevel::warn, "store",
+                cat("closed the connection from ", connection.peer, ": ", why));
     close_connection(id);
   }
 
@@ -238,7 +240,8 @@ struct StoreServer::Impl {
   void handle_handshake(Connection& connection, std::string_view payload) {
     wire::Reader reader(payload);
     std::string magic;
-    for (std::size_t i = 0; i < wire::kMagic.size(); ++i) magic.push_back(static_cast<char>(reader.u8()));
+    for (std::size_t i = 0; i < wire::kMagic.size(); ++i)
+      magic.push_back(static_cast<char>(reader.u8()));
     const std::uint8_t version = reader.u8();
     const std::string_view token = reader.bytes();
     reader.expect_end();
@@ -246,7 +249,8 @@ struct StoreServer::Impl {
     if (magic != wire::kMagic) {
       refusal = "not a cohort store client (bad magic)";
     } else if (version != wire::kVersion) {
-      refusal = cat("protocol version ", int{version}, ", this server speaks ", int{wire::kVersion});
+      refusal =
+          cat("protocol version ", int{version}, ", this server speaks ", int{wire::kVersion});
     } else if (!equal_in_constant_time(token, options.token)) {
       refusal = "wrong job token (COHORT_JOB_TOKEN): the client belongs to another job";
     }
@@ -255,8 +259,10 @@ struct StoreServer::Impl {
       connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
       return;
     }
-    detail::log(LogLevel::warn, "store", cat("rejected the connection from ", connection.peer, ": ", refusal));
-    connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::rejected)).bytes(refusal).frame();
+    detail::log(LogLevel::warn, "store",
+                cat("rejected the connection from ", connection.peer, ": ", refusal));
+    connection.out +=
+        wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::rejected)).bytes(refusal).frame();
     connection.closing = true;
   }
 
@@ -290,7 +296,8 @@ struct StoreServer::Impl {
         if (try_complete(connection)) return;
         parked.active = true;
         parked.serial = next_serial++;
-        parked.deadline = Clock::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms));
+        parked.deadline =
+            Clock::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms));
         deadlines.emplace(parked.deadline, std::make_pair(id, parked.serial));
         park_on_missing_key(id, connection);
         return;
@@ -336,7 +343,8 @@ struct StoreServer::Impl {
         const std::vector<std::string> keys = reader.strings();
         reader.expect_end();
         bool all = true;
-        for (const std::string& key : keys) all = all && data.count(key) != 0;
+        for (const std::string& key : keys)
+          all = all && data.count(key) != 0;
         reply.u8(all ? 1 : 0);
         break;
       }
@@ -454,7 +462,11 @@ struct StoreServer::Impl {
 
 StoreServer::StoreServer(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 StoreServer::~StoreServer() = default;
-int StoreServer::port() const noexcept { return impl_->listener.port; }
-std::size_t StoreServer::connection_count() const noexcept { return impl_->open_connections; }
+int StoreServer::port() const noexcept {
+  return impl_->listener.port;
+}
+std::size_t StoreServer::connection_count() const noexcept {
+  return impl_->open_connections;
+}
 
 }  // namespace cohort

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -192,6 +193,53 @@ TEST_F(LauncherEnv, OpenMpiMpirunInsideSbatch) {
     ASSERT_EQ(report["notes"].size(), 1u) << report["notes"].dump();
     EXPECT_NE(report["notes"][0].get<std::string>().find("SLURM_PROCID=0"), std::string::npos);
   }
+}
+
+// The hello example joins its peers through cohort::init() under each
+// launcher: every rank prints its line and passes the barrier.
+class LauncherHello : public LauncherEnv {
+ protected:
+  void expect_hello(const test::ProcessResult& result, int world) {
+    ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+    std::set<std::string> endings;
+    std::istringstream lines(result.out);
+    for (std::string line; std::getline(lines, line);) {
+      EXPECT_NE(line.find("] hello from ["), std::string::npos) << line;
+      endings.insert(line.substr(line.rfind(' ') + 1));
+    }
+    std::set<std::string> expected;
+    for (int rank = 0; rank < world; ++rank) {
+      expected.insert(std::to_string(rank) + "/" + std::to_string(world));
+    }
+    EXPECT_EQ(endings, expected) << result.out;
+  }
+  test::ProcessResult launch_hello(std::vector<std::string> launcher) {
+    launcher.push_back(COHORT_HELLO_PATH);
+    test::ProcessOptions options;
+    options.env = env_;
+    options.timeout = std::chrono::seconds(120);
+    return test::run_process(launcher, options);
+  }
+};
+
+TEST_F(LauncherHello, UnderSrun) {
+  use_slurm_cluster();
+  if (IsSkipped() || HasFatalFailure()) return;
+  expect_hello(launch_hello({"srun", "--quiet", "-n4"}), 4);
+}
+
+TEST_F(LauncherHello, UnderOpenMpi) {
+  require_tool("mpirun.openmpi");
+  if (IsSkipped() || HasFatalFailure()) return;
+  expect_hello(launch_hello({"mpirun.openmpi", "-np", "4"}), 4);
+}
+
+TEST_F(LauncherHello, CohortRunInsideAnSrunStep) {
+  use_slurm_cluster();
+  if (IsSkipped() || HasFatalFailure()) return;
+  expect_hello(
+      launch_hello({"srun", "--quiet", "-n1", COHORT_CLI_PATH, "run", "-n", "3", "--no-prefix"}),
+      3);
 }
 
 }  // namespace

@@ -2,15 +2,15 @@
 // start order, load (hundreds of clients, thousands of connections), and
 // faults (server gone, client killed inside wait, wrong token, oversized
 // frame, random bytes): a bad client only ever loses its own connection.
+#include <atomic>
+#include <random>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <atomic>
-#include <random>
-#include <thread>
 
 #include <cohort/errors.hpp>
 #include <cohort/store.hpp>
@@ -106,7 +106,7 @@ TEST_F(StoreTest, Operations) {
 
 TEST_F(StoreTest, CompareSet) {
   auto store = client();
-  EXPECT_EQ(store->compare_set("k", "x", "y"), "");   // absent, expected not empty: no swap
+  EXPECT_EQ(store->compare_set("k", "x", "y"), "");  // absent, expected not empty: no swap
   EXPECT_FALSE(store->check({"k"}));
   EXPECT_EQ(store->compare_set("k", "", "first"), "first");  // absent matches ""
   EXPECT_EQ(store->compare_set("k", "wrong", "second"), "first");
@@ -213,8 +213,8 @@ TEST_F(StoreTest, OversizedFrameClosesOnlyThatConnection) {
   EXPECT_EQ(bystander->get("still", 1s), "here");
   // An oversized handshake is refused too (the limit before the token is 4 KiB).
   std::string raw_error;
-  detail::Fd early = detail::connect_tcp("127.0.0.1", server_->port(), detail::Clock::now() + 1s,
-                                         &raw_error);
+  detail::Fd early =
+      detail::connect_tcp("127.0.0.1", server_->port(), detail::Clock::now() + 1s, &raw_error);
   const char big[4] = {'\x00', '\x00', '\x01', '\x00'};  // 64 KiB
   ASSERT_TRUE(detail::send_all(early.get(), big, 4, detail::Clock::now() + 1s, &raw_error));
   EXPECT_TRUE(closed_by_server(early.get()));
@@ -233,13 +233,14 @@ TEST_F(StoreTest, RandomBytesCloseOnlyThatConnection) {
       fd = raw_connection();
     }
     std::string junk(1 + rng() % 64, '\0');
-    for (char& c : junk) c = static_cast<char>(rng());
+    for (char& c : junk)
+      c = static_cast<char>(rng());
     const std::uint32_t length = static_cast<std::uint32_t>(junk.size());
     std::string frame(reinterpret_cast<const char*>(&length), 4);  // well-formed header
     frame += junk;
     if (i % 4 == 1) frame = junk;  // and sometimes not even that
-    ASSERT_TRUE(detail::send_all(fd.get(), frame.data(), frame.size(), detail::Clock::now() + 1s,
-                                 &error))
+    ASSERT_TRUE(
+        detail::send_all(fd.get(), frame.data(), frame.size(), detail::Clock::now() + 1s, &error))
         << error;
     ::shutdown(fd.get(), SHUT_WR);
   }
@@ -293,7 +294,8 @@ TEST_F(StoreTest, HundredsOfClientsThousandsOfOperationsNothingLost) {
       }
     });
   }
-  for (std::thread& thread : threads) thread.join();
+  for (std::thread& thread : threads)
+    thread.join();
   EXPECT_EQ(failures, 0);
   auto store = client();
   EXPECT_EQ(store->get("counter", 1s), std::to_string(kClients * kOperations / 4));
@@ -304,7 +306,8 @@ TEST_F(StoreTest, ThousandsOfConcurrentConnections) {
   detail::raise_open_file_limit();
   constexpr int kConnections = 2000;
   std::vector<std::unique_ptr<StoreClient>> clients;
-  for (int i = 0; i < kConnections; ++i) clients.push_back(client());
+  for (int i = 0; i < kConnections; ++i)
+    clients.push_back(client());
   EXPECT_TRUE(connections_become(kConnections));
   // Every one of them parked in a wait at once, then woken by one set.
   std::vector<std::thread> waiters;
@@ -320,7 +323,8 @@ TEST_F(StoreTest, ThousandsOfConcurrentConnections) {
   }
   std::this_thread::sleep_for(100ms);
   clients.back()->set("go", "1");
-  for (std::thread& thread : waiters) thread.join();
+  for (std::thread& thread : waiters)
+    thread.join();
   EXPECT_EQ(woken, kConnections);
 }
 

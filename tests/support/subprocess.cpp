@@ -23,7 +23,8 @@ void close_fd(int& fd) {
 
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+Subprocess::Subprocess(const std::vector<std::string>& argv, const ProcessOptions& options)
+    : deadline_(std::chrono::steady_clock::now() + options.timeout) {
   int out_pipe[2], err_pipe[2], in_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
       pipe2(in_pipe, O_CLOEXEC) != 0) {
@@ -42,9 +43,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     c_env.push_back(const_cast<char*>(entry.c_str()));
   c_env.push_back(nullptr);
 
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid_ == 0) {
     setpgid(0, 0);  // its own group, so a timeout reaches srun's or mpirun's children too
     dup2(in_pipe[0], STDIN_FILENO);
     dup2(out_pipe[1], STDOUT_FILENO);
@@ -61,7 +62,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     (void)!write(STDERR_FILENO, message.data(), message.size());
     _exit(127);
   }
-  setpgid(pid, pid);
+  setpgid(pid_, pid_);
   close(out_pipe[1]);
   close(err_pipe[1]);
   close(in_pipe[0]);
@@ -69,17 +70,31 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     (void)!write(in_pipe[1], options.stdin_text.data(), options.stdin_text.size());
   }
   close(in_pipe[1]);
+  out_ = out_pipe[0];
+  err_ = err_pipe[0];
+}
 
+Subprocess::~Subprocess() {
+  if (!finished_ && pid_ > 0) {
+    kill(-pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  close_fd(out_);
+  close_fd(err_);
+}
+
+ProcessResult Subprocess::finish() {
   ProcessResult result;
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  int fds[2] = {out_pipe[0], err_pipe[0]};
+  int fds[2] = {out_, err_};
+  out_ = err_ = -1;
   std::string* sinks[2] = {&result.out, &result.err};
   while (fds[0] >= 0 || fds[1] >= 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
-      kill(-pid, SIGKILL);
+      kill(-pid_, SIGKILL);
       break;
     }
     pollfd polled[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
@@ -98,11 +113,16 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   close_fd(fds[0]);
   close_fd(fds[1]);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
+  finished_ = true;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  return Subprocess(argv, options).finish();
 }
 
 std::string describe(const ProcessResult& result) {

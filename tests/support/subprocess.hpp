@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include <cohort/launch_env.hpp>
 
 namespace cohort::test {
@@ -28,8 +30,31 @@ struct ProcessOptions {
   std::string working_directory;  ///< "" = the test's
 };
 
-/// Runs argv[0] (searched in PATH) with `argv`. Throws std::runtime_error only
-/// when the command cannot be started at all.
+/// A command started in the background, leading its own process group.
+/// Its output is collected by finish(), so it should not write more than a
+/// pipe holds (64 KiB per stream) before that.
+class Subprocess {
+ public:
+  Subprocess(const std::vector<std::string>& argv, const ProcessOptions& options = {});
+  ~Subprocess();  // kills the process group if finish() was not called
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  pid_t pid() const noexcept { return pid_; }
+  /// Collects output until the command exits or the timeout (counted from
+  /// start) passes; then its whole process group is killed.
+  ProcessResult finish();
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  std::chrono::steady_clock::time_point deadline_;
+  bool finished_ = false;
+};
+
+/// Runs argv[0] (searched in PATH) with `argv` to completion. Throws
+/// std::runtime_error only when the command cannot be started at all.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
 
 /// "exit 1, stdout: ..., stderr: ..." for assertion messages.

@@ -15,13 +15,13 @@ void fill_mpi_common(LaunchInfo& info, std::string_view launcher_name,
     info.node_rank = {0, why};
     info.master_addr = {"127.0.0.1", "loopback: every rank is on this node"};
   } else {
-    // MPI launchers export no node index; the ranks find it at init by
-    // comparing host names, and rank 0 publishes its address then.
+    // MPI launchers export no node index, nor rank 0's address.
     info.node_rank = {kUnknown, cat("unknown: ", launcher_name, " exports no node index")};
     if (info.num_nodes.source.empty()) {
       info.num_nodes = {kUnknown, cat("unknown: ", launcher_name, " exports no node count")};
     }
-    info.master_addr = {"", "not in the environment: rank 0's address is exchanged at init"};
+    info.master_addr = {"", cat("not in the environment: ", launcher_name,
+                                " does not export rank 0's host; set MASTER_ADDR")};
   }
 
   if (job) {
@@ -30,7 +30,8 @@ void fill_mpi_common(LaunchInfo& info, std::string_view launcher_name,
                         cat("derived from ", job->source, "=", job->value)};
   } else {
     info.job_id = {"", cat("none: ", launcher_name, " exports no job id")};
-    info.master_port = {0, "not in the environment: rank 0 picks a free port at init"};
+    info.master_port = {0, cat("not in the environment: ", launcher_name,
+                               " exports no job id to derive it from; set MASTER_PORT")};
   }
   info.restart_count = {0, cat("default: ", launcher_name, " does not restart ranks")};
 }

@@ -136,7 +136,8 @@ Detection read_slurm_step(const EnvReader& env) {
         cat("derived from ", job->source, "=", job->value, " and ", env.show("SLURM_STEP_ID"))};
   } else {
     info.job_id = {"", "none: SLURM_JOB_ID unset"};
-    info.master_port = {0, "not in the environment: rank 0 picks a free port at init"};
+    info.master_port = {
+        0, "not in the environment: no SLURM_JOB_ID to derive it from; set MASTER_PORT"};
   }
   info.restart_count = env.first_int({"SLURM_RESTART_COUNT"})
                            .value_or(Sourced<int>{0, "default: SLURM_RESTART_COUNT unset"});

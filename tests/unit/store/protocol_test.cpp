@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "store/protocol.hpp"
+
+#include <gtest/gtest.h>
 
 namespace cohort::detail::store_protocol {
 namespace {
@@ -39,7 +39,8 @@ TEST(StoreProtocol, HandshakeCarriesMagicVersionAndToken) {
   const std::string frame = handshake("tok");
   Reader reader(std::string_view(frame).substr(kFrameHeaderBytes));
   std::string magic;
-  for (int i = 0; i < 4; ++i) magic.push_back(static_cast<char>(reader.u8()));
+  for (int i = 0; i < 4; ++i)
+    magic.push_back(static_cast<char>(reader.u8()));
   EXPECT_EQ(magic, kMagic);
   EXPECT_EQ(reader.u8(), kVersion);
   EXPECT_EQ(reader.bytes(), "tok");

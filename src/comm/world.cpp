@@ -1,0 +1,109 @@
+#include <cohort/errors.hpp>
+#include <cohort/world.hpp>
+
+#include "core/config.hpp"
+#include "core/strings.hpp"
+
+namespace cohort {
+
+using detail::cat;
+
+struct World::Impl {
+  LaunchInfo info;
+  std::unique_ptr<StoreServer> server;  // when this process hosts the store
+  std::shared_ptr<Store> store;
+  std::chrono::milliseconds timeout{};
+  std::int64_t barriers = 0;
+};
+
+World::World(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+World::World(World&&) noexcept = default;
+World& World::operator=(World&&) noexcept = default;
+World::~World() = default;
+
+const LaunchInfo& World::info() const noexcept {
+  return impl_->info;
+}
+Store& World::store() noexcept {
+  return *impl_->store;
+}
+
+void World::barrier() {
+  barrier(impl_->timeout);
+}
+
+void World::barrier(std::chrono::milliseconds timeout) {
+  // Ranks call barriers in the same order, so the n-th one has the same key
+  // everywhere. The last to arrive opens it.
+  const std::string key = cat("barrier/", ++impl_->barriers);
+  const std::int64_t arrived = impl_->store->add(key + "/arrived", 1);
+  if (arrived == size()) impl_->store->set(key + "/open", "");
+  try {
+    impl_->store->wait({key + "/open"}, timeout);
+  } catch (const Timeout&) {
+    throw Timeout(cat("barrier ", impl_->barriers, " of rank ", rank(), ": ",
+                      impl_->store->add(key + "/arrived", 0), " of ", size(),
+                      " ranks arrived within ", timeout.count(), " ms"));
+  }
+}
+
+World init(const InitOptions& options) {
+  auto impl = std::make_unique<World::Impl>();
+  impl->info = detect_launch();
+  impl->timeout = options.timeout.count() > 0
+                      ? options.timeout
+                      : detail::seconds_from_env("COHORT_TIMEOUT", Store::kDefaultTimeout);
+  const LaunchInfo& info = impl->info;
+  const Environment env = process_environment();
+
+  StoreClient::Options client;
+  client.timeout = impl->timeout;
+  std::string view = "world";
+  if (auto addr = env.find("COHORT_STORE_ADDR"); addr != env.end()) {
+    // Under cohort run: the agent's store, which outlives every worker.
+    const auto port = env.find("COHORT_STORE_PORT");
+    const auto token = env.find("COHORT_JOB_TOKEN");
+    auto number = port == env.end() ? std::nullopt : detail::parse_int(port->second);
+    if (!number || *number < 1 || *number > 65535 || token == env.end()) {
+      throw LaunchEnvError(cat("COHORT_STORE_ADDR=", addr->second,
+                               " is set but COHORT_STORE_PORT or COHORT_JOB_TOKEN is missing or "
+                               "wrong: cohort run sets all three; unset the stray one"),
+                           {{"COHORT_STORE_ADDR", addr->second},
+                            {"COHORT_STORE_PORT", port == env.end() ? "" : port->second}});
+    }
+    client.host = addr->second;
+    client.port = static_cast<int>(*number);
+    client.token = token->second;
+    view = cat("attempt_", info.restart_count.value);
+  } else if (info.world_size.value == 1) {
+    StoreServer::Options server;
+    server.host = "127.0.0.1";
+    impl->server = std::make_unique<StoreServer>(server);
+    client.port = impl->server->port();
+  } else {
+    if (info.master_addr.value.empty() || info.master_port.value == 0) {
+      throw Error(
+          cat("cohort::init: rank ", info.rank.value, " of ", info.world_size.value, " under ",
+              to_string(info.launcher.value), " needs the store's address, but ",
+              info.master_addr.value.empty() ? "the master address" : "the master port",
+              " is not known (",
+              info.master_addr.value.empty() ? info.master_addr.source : info.master_port.source,
+              "): set MASTER_ADDR and MASTER_PORT, or launch with cohort run"));
+    }
+    // No agent: rank 0 hosts the store on the master address and port. The
+    // job id is the token: the one secret every rank already shares.
+    client.host = info.master_addr.value;
+    client.port = info.master_port.value;
+    client.token = info.job_id.value;
+    if (info.rank.value == 0) {
+      StoreServer::Options server;
+      server.port = info.master_port.value;
+      server.token = info.job_id.value;
+      impl->server = std::make_unique<StoreServer>(server);
+    }
+  }
+  impl->store = std::make_shared<PrefixStore>(view, std::make_shared<StoreClient>(client));
+  return World(std::move(impl));
+}
+
+}  // namespace cohort

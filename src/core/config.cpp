@@ -1,0 +1,24 @@
+#include "core/config.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include <cohort/errors.hpp>
+
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+
+std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::milliseconds fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return fallback;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds >= 0) || seconds > 1e9) {
+    throw InvalidArgument(cat(name, "='", text, "' is not a number of seconds; fix or unset it"));
+  }
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,14 @@
+// cohort's own settings from the environment (COHORT_*), typed, with the
+// variable named in every error.
+#pragma once
+
+#include <chrono>
+
+namespace cohort::detail {
+
+/// The duration in seconds (fractions allowed) in variable `name`, or
+/// `fallback` when it is unset. Throws cohort::InvalidArgument naming the
+/// variable and its value when it is not a non-negative number.
+std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::milliseconds fallback);
+
+}  // namespace cohort::detail

@@ -1,0 +1,434 @@
+// The agent behind `cohort run`: one event loop over a signalfd (SIGCHLD and
+// the forwarded signals), a timerfd (grace and drain deadlines) and the
+// workers' output pipes. Nothing polls with a sleep.
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <random>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cohort/errors.hpp>
+#include <cohort/launch.hpp>
+#include <cohort/store.hpp>
+
+#include "core/fd.hpp"
+#include "core/socket.hpp"
+#include "core/strings.hpp"
+#include "launch/exit_status.hpp"
+#include "launch/output.hpp"
+#include "launch/report.hpp"
+#include "launch/spawn.hpp"
+#include "launch/worker_setup.hpp"
+
+namespace cohort {
+
+using detail::cat;
+using detail::Fd;
+
+namespace {
+
+constexpr std::uint64_t kSignalTag = 0;
+constexpr std::uint64_t kTimerTag = 1;
+constexpr std::uint64_t kFirstPipeTag = 2;  // then 2 per worker: stdout, stderr
+// How long output pipes may stay open after every worker exited (a
+// grandchild that left the process group may hold them).
+constexpr std::chrono::milliseconds kDrainTimeout{2000};
+constexpr std::size_t kTailLines = 20;
+
+bool stops_the_job(int signal) {
+  return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::random_device device;
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i)
+    out += cat(std::hex, (device() & 0xff) | 0x100).substr(1);
+  return out;
+}
+
+int usable_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return 1;
+  return std::max(1, CPU_COUNT(&mask));
+}
+
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Restores the signal mask and SIGPIPE disposition of the calling thread:
+// run() is a library call and must leave the process as it found it.
+class SignalGuard {
+ public:
+  explicit SignalGuard(const sigset_t& block) {
+    pthread_sigmask(SIG_BLOCK, &block, &saved_mask_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &saved_pipe_);
+  }
+  ~SignalGuard() {
+    sigaction(SIGPIPE, &saved_pipe_, nullptr);
+    pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  sigset_t saved_mask_{};
+  struct sigaction saved_pipe_ {};
+};
+
+struct Worker {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  bool signalled_by_us = false;  // we sent it a stopping signal
+  int wait_status = 0;
+  std::chrono::system_clock::time_point ended;
+  Fd pipes[2];  // read ends: stdout, stderr (invalid once at EOF)
+  std::unique_ptr<detail::OutputStream> streams[2];
+};
+
+class Agent {
+ public:
+  explicit Agent(const RunOptions& options) : options_(options) {
+    if (options_.command.empty()) throw InvalidArgument("cohort run: no PROGRAM to run");
+    if (options_.nproc_per_node < 1) {
+      throw InvalidArgument(
+          cat("cohort run: --nproc-per-node ", options_.nproc_per_node, " must be at least 1"));
+    }
+    if (options_.signals.empty()) options_.signals = {"TERM", "INT", "HUP", "QUIT", "USR1", "USR2"};
+    for (const std::string& name : options_.signals) {
+      const int signal = detail::parse_signal(name);
+      if (signal == 0 || signal == SIGKILL || signal == SIGSTOP || signal == SIGCHLD) {
+        throw InvalidArgument(
+            cat("cohort run: '", name, "' is not a signal cohort can forward (e.g. TERM, USR1)"));
+      }
+      signals_.push_back(signal);
+    }
+    if (options_.run_id.empty()) options_.run_id = random_hex(8);
+    if (!options_.prefix) options_.prefix = options_.nproc_per_node > 1 ? "[{rank}] " : "";
+    host_ = host_name();
+  }
+
+  int run() {
+    sigset_t handled;
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGCHLD);
+    for (int signal : signals_)
+      sigaddset(&handled, signal);
+    // Blocked before the store's thread starts, so that it inherits the mask
+    // and every one of these reaches the signalfd, not a thread.
+    SignalGuard guard(handled);
+    signal_fd_ = Fd(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    timer_fd_ = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+    if (!signal_fd_.valid() || !timer_fd_.valid() || !epoll_fd_.valid()) {
+      throw Error(cat("cohort run: signalfd/timerfd/epoll failed: ", detail::errno_text(errno)));
+    }
+    watch(signal_fd_.get(), kSignalTag);
+    watch(timer_fd_.get(), kTimerTag);
+
+    StoreServer::Options store_options;
+    store_options.host = "127.0.0.1";  // one node: the store is not exposed
+    store_options.token = random_hex(16);
+    store_ = std::make_unique<StoreServer>(store_options);
+    token_ = store_options.token;
+
+    for (int attempt = 0;; ++attempt) {
+      run_attempt(attempt);
+      if (stop_ == Stop::none) return 0;
+      const bool restart = stop_ == Stop::worker_failed && attempt < options_.max_restarts;
+      print(detail::failure_report(report_input(attempt, restart)));
+      if (!restart) return exit_code();
+    }
+  }
+
+ private:
+  enum class Stop { none, worker_failed, signal };
+  enum class Timer { none, grace, drain };
+
+  void watch(int fd, std::uint64_t tag) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = tag;
+    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+      throw Error(cat("cohort run: epoll_ctl failed: ", detail::errno_text(errno)));
+    }
+  }
+
+  void print(const std::string& text) { detail::write_fully(STDERR_FILENO, text); }
+
+  Fd open_log(int attempt, int rank, const char* stream) {
+    if (options_.log_dir.empty()) return Fd();
+    const std::filesystem::path dir =
+        std::filesystem::path(options_.log_dir) / cat("attempt_", attempt) / cat("rank_", rank);
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    const std::string path = (dir / cat(stream, ".log")).string();
+    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) {
+      throw Error(cat("cohort run: cannot write the log file ", path, ": ",
+                      detail::errno_text(errno), " (check --log-dir)"));
+    }
+    return fd;
+  }
+
+  void spawn_all(int attempt) {
+    const int master_port =
+        options_.master_port != 0 ? options_.master_port : detail::pick_free_port();
+    const Environment base = process_environment();
+    workers_.clear();
+    workers_.resize(static_cast<std::size_t>(options_.nproc_per_node));
+    for (int local = 0; local < options_.nproc_per_node; ++local) {
+      Worker& worker = workers_[static_cast<std::size_t>(local)];
+      worker.rank = local;
+      worker.local_rank = local;
+      detail::WorkerIdentity identity;
+      identity.rank = local;
+      identity.local_rank = local;
+      identity.world_size = options_.nproc_per_node;
+      identity.local_world_size = options_.nproc_per_node;
+      identity.restart_count = attempt;
+      identity.max_restarts = options_.max_restarts;
+      identity.run_id = options_.run_id;
+      identity.master_addr = options_.master_addr;
+      identity.master_port = master_port;
+      identity.store_addr = "127.0.0.1";
+      identity.store_port = store_->port();
+      identity.job_token = token_;
+
+      Fd write_ends[2];
+      for (int stream = 0; stream < 2; ++stream) {
+        int ends[2];
+        if (pipe2(ends, O_CLOEXEC) != 0) {
+          throw Error(cat("cohort run: pipe2 failed: ", detail::errno_text(errno),
+                          " (too many workers for the open-file limit? see ulimit -n)"));
+        }
+        worker.pipes[stream] = Fd(ends[0]);
+        write_ends[stream] = Fd(ends[1]);
+        const bool to_console =
+            options_.console_ranks.empty() || options_.console_ranks.count(worker.rank) != 0;
+        worker.streams[stream] = std::make_unique<detail::OutputStream>(
+            to_console ? (stream == 0 ? STDOUT_FILENO : STDERR_FILENO) : -1,
+            detail::format_prefix(*options_.prefix, worker.rank, worker.local_rank, host_),
+            open_log(attempt, worker.rank, stream == 0 ? "stdout" : "stderr"),
+            stream == 1 ? kTailLines : 0);
+        watch(worker.pipes[stream].get(), kFirstPipeTag + 2 * static_cast<std::uint64_t>(local) +
+                                              static_cast<std::uint64_t>(stream));
+      }
+      worker.pid = detail::spawn_worker(detail::worker_argv(options_, local),
+                                        detail::worker_environment(base, identity, usable_cpus()),
+                                        write_ends[0].get(), write_ends[1].get());
+      worker.running = true;
+    }
+  }
+
+  void run_attempt(int attempt) {
+    stop_ = Stop::none;
+    stop_signal_ = 0;
+    first_failure_ = -1;
+    timer_ = Timer::none;
+    spawn_all(attempt);
+    epoll_event events[64];
+    while (any_running() || any_pipe_open()) {
+      const int n = epoll_wait(epoll_fd_.get(), events, 64, -1);
+      if (n < 0 && errno != EINTR) {
+        throw Error(cat("cohort run: epoll_wait failed: ", detail::errno_text(errno)));
+      }
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t tag = events[i].data.u64;
+        if (tag == kSignalTag) {
+          on_signals();
+        } else if (tag == kTimerTag) {
+          on_timer();
+        } else {
+          on_output(tag - kFirstPipeTag);
+        }
+      }
+    }
+    arm_timer(Timer::none, {});
+  }
+
+  bool any_running() const {
+    return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+  }
+  bool any_pipe_open() const {
+    return std::any_of(workers_.begin(), workers_.end(),
+                       [](const Worker& w) { return w.pipes[0].valid() || w.pipes[1].valid(); });
+  }
+
+  void on_output(std::uint64_t index) {
+    Worker& worker = workers_[index / 2];
+    const int stream = static_cast<int>(index % 2);
+    char buffer[65536];
+    const ssize_t n = detail::retry_eintr(
+        [&] { return ::read(worker.pipes[stream].get(), buffer, sizeof(buffer)); });
+    if (n > 0) {
+      worker.streams[stream]->feed(std::string_view(buffer, static_cast<std::size_t>(n)));
+    } else if (n == 0 || errno != EAGAIN) {
+      close_pipe(worker, stream);
+    }
+  }
+
+  void close_pipe(Worker& worker, int stream) {
+    if (!worker.pipes[stream].valid()) return;
+    worker.streams[stream]->finish();
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, worker.pipes[stream].get(), nullptr);
+    worker.pipes[stream].reset();
+  }
+
+  void on_signals() {
+    signalfd_siginfo info{};
+    while (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      const int signal = static_cast<int>(info.ssi_signo);
+      if (signal == SIGCHLD) {
+        reap();
+      } else if (!stops_the_job(signal)) {
+        signal_all(signal, false);  // USR1/USR2 and the like: passed on, the job goes on
+      } else if (stop_ == Stop::none) {
+        stop_ = Stop::signal;
+        stop_signal_ = signal;
+        signal_all(signal, true);
+        arm_timer(Timer::grace, options_.grace);
+      } else {
+        signal_all(SIGKILL, true);  // a stop request while stopping: no more grace
+      }
+    }
+  }
+
+  void on_timer() {
+    std::uint64_t expirations = 0;
+    (void)!::read(timer_fd_.get(), &expirations, sizeof(expirations));
+    if (timer_ == Timer::grace) {
+      signal_all(SIGKILL, true);
+    } else if (timer_ == Timer::drain) {
+      for (Worker& worker : workers_) {
+        close_pipe(worker, 0);
+        close_pipe(worker, 1);
+      }
+    }
+    timer_ = Timer::none;
+  }
+
+  void arm_timer(Timer kind, std::chrono::milliseconds after) {
+    timer_ = kind;
+    itimerspec spec{};
+    if (kind != Timer::none) {
+      const long long ms = std::max<long long>(1, after.count());
+      spec.it_value.tv_sec = static_cast<time_t>(ms / 1000);
+      spec.it_value.tv_nsec = static_cast<long>((ms % 1000) * 1000000);
+    }
+    timerfd_settime(timer_fd_.get(), 0, &spec, nullptr);
+  }
+
+  // Sends `signal` to the process group of every running worker.
+  void signal_all(int signal, bool stopping) {
+    for (Worker& worker : workers_) {
+      if (!worker.running) continue;
+      if (stopping) worker.signalled_by_us = true;
+      killpg(worker.pid, signal);
+    }
+  }
+
+  void reap() {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      Worker& worker = workers_[i];
+      if (!worker.running) continue;
+      // Peek without reaping: while the exited worker is a zombie its pid
+      // cannot be reused, so killing its process group below cannot hit
+      // another process.
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(worker.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid == 0) {
+        continue;
+      }
+      killpg(worker.pid, SIGKILL);  // whatever it left behind in its group
+      int status = 0;
+      detail::retry_eintr([&] { return waitpid(worker.pid, &status, 0); });
+      worker.running = false;
+      worker.wait_status = status;
+      worker.ended = std::chrono::system_clock::now();
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && stop_ == Stop::none) {
+        stop_ = Stop::worker_failed;
+        first_failure_ = static_cast<int>(i);
+        signal_all(SIGTERM, true);
+        arm_timer(Timer::grace, options_.grace);
+      }
+    }
+    if (!any_running() && any_pipe_open() && timer_ != Timer::drain) {
+      arm_timer(Timer::drain, kDrainTimeout);
+    }
+  }
+
+  detail::ReportInput report_input(int attempt, bool restarting) const {
+    detail::ReportInput input;
+    input.host = host_;
+    input.attempt = attempt;
+    input.max_restarts = options_.max_restarts;
+    input.restarting = restarting;
+    input.stop_signal = stop_ == Stop::signal ? stop_signal_ : 0;
+    input.first_failure = first_failure_;
+    input.grace = options_.grace;
+    input.exit_code = exit_code();
+    for (const Worker& worker : workers_) {
+      detail::ReportInput::WorkerEnd end;
+      end.rank = worker.rank;
+      end.local_rank = worker.local_rank;
+      end.pid = worker.pid;
+      end.wait_status = worker.wait_status;
+      end.ended = worker.ended;
+      end.stopped_by_cohort = worker.signalled_by_us;
+      const auto& tail = worker.streams[1]->tail();
+      end.stderr_tail.assign(tail.begin(), tail.end());
+      input.workers.push_back(std::move(end));
+    }
+    return input;
+  }
+
+  int exit_code() const {
+    if (stop_ == Stop::signal) return stop_signal_ == SIGINT ? 130 : 128 + stop_signal_;
+    if (stop_ == Stop::worker_failed) {
+      return detail::shell_exit_code(
+          workers_[static_cast<std::size_t>(first_failure_)].wait_status);
+    }
+    return 0;
+  }
+
+  RunOptions options_;
+  std::vector<int> signals_;
+  std::string host_;
+  std::string token_;
+  Fd signal_fd_;
+  Fd timer_fd_;
+  Fd epoll_fd_;
+  std::unique_ptr<StoreServer> store_;
+  std::vector<Worker> workers_;
+  Stop stop_ = Stop::none;
+  int stop_signal_ = 0;
+  int first_failure_ = -1;
+  Timer timer_ = Timer::none;
+};
+
+}  // namespace
+
+int run(const RunOptions& options) {
+  return Agent(options).run();
+}
+
+}  // namespace cohort

@@ -1,0 +1,94 @@
+#include "launch/output.hpp"
+
+#include <cerrno>
+
+#include <unistd.h>
+
+namespace cohort::detail {
+namespace {
+
+// A line longer than this is cut and sent on: a worker that never prints a
+// newline must not make the agent buffer without bound.
+constexpr std::size_t kMaxLine = 64 * 1024;
+// Lines kept for the report are cut to this length.
+constexpr std::size_t kMaxTailLine = 1000;
+
+void replace_all(std::string& text, std::string_view key, std::string_view value) {
+  for (std::size_t at = text.find(key); at != std::string::npos;
+       at = text.find(key, at + value.size())) {
+    text.replace(at, key.size(), value);
+  }
+}
+
+}  // namespace
+
+std::string format_prefix(std::string_view pattern, int rank, int local_rank,
+                          std::string_view host) {
+  std::string out(pattern);
+  replace_all(out, "{rank}", std::to_string(rank));
+  replace_all(out, "{local_rank}", std::to_string(local_rank));
+  replace_all(out, "{host}", host);
+  return out;
+}
+
+void write_fully(int fd, std::string_view data) noexcept {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n > 0) {
+      data.remove_prefix(static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return;
+    }
+  }
+}
+
+OutputStream::OutputStream(int console_fd, std::string prefix, Fd log_fd, std::size_t keep_tail)
+    : console_fd_(console_fd),
+      prefix_(std::move(prefix)),
+      log_fd_(std::move(log_fd)),
+      keep_tail_(keep_tail) {}
+
+void OutputStream::feed(std::string_view data) {
+  if (log_fd_.valid()) write_fully(log_fd_.get(), data);
+  partial_.append(data);
+  const std::size_t last_newline = partial_.rfind('\n');
+  if (last_newline != std::string::npos) {
+    emit_lines(std::string_view(partial_).substr(0, last_newline + 1));
+    partial_.erase(0, last_newline + 1);
+  }
+  if (partial_.size() >= kMaxLine) {
+    partial_.push_back('\n');
+    emit_lines(partial_);
+    partial_.clear();
+  }
+}
+
+void OutputStream::finish() {
+  if (partial_.empty()) return;
+  partial_.push_back('\n');
+  emit_lines(partial_);
+  partial_.clear();
+}
+
+void OutputStream::emit_lines(std::string_view lines) {
+  std::string batch;
+  if (console_fd_ >= 0) batch.reserve(lines.size() + prefix_.size() * 8);
+  std::size_t start = 0;
+  while (start < lines.size()) {
+    const std::size_t end = lines.find('\n', start) + 1;  // every line ends in '\n'
+    const std::string_view line = lines.substr(start, end - start);
+    if (console_fd_ >= 0) batch.append(prefix_).append(line);
+    if (keep_tail_ > 0) remember(line.substr(0, line.size() - 1));
+    start = end;
+  }
+  if (console_fd_ >= 0) write_fully(console_fd_, batch);
+}
+
+void OutputStream::remember(std::string_view line) {
+  tail_.emplace_back(line.substr(0, kMaxTailLine));
+  if (tail_.size() > keep_tail_) tail_.pop_front();
+}
+
+}  // namespace cohort::detail

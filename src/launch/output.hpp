@@ -1,0 +1,48 @@
+// Routes one worker stream (stdout or stderr) to the console and to its log
+// file. Console output goes out in whole lines, each with the rank's prefix,
+// in one write per batch, so lines of different workers never mix mid-line.
+// The last lines of stderr are kept for the failure report.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <string_view>
+
+#include "core/fd.hpp"
+
+namespace cohort::detail {
+
+/// "[{rank}] " with {rank}, {local_rank} and {host} replaced.
+std::string format_prefix(std::string_view pattern, int rank, int local_rank,
+                          std::string_view host);
+
+class OutputStream {
+ public:
+  /// `console_fd` < 0: this stream does not reach the console. `log_fd` may be
+  /// invalid (no --log-dir). `keep_tail` > 0 keeps that many last lines.
+  OutputStream(int console_fd, std::string prefix, Fd log_fd, std::size_t keep_tail);
+
+  /// Takes bytes read from the worker's pipe.
+  void feed(std::string_view data);
+  /// The pipe reached EOF: an unterminated last line goes out with a newline.
+  void finish();
+
+  const std::deque<std::string>& tail() const noexcept { return tail_; }
+
+ private:
+  void emit_lines(std::string_view lines);  // complete lines, each ending in '\n'
+  void remember(std::string_view line);
+
+  int console_fd_;
+  std::string prefix_;
+  Fd log_fd_;
+  std::size_t keep_tail_;
+  std::string partial_;
+  std::deque<std::string> tail_;
+};
+
+/// Writes all of `data` to `fd`, retrying short writes and EINTR; gives up
+/// silently when the reader is gone (EPIPE): output must never stop a job.
+void write_fully(int fd, std::string_view data) noexcept;
+
+}  // namespace cohort::detail

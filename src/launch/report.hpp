@@ -1,0 +1,42 @@
+// The failure report `cohort run` prints on stderr when a job stops: who
+// failed first (host, rank, local rank, pid, time), why (exit code or signal,
+// with hints), that rank's last stderr lines, what became of the others, and
+// the exit status.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace cohort::detail {
+
+struct ReportInput {
+  struct WorkerEnd {
+    int rank = 0;
+    int local_rank = 0;
+    pid_t pid = 0;
+    int wait_status = 0;
+    std::chrono::system_clock::time_point ended;
+    bool stopped_by_cohort = false;  ///< cohort signalled it before it ended
+    std::vector<std::string> stderr_tail;
+  };
+  std::string host;
+  int attempt = 0;
+  int max_restarts = 0;
+  bool restarting = false;
+  int stop_signal = 0;     ///< the signal that stopped the job, or 0
+  int first_failure = -1;  ///< index into `workers` of the first failure, or -1
+  std::chrono::milliseconds grace{0};
+  int exit_code = 0;
+  std::vector<WorkerEnd> workers;
+};
+
+/// The report, several lines, each ending in '\n'.
+std::string failure_report(const ReportInput& input);
+
+/// "2026-11-21 21:30:01.234 UTC".
+std::string format_utc(std::chrono::system_clock::time_point time);
+
+}  // namespace cohort::detail

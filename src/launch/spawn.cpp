@@ -1,0 +1,73 @@
+#include "launch/spawn.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/fd.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+namespace {
+
+// Only async-signal-safe calls between fork and exec.
+void write_error(const char* what, const char* detail) {
+  const char* parts[] = {"cohort run: cannot start worker: ", what, ": ", detail, "\n"};
+  for (const char* part : parts)
+    (void)!::write(STDERR_FILENO, part, std::strlen(part));
+}
+
+}  // namespace
+
+pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
+                   int stderr_fd) {
+  // Everything the child needs is built before fork: it may not allocate.
+  std::vector<std::string> env_entries;
+  env_entries.reserve(env.size());
+  for (const auto& [name, value] : env)
+    env_entries.push_back(name + "=" + value);
+  std::vector<char*> c_env;
+  for (std::string& entry : env_entries)
+    c_env.push_back(entry.data());
+  c_env.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> c_argv;
+  for (std::string& arg : args)
+    c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const pid_t parent = getpid();
+
+  const pid_t pid = fork();
+  if (pid < 0)
+    throw Error(cat("fork failed: ", errno_text(errno), " (out of processes or memory?)"));
+  if (pid > 0) {
+    setpgid(pid, pid);  // also in the child: whichever runs first
+    return pid;
+  }
+
+  // The worker.
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);  // the agent died before prctl took effect
+  dup2(dev_null.valid() ? dev_null.get() : STDIN_FILENO, STDIN_FILENO);
+  dup2(stdout_fd, STDOUT_FILENO);
+  dup2(stderr_fd, STDERR_FILENO);
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
+  }
+  execvpe(c_argv[0], c_argv.data(), c_env.data());
+  write_error(c_argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace cohort::detail

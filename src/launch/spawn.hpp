@@ -1,0 +1,23 @@
+// Starting one worker process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include <cohort/launch_env.hpp>
+
+namespace cohort::detail {
+
+/// Forks and execs `argv` (searched in PATH) with exactly `env`. The worker
+/// leads a process group of its own (its pid), reads stdin from /dev/null,
+/// writes stdout and stderr to the given pipe ends, has every signal
+/// unblocked and at its default, and gets SIGKILL when the thread that
+/// spawned it dies (PR_SET_PDEATHSIG), so no worker outlives a SIGKILLed
+/// agent. When exec fails the worker writes why to its stderr and exits 127.
+/// Returns the pid; throws cohort::Error when fork fails.
+pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
+                   int stderr_fd);
+
+}  // namespace cohort::detail

@@ -1,0 +1,306 @@
+// `cohort run` on one machine, as users run it: the workers it starts, their
+// environment, output routing, exit codes, failures, signals, restarts and
+// teardown. Each test bounds its wait with a timeout well above what the
+// behaviour needs: a timeout means "hung", never "slow".
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "support/subprocess.hpp"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using test::ProcessResult;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);)
+    out.push_back(line);
+  return out;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+bool alive(pid_t pid) {
+  // A zombie is dead for this purpose: it runs nothing.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  if (text.empty()) return false;
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
+}
+
+// Waits (bounded) until `predicate` holds.
+template <class Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return predicate();
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/cohort-run-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::vector<std::string> cohort_run(std::vector<std::string> args) {
+    args.insert(args.begin(), {COHORT_CLI_PATH, "run"});
+    return args;
+  }
+  static test::ProcessOptions options(std::chrono::milliseconds timeout = 60s) {
+    test::ProcessOptions out;
+    out.timeout = timeout;
+    return out;
+  }
+  static ProcessResult run(std::vector<std::string> args, std::chrono::milliseconds timeout = 60s) {
+    return test::run_process(cohort_run(std::move(args)), options(timeout));
+  }
+  // Waits until `count` workers created their file "<name>.<rank>" in dir_.
+  bool workers_ready(const std::string& name, int count) {
+    return eventually([&] {
+      for (int rank = 0; rank < count; ++rank) {
+        if (!fs::exists(dir_ / (name + "." + std::to_string(rank)))) return false;
+      }
+      return true;
+    });
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(RunTest, HelloOnFourWorkers) {
+  const ProcessResult result = run({"-n", "4", COHORT_HELLO_PATH});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::set<std::string> endings;
+  for (const std::string& line : lines_of(result.out)) {
+    ASSERT_TRUE(std::regex_search(
+        line,
+        std::regex(R"(^\[\d\] \[127\.0\.0\.1:\d+\] hello from \[[^:\]]+:store\] process \d/4$)")))
+        << line;
+    endings.insert(line.substr(line.size() - 3));
+  }
+  EXPECT_EQ(endings, (std::set<std::string>{"0/4", "1/4", "2/4", "3/4"}));
+}
+
+TEST_F(RunTest, WorkersGetTorchrunsEnvironmentAndCohorts) {
+  const ProcessResult result =
+      run({"-n", "2", "--run-id", "job42", "--no-prefix", "sh", "-c",
+           "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE "
+           "$ROLE_RANK $ROLE_WORLD_SIZE $ROLE_NAME $TORCHELASTIC_RUN_ID $COHORT_RUN_ID "
+           "$TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS $MASTER_ADDR "
+           "$([ \"$MASTER_PORT\" != \"$COHORT_STORE_PORT\" ] && echo ports-differ) "
+           "$([ -n \"$COHORT_JOB_TOKEN\" ] && echo token) $(readlink /proc/self/fd/0)"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::vector<std::string> lines = lines_of(result.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines,
+            (std::vector<std::string>{
+                "0 0 2 2 0 1 0 2 default job42 job42 0 0 127.0.0.1 ports-differ token /dev/null",
+                "1 1 2 2 0 1 1 2 default job42 job42 0 0 127.0.0.1 ports-differ token /dev/null"}));
+}
+
+TEST_F(RunTest, LegacyLocalRankArgumentAndPythonPrograms) {
+  ProcessResult result = run({"-n", "2", "--no-prefix", "--local-rank-arg", "echo", "x"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::vector<std::string> lines = lines_of(result.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"x --local_rank=0", "x --local_rank=1"}));
+  // A .py PROGRAM runs with --python (echo shows the command line it got).
+  result = run({"--python", "echo", "train.py", "--lr", "0.1"});
+  EXPECT_EQ(result.out, "train.py --lr 0.1\n");
+  // Options after PROGRAM are PROGRAM's; `--` may come before PROGRAM, and a
+  // `--` after PROGRAM is PROGRAM's own.
+  result = run({"--grace", "1", "--", "printf", "%s|", "-n", "4", "--", "x"});
+  EXPECT_EQ(result.out, "-n|4|--|x|\n");
+  result = run({"printf", "%s|", "--grace", "--"});
+  EXPECT_EQ(result.out, "--grace|--|\n");
+}
+
+TEST_F(RunTest, UnderscoreSpellingsAndPetVariables) {
+  ProcessResult result =
+      run({"--nproc_per_node", "3", "--no_prefix", "sh", "-c", "echo $WORLD_SIZE"});
+  EXPECT_EQ(lines_of(result.out), (std::vector<std::string>{"3", "3", "3"}));
+  test::ProcessOptions with_env = options();
+  with_env.env = process_environment();
+  (*with_env.env)["PET_NPROC_PER_NODE"] = "2";
+  (*with_env.env)["PET_MASTER_PORT"] = "23456";
+  result =
+      test::run_process(cohort_run({"--no-prefix", "sh", "-c", "echo $MASTER_PORT"}), with_env);
+  EXPECT_EQ(lines_of(result.out), (std::vector<std::string>{"23456", "23456"}));
+}
+
+TEST_F(RunTest, ExitCodesFollowTheShell) {
+  EXPECT_EQ(run({"-n", "2", "true"}).exit_code, 0);
+  EXPECT_EQ(run({"-n", "3", "sh", "-c", "[ $RANK = 1 ] && exit 3; sleep 30"}).exit_code, 3);
+  EXPECT_EQ(run({"-n", "2", "sh", "-c", "[ $RANK = 0 ] && kill -KILL $$; sleep 30"}).exit_code,
+            137);
+  EXPECT_EQ(run({"-n", "2", "sh", "-c", "[ $RANK = 1 ] && kill -SEGV $$; sleep 30"}).exit_code,
+            139);
+  const ProcessResult missing = run({"-n", "2", "/nonexistent/program"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.err.find("cannot start worker: /nonexistent/program: No such file"),
+            std::string::npos)
+      << missing.err;
+}
+
+TEST_F(RunTest, AKilledWorkerEndsTheJobAndTheReportNamesIt) {
+  const ProcessResult result = run({"-n", "3", "sh", "-c",
+                                    "echo \"rank $RANK starting\" >&2; if [ \"$RANK\" = 1 ]; then "
+                                    "kill -9 $$; fi; exec sleep 30"},
+                                   25s);
+  ASSERT_FALSE(result.timed_out) << "the job outlived its killed worker";
+  EXPECT_EQ(result.exit_code, 137);
+  EXPECT_NE(result.err.find("cohort run: rank 1 failed: killed by SIGKILL (signal 9)"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("OOM killer"), std::string::npos);
+  EXPECT_NE(result.err.find("rank 1 (local rank 1), pid "), std::string::npos);
+  EXPECT_NE(result.err.find("    | rank 1 starting"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("stopped by cohort (SIGTERM)"), std::string::npos);
+  EXPECT_NE(result.err.find("exit status   137"), std::string::npos);
+}
+
+TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
+  test::Subprocess launcher(
+      cohort_run({"-n", "2", "sh", "-c",
+                  "echo $$ > " + (dir_ / "pid").string() + ".$RANK; exec sleep 30"}),
+      options());
+  ASSERT_TRUE(workers_ready("pid", 2));
+  const pid_t workers[] = {std::stoi(read_file(dir_ / "pid.0")),
+                           std::stoi(read_file(dir_ / "pid.1"))};
+  for (pid_t pid : workers)
+    ASSERT_TRUE(alive(pid));
+  kill(launcher.pid(), SIGKILL);
+  launcher.finish();
+  for (pid_t pid : workers) {
+    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 5s)) << "worker " << pid << " outlived";
+  }
+}
+
+TEST_F(RunTest, SigtermReachesWorkersAndAWorkerThatIgnoresItIsKilled) {
+  // Rank 0 exits on SIGTERM; rank 1 ignores it and must be SIGKILLed after --grace.
+  test::Subprocess launcher(
+      cohort_run({"-n", "2", "--grace", "0.5", "sh", "-c",
+                  "if [ $RANK = 0 ]; then trap 'echo rank 0 got TERM; exit 0' TERM; "
+                  "else trap '' TERM; fi; touch " +
+                      (dir_ / "ready").string() + ".$RANK; sleep 30 & wait; sleep 30 & wait"}),
+      options(30s));
+  ASSERT_TRUE(workers_ready("ready", 2));
+  kill(launcher.pid(), SIGTERM);
+  const ProcessResult result = launcher.finish();
+  ASSERT_FALSE(result.timed_out) << test::describe(result);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << test::describe(result);
+  EXPECT_NE(result.out.find("[0] rank 0 got TERM"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("stopped by SIGTERM"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("rank 1 (pid "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("stopped by cohort (SIGKILL)"), std::string::npos) << result.err;
+}
+
+TEST_F(RunTest, Usr1ReachesWorkersWithoutEndingTheJob) {
+  test::Subprocess launcher(cohort_run({"-n", "2", "sh", "-c",
+                                        "trap 'echo got USR1; exit 0' USR1; touch " +
+                                            (dir_ / "ready").string() + ".$RANK; sleep 30 & wait"}),
+                            options(30s));
+  ASSERT_TRUE(workers_ready("ready", 2));
+  kill(launcher.pid(), SIGUSR1);
+  const ProcessResult result = launcher.finish();
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  std::vector<std::string> lines = lines_of(result.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[0] got USR1", "[1] got USR1"}));
+}
+
+TEST_F(RunTest, MaxRestartsRestartsTheGroupWithTheCountIncremented) {
+  const std::vector<std::string> flaky = {
+      "-n", "2", "sh", "-c",
+      "echo attempt $TORCHELASTIC_RESTART_COUNT; [ $TORCHELASTIC_RESTART_COUNT = 0 ] && "
+      "[ $RANK = 1 ] && exit 7; exit 0"};
+  std::vector<std::string> with_restart = {"--max-restarts", "1"};
+  with_restart.insert(with_restart.end(), flaky.begin(), flaky.end());
+  const ProcessResult restarted = run(with_restart);
+  EXPECT_EQ(restarted.exit_code, 0) << test::describe(restarted);
+  EXPECT_NE(restarted.err.find("restarting all 2 workers (restart 1 of 1)"), std::string::npos)
+      << restarted.err;
+  EXPECT_NE(restarted.out.find("[1] attempt 1"), std::string::npos) << restarted.out;
+  EXPECT_EQ(run(flaky).exit_code, 7);
+}
+
+TEST_F(RunTest, LogDirPrefixAndRanks) {
+  const ProcessResult result =
+      run({"-n", "3", "--log-dir", dir_.string(), "--prefix", "<{rank}/{local_rank}> ", "--ranks",
+           "1-2", "sh", "-c", "echo out $RANK; echo err $RANK >&2"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::vector<std::string> out = lines_of(result.out);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"<1/1> out 1", "<2/2> out 2"}));
+  for (int rank = 0; rank < 3; ++rank) {
+    const fs::path files = dir_ / "attempt_0" / ("rank_" + std::to_string(rank));
+    EXPECT_EQ(read_file(files / "stdout.log"), "out " + std::to_string(rank) + "\n");
+    EXPECT_EQ(read_file(files / "stderr.log"), "err " + std::to_string(rank) + "\n");
+  }
+}
+
+TEST_F(RunTest, OutputLinesNeverMixMidLine) {
+  // Four workers write long lines as fast as they can, in small pieces.
+  const ProcessResult result =
+      run({"-n", "4", "sh", "-c",
+           "i=0; while [ $i -lt 300 ]; do printf 'rank%s-' $RANK; printf 'x%.0s' $(seq 200); "
+           "echo; i=$((i+1)); done"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const std::vector<std::string> lines = lines_of(result.out);
+  EXPECT_EQ(lines.size(), 1200u);
+  const std::regex whole(R"(^\[(\d)\] rank(\d)-x{200}$)");
+  for (const std::string& line : lines) {
+    std::smatch match;
+    ASSERT_TRUE(std::regex_match(line, match, whole)) << line.substr(0, 120);
+    EXPECT_EQ(match[1], match[2]);
+  }
+}
+
+TEST_F(RunTest, TwoJobsAtOnceNeverClash) {
+  test::Subprocess first(cohort_run({"-n", "2", COHORT_HELLO_PATH}), options());
+  test::Subprocess second(cohort_run({"-n", "2", COHORT_HELLO_PATH}), options());
+  const ProcessResult one = first.finish();
+  const ProcessResult two = second.finish();
+  EXPECT_EQ(one.exit_code, 0) << test::describe(one);
+  EXPECT_EQ(two.exit_code, 0) << test::describe(two);
+  const auto port = [](const std::string& out) { return out.substr(out.find(':'), 8); };
+  EXPECT_NE(port(one.out), port(two.out));
+}
+
+TEST_F(RunTest, UsageErrors) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{},
+                                               {"-n", "0", "true"},
+                                               {"-n", "lots", "true"},
+                                               {"--signals", "NOPE", "true"},
+                                               {"--ranks", "5", "-n", "2", "true"}}) {
+    const ProcessResult result = run(args);
+    EXPECT_NE(result.exit_code, 0);
+    EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << "not one line: " << result.err;
+  }
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,188 @@
+// The launcher's pure pieces: worker command lines and environments, exit
+// statuses, output routing and the failure report.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launch/exit_status.hpp"
+#include "launch/output.hpp"
+#include "launch/report.hpp"
+#include "launch/worker_setup.hpp"
+
+namespace cohort::detail {
+namespace {
+
+// waitpid-style statuses, built the way the kernel encodes them.
+constexpr int exited(int code) {
+  return code << 8;
+}
+constexpr int killed(int signal) {
+  return signal;
+}
+
+TEST(WorkerArgv, ProgramsScriptsAndTheLegacyLocalRank) {
+  RunOptions options;
+  options.command = {"./train", "--lr", "0.1"};
+  EXPECT_EQ(worker_argv(options, 3), (std::vector<std::string>{"./train", "--lr", "0.1"}));
+  options.command = {"train.py", "--epochs", "2"};
+  options.python = "/usr/bin/python3";
+  options.local_rank_arg = true;
+  EXPECT_EQ(worker_argv(options, 1), (std::vector<std::string>{"/usr/bin/python3", "train.py",
+                                                               "--epochs", "2", "--local_rank=1"}));
+  options.command = {".py"};  // a program named ".py" is not a script
+  options.local_rank_arg = false;
+  EXPECT_EQ(worker_argv(options, 0), (std::vector<std::string>{".py"}));
+}
+
+TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
+  WorkerIdentity worker;
+  worker.rank = 5;
+  worker.local_rank = 1;
+  worker.world_size = 8;
+  worker.local_world_size = 2;
+  worker.node_rank = 2;
+  worker.num_nodes = 4;
+  worker.restart_count = 1;
+  worker.max_restarts = 3;
+  worker.run_id = "run";
+  worker.master_addr = "10.0.0.1";
+  worker.master_port = 29500;
+  worker.store_addr = "10.0.0.1";
+  worker.store_port = 4000;
+  worker.job_token = "secret";
+  const Environment env = worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, worker, 8);
+  const Environment expected = {
+      {"PATH", "/bin"},
+      {"RANK", "5"},
+      {"LOCAL_RANK", "1"},
+      {"WORLD_SIZE", "8"},
+      {"LOCAL_WORLD_SIZE", "2"},
+      {"GROUP_RANK", "2"},
+      {"GROUP_WORLD_SIZE", "4"},
+      {"ROLE_RANK", "5"},
+      {"ROLE_WORLD_SIZE", "8"},
+      {"ROLE_NAME", "default"},
+      {"MASTER_ADDR", "10.0.0.1"},
+      {"MASTER_PORT", "29500"},
+      {"TORCHELASTIC_RUN_ID", "run"},
+      {"TORCHELASTIC_RESTART_COUNT", "1"},
+      {"TORCHELASTIC_MAX_RESTARTS", "3"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"COHORT_RUN_ID", "run"},
+      {"COHORT_STORE_ADDR", "10.0.0.1"},
+      {"COHORT_STORE_PORT", "4000"},
+      {"COHORT_JOB_TOKEN", "secret"},
+      {"OMP_NUM_THREADS", "4"},  // 8 CPUs shared by 2 local workers
+  };
+  EXPECT_EQ(env, expected);
+  // The launch environment a worker then detects is exactly this one.
+  const LaunchInfo info = detect_launch(env);
+  EXPECT_EQ(info.launcher.value, Launcher::cohort);
+  EXPECT_EQ(info.rank.value, 5);
+  EXPECT_EQ(info.node_rank.value, 2);
+  EXPECT_EQ(info.master_port.value, 29500);
+  // A user's OMP_NUM_THREADS is kept; one CPU for many workers still gives 1.
+  EXPECT_EQ(worker_environment({{"OMP_NUM_THREADS", "7"}}, worker, 8).at("OMP_NUM_THREADS"), "7");
+  EXPECT_EQ(worker_environment({}, worker, 1).at("OMP_NUM_THREADS"), "1");
+}
+
+TEST(ExitStatus, ShellConvention) {
+  EXPECT_EQ(shell_exit_code(exited(0)), 0);
+  EXPECT_EQ(shell_exit_code(exited(3)), 3);
+  EXPECT_EQ(shell_exit_code(killed(SIGKILL)), 137);
+  EXPECT_EQ(shell_exit_code(killed(SIGSEGV) | 0x80), 139);  // a core dump changes nothing
+  EXPECT_EQ(describe_exit(exited(3)), "exited with code 3");
+  EXPECT_NE(describe_exit(killed(SIGKILL)).find("OOM killer"), std::string::npos);
+  EXPECT_EQ(describe_exit(killed(SIGSEGV) | 0x80), "killed by SIGSEGV (signal 11), core dumped");
+  EXPECT_NE(describe_exit(exited(127)).find("PATH"), std::string::npos);
+}
+
+TEST(ExitStatus, SignalNames) {
+  EXPECT_EQ(parse_signal("TERM"), SIGTERM);
+  EXPECT_EQ(parse_signal("sigusr1"), SIGUSR1);
+  EXPECT_EQ(parse_signal("10"), 10);
+  EXPECT_EQ(parse_signal("NOPE"), 0);
+  EXPECT_EQ(parse_signal("0"), 0);
+  EXPECT_EQ(signal_name(SIGQUIT), "SIGQUIT");
+  EXPECT_EQ(signal_name(40), "signal 40");
+}
+
+// An OutputStream writing its console side into a memory file we read back
+// (a pipe would block once its 64 KiB fill up).
+class OutputTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_GE(fd_, 0); }
+  void TearDown() override { close(fd_); }
+  std::string console() {
+    std::string out;
+    char buffer[4096];
+    lseek(fd_, 0, SEEK_SET);
+    for (ssize_t n; (n = read(fd_, buffer, sizeof(buffer))) > 0;)
+      out.append(buffer, n);
+    return out;
+  }
+  int fd_ = memfd_create("console", MFD_CLOEXEC);
+};
+
+TEST_F(OutputTest, WholeLinesWithPrefixesAndAFinalNewline) {
+  OutputStream stream(fd_, format_prefix("[{rank}:{local_rank}@{host}] ", 3, 1, "n1"), Fd(), 2);
+  stream.feed("one\ntw");
+  stream.feed("o\nthr");
+  stream.feed("ee");
+  stream.finish();
+  EXPECT_EQ(console(), "[3:1@n1] one\n[3:1@n1] two\n[3:1@n1] three\n");
+  EXPECT_EQ(stream.tail(), (std::deque<std::string>{"two", "three"}));
+}
+
+TEST_F(OutputTest, ConsoleOffStillKeepsTheTail) {
+  OutputStream stream(-1, "", Fd(), 5);
+  stream.feed("a\nb\n");
+  EXPECT_EQ(console(), "");
+  EXPECT_EQ(stream.tail(), (std::deque<std::string>{"a", "b"}));
+}
+
+TEST_F(OutputTest, AnEndlessLineIsCutNotBuffered) {
+  OutputStream stream(fd_, "", Fd(), 0);
+  stream.feed(std::string(70000, 'x'));
+  const std::string out = console();
+  EXPECT_EQ(out.size(), 70001u);  // flushed with a newline once over the 64 KiB limit
+  EXPECT_EQ(out.back(), '\n');
+}
+
+TEST(Report, NamesTheFailureItsPlaceAndItsLastWords) {
+  ReportInput input;
+  input.host = "n1";
+  input.first_failure = 1;
+  input.grace = std::chrono::milliseconds(5000);
+  input.exit_code = 137;
+  input.workers.resize(2);
+  input.workers[0].rank = 0;
+  input.workers[0].pid = 100;
+  input.workers[0].wait_status = killed(SIGTERM);
+  input.workers[0].stopped_by_cohort = true;
+  input.workers[1].rank = 1;
+  input.workers[1].local_rank = 1;
+  input.workers[1].pid = 101;
+  input.workers[1].wait_status = killed(SIGKILL);
+  input.workers[1].stderr_tail = {"allocating 80 GiB", "Killed"};
+  const std::string report = failure_report(input);
+  EXPECT_NE(report.find("cohort run: rank 1 failed: killed by SIGKILL (signal 9)"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("host n1, rank 1 (local rank 1), pid 101, at "), std::string::npos);
+  EXPECT_NE(report.find("last 2 lines of rank 1:\n    | allocating 80 GiB\n    | Killed\n"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("rank 0 (pid 100): stopped by cohort (SIGTERM)"), std::string::npos);
+  EXPECT_NE(report.find("exit status   137"), std::string::npos);
+}
+
+TEST(Report, UtcTimestamps) {
+  EXPECT_EQ(format_utc(std::chrono::system_clock::time_point(std::chrono::milliseconds(1234))),
+            "1970-01-01 00:00:01.234 UTC");
+}
+
+}  // namespace
+}  // namespace cohort::detail
