@@ -196,7 +196,7 @@ void add_run_command(CLI::App& app, Runner& run,
       "Exit status: 0 when every worker succeeds; else the first failed worker's code, 128+N when "
       "it was killed by signal N, 130 after Ctrl-C. On a failure every worker is stopped and a "
       "report names the rank, host, pid, reason and its last stderr lines.");
-  command->callback([&run, arguments, command, after_separator] {
+  command->callback([&run, arguments, command, after_separator = std::move(after_separator)] {
     std::vector<std::string> program = command->remaining();
     if (after_separator) {
       if (!program.empty()) {

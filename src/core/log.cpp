@@ -20,8 +20,8 @@ LogLevel level_from_environment() {
 }  // namespace
 
 bool log_enabled(LogLevel level) noexcept {
-  static const LogLevel threshold = level_from_environment();
-  return static_cast<int>(level) <= static_cast<int>(threshold);
+  static const LogLevel kThreshold = level_from_environment();
+  return static_cast<int>(level) <= static_cast<int>(kThreshold);
 }
 
 void log(LogLevel level, std::string_view component, std::string_view message) noexcept {

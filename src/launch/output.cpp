@@ -9,7 +9,7 @@ namespace {
 
 // A line longer than this is cut and sent on: a worker that never prints a
 // newline must not make the agent buffer without bound.
-constexpr std::size_t kMaxLine = 64 * 1024;
+constexpr std::size_t kMaxLine = std::size_t{64} * 1024;
 // Lines kept for the report are cut to this length.
 constexpr std::size_t kMaxTailLine = 1000;
 

@@ -60,7 +60,7 @@ std::string failure_report(const ReportInput& input) {
         !(WIFEXITED(worker.wait_status) && WEXITSTATUS(worker.wait_status) == 0)) {
       fate = WIFSIGNALED(worker.wait_status)
                  ? cat("stopped by cohort (", signal_name(WTERMSIG(worker.wait_status)), ")")
-                 : fate + " after cohort asked it to stop";
+                 : cat(fate, " after cohort asked it to stop");
     }
     row(label, cat("rank ", worker.rank, " (pid ", worker.pid, "): ", fate));
     label = "";

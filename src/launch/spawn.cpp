@@ -31,13 +31,15 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env,
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
   for (const auto& [name, value] : env)
-    env_entries.push_back(name + "=" + value);
+    env_entries.push_back(cat(name, "=", value));
   std::vector<char*> c_env;
+  c_env.reserve(env_entries.size() + 1);
   for (std::string& entry : env_entries)
     c_env.push_back(entry.data());
   c_env.push_back(nullptr);
   std::vector<std::string> args = argv;
   std::vector<char*> c_argv;
+  c_argv.reserve(args.size() + 1);
   for (std::string& arg : args)
     c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
