@@ -86,6 +86,12 @@ class StoreServer {
   /// Connections currently open (for tests and diagnostics).
   std::size_t connection_count() const noexcept;
 
+  /// Waits until no client is connected, or `timeout` passes; returns whether
+  /// none is. For a process that hosts the store and is done with it: its
+  /// peers may still need it, and a peer that died has its connection closed
+  /// by the kernel, so this never waits for the dead.
+  bool wait_until_idle(std::chrono::milliseconds timeout);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

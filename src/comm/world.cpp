@@ -2,6 +2,7 @@
 #include <cohort/world.hpp>
 
 #include "core/config.hpp"
+#include "core/log.hpp"
 #include "core/strings.hpp"
 
 namespace cohort {
@@ -19,7 +20,18 @@ struct World::Impl {
 World::World(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 World::World(World&&) noexcept = default;
 World& World::operator=(World&&) noexcept = default;
-World::~World() = default;
+World::~World() {
+  if (!impl_ || !impl_->server) return;
+  // This process hosts the store: the others may still be reading from it
+  // (the last barrier's answer, say). Leave once they are gone; a dead peer's
+  // connection is closed by its kernel, so this waits only for the living.
+  impl_->store.reset();
+  if (!impl_->server->wait_until_idle(impl_->timeout)) {
+    detail::log(detail::LogLevel::warn, "world",
+                cat("rank ", rank(), " hosts the store and leaves after ", impl_->timeout.count(),
+                    " ms with ", impl_->server->connection_count(), " ranks still connected"));
+  }
+}
 
 const LaunchInfo& World::info() const noexcept {
   return impl_->info;

@@ -125,6 +125,19 @@ class Agent {
     host_ = host_name();
   }
 
+  // Reached with workers still running only when the agent itself fails
+  // (an exception): they must not outlive it.
+  ~Agent() {
+    for (Worker& worker : workers_) {
+      if (!worker.running) continue;
+      killpg(worker.pid, SIGKILL);
+      int status = 0;
+      detail::retry_eintr([&] { return waitpid(worker.pid, &status, 0); });
+    }
+  }
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
   int run() {
     sigset_t handled;
     sigemptyset(&handled);

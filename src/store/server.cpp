@@ -3,7 +3,9 @@
 // keys not yet set parks the connection (its later frames stay buffered)
 // until the keys arrive or its deadline passes.
 #include <atomic>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -72,6 +74,8 @@ struct StoreServer::Impl {
   Fd wake;
   std::thread thread;
   std::atomic<std::size_t> open_connections{0};
+  std::mutex idle_mutex;
+  std::condition_variable idle;
 
   std::unordered_map<std::uint64_t, Connection> connections;
   std::uint64_t next_id = 2;
@@ -165,7 +169,11 @@ struct StoreServer::Impl {
     if (it == connections.end()) return;
     epoll_ctl(epoll.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
     connections.erase(it);  // parked entries of `id` in waiters/deadlines go stale
-    --open_connections;
+    {
+      std::lock_guard<std::mutex> lock(idle_mutex);
+      --open_connections;
+    }
+    idle.notify_all();
   }
 
   // Closes a connection that broke the protocol, saying why.
@@ -467,6 +475,11 @@ int StoreServer::port() const noexcept {
 }
 std::size_t StoreServer::connection_count() const noexcept {
   return impl_->open_connections;
+}
+
+bool StoreServer::wait_until_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->idle_mutex);
+  return impl_->idle.wait_for(lock, timeout, [this] { return impl_->open_connections == 0; });
 }
 
 }  // namespace cohort

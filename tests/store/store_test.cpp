@@ -328,6 +328,32 @@ TEST_F(StoreTest, ThousandsOfConcurrentConnections) {
   EXPECT_EQ(woken, kConnections);
 }
 
+// The process hosting the store leaves only once its peers are done with it
+// (the race where rank 0 exits while another rank still waits for the answer
+// to the last barrier); a killed peer never keeps it waiting.
+TEST_F(StoreTest, WaitUntilIdleWaitsForConnectedClientsOnly) {
+  EXPECT_TRUE(server_->wait_until_idle(0ms));
+  auto store = client();
+  EXPECT_FALSE(server_->wait_until_idle(50ms));
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(100ms);
+    store.reset();
+  });
+  EXPECT_TRUE(server_->wait_until_idle(10s));
+  leaver.join();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    StoreClient doomed(client_options(server_->port(), 10s));
+    pause();
+    _exit(0);
+  }
+  ASSERT_TRUE(connections_become(1));
+  kill(child, SIGKILL);
+  EXPECT_TRUE(server_->wait_until_idle(10s));
+  waitpid(child, nullptr, 0);
+}
+
 TEST_F(StoreTest, PrefixViewsDoNotClash) {
   std::shared_ptr<Store> base = client();
   PrefixStore first("attempt0", base);
