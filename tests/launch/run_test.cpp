@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "support/files.hpp"
 #include "support/subprocess.hpp"
 
 namespace cohort {
@@ -28,11 +29,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   for (std::string line; std::getline(stream, line);)
     out.push_back(line);
   return out;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
 }
 
 bool alive(pid_t pid) {
@@ -57,13 +53,6 @@ bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
 
 class RunTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/cohort-run-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   static std::vector<std::string> cohort_run(std::vector<std::string> args) {
     args.insert(args.begin(), {COHORT_CLI_PATH, "run"});
     return args;
@@ -86,7 +75,8 @@ class RunTest : public ::testing::Test {
     });
   }
 
-  fs::path dir_;
+  test::TempDir temp_{"cohort-run"};
+  const fs::path& dir_ = temp_.path();
 };
 
 TEST_F(RunTest, HelloOnFourWorkers) {
@@ -189,8 +179,8 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
                   "echo $$ > " + (dir_ / "pid").string() + ".$RANK; exec sleep 30"}),
       options());
   ASSERT_TRUE(workers_ready("pid", 2));
-  const pid_t workers[] = {std::stoi(read_file(dir_ / "pid.0")),
-                           std::stoi(read_file(dir_ / "pid.1"))};
+  const pid_t workers[] = {std::stoi(test::read_file(dir_ / "pid.0")),
+                           std::stoi(test::read_file(dir_ / "pid.1"))};
   for (pid_t pid : workers)
     ASSERT_TRUE(alive(pid));
   kill(launcher.pid(), SIGKILL);
@@ -258,8 +248,8 @@ TEST_F(RunTest, LogDirPrefixAndRanks) {
   EXPECT_EQ(out, (std::vector<std::string>{"<1/1> out 1", "<2/2> out 2"}));
   for (int rank = 0; rank < 3; ++rank) {
     const fs::path files = dir_ / "attempt_0" / ("rank_" + std::to_string(rank));
-    EXPECT_EQ(read_file(files / "stdout.log"), "out " + std::to_string(rank) + "\n");
-    EXPECT_EQ(read_file(files / "stderr.log"), "err " + std::to_string(rank) + "\n");
+    EXPECT_EQ(test::read_file(files / "stdout.log"), "out " + std::to_string(rank) + "\n");
+    EXPECT_EQ(test::read_file(files / "stderr.log"), "err " + std::to_string(rank) + "\n");
   }
 }
 

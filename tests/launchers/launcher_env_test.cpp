@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
 
@@ -24,17 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
 class LauncherEnv : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/cohort-launcher-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    out_dir_ = pattern;
+    fs::create_directory(out_dir_);
     env_ = process_environment();
     env_.erase("SLURM_CONF");
     // Open MPI: loopback only, and the 4 ranks may outnumber the cores.
@@ -46,7 +40,6 @@ class LauncherEnv : public ::testing::Test {
       env_["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
     }
   }
-  void TearDown() override { fs::remove_all(out_dir_); }
 
   // Helpers that skip (or fail, in CI): the test checks IsSkipped() and
   // HasFatalFailure() after them.
@@ -59,7 +52,7 @@ class LauncherEnv : public ::testing::Test {
   // Uses the cluster the slurm_cluster fixture started, or skips with its reason.
   void use_slurm_cluster() {
     const fs::path dir = COHORT_TEST_SLURM_DIR;
-    const std::string status = read_file(dir / "status");
+    const std::string status = test::read_file(dir / "status");
     if (status.rfind("up", 0) != 0) {
       COHORT_SKIP_MISSING("no Slurm cluster: " << (status.empty()
                                                        ? "the slurm_cluster_up fixture did not run"
@@ -87,7 +80,7 @@ class LauncherEnv : public ::testing::Test {
   std::map<int, Json> reports() {
     std::map<int, Json> out;
     for (const auto& entry : fs::directory_iterator(out_dir_)) {
-      Json report = Json::parse(read_file(entry.path()));
+      Json report = Json::parse(test::read_file(entry.path()));
       const int rank = report["rank"].get<int>();
       EXPECT_TRUE(out.emplace(rank, std::move(report)).second) << "rank " << rank << " twice";
     }
@@ -118,7 +111,8 @@ class LauncherEnv : public ::testing::Test {
     return ranks;
   }
 
-  fs::path out_dir_;
+  test::TempDir temp_{"cohort-launcher"};
+  fs::path out_dir_ = temp_.path() / "reports";
   Environment env_;
 };
 
@@ -182,11 +176,10 @@ TEST_F(LauncherEnv, OpenMpiMpirunInsideSbatch) {
   test::ProcessOptions options;
   options.env = env_;
   options.timeout = std::chrono::seconds(120);
-  const std::string log_path = out_dir_.string() + ".log";  // outside the reports' directory
+  const std::string log_path = (temp_.path() / "job.log").string();  // not among the reports
   const test::ProcessResult result = test::run_process(
       {"sbatch", "--wait", "--quiet", "-n4", "-o", log_path, "--wrap", wrapped}, options);
-  const std::string log = read_file(log_path);
-  fs::remove(log_path);
+  const std::string log = test::read_file(log_path);
   ASSERT_EQ(result.exit_code, 0) << test::describe(result) << "\n--- job output ---\n" << log;
   for (const auto& [rank, report] : check_one_node_world("openmpi", 4)) {
     EXPECT_EQ(report["sources"]["rank"], "OMPI_COMM_WORLD_RANK");

@@ -11,6 +11,7 @@
 #include <cohort/errors.hpp>
 #include <cohort/launch_env.hpp>
 
+#include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
 #include "unit/env/hostlist_cases.hpp"
@@ -24,16 +25,10 @@ class ScontrolTest : public ::testing::Test {
     if (test::find_in_path("scontrol").empty()) {
       COHORT_SKIP_MISSING("scontrol is not installed (scripts/install-deps test installs it)");
     }
-    char pattern[] = "/tmp/cohort-scontrol-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
     std::ofstream(dir_ / "slurm.conf") << "ClusterName=hostlisttest\nSlurmctldHost=localhost\n"
                                           "NodeName=localhost CPUs=1\nPartitionName=p Nodes=ALL\n";
     env_ = process_environment();
     env_["SLURM_CONF"] = (dir_ / "slurm.conf").string();
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
   test::ProcessResult scontrol(const std::string& verb, const std::string& argument) {
@@ -51,7 +46,8 @@ class ScontrolTest : public ::testing::Test {
     return out;
   }
 
-  std::filesystem::path dir_;
+  test::TempDir temp_{"cohort-scontrol"};
+  const std::filesystem::path& dir_ = temp_.path();
   Environment env_;
 };
 

@@ -1,0 +1,41 @@
+// Files for tests: a temporary directory removed afterwards, and whole-file reads.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+#include <stdlib.h>
+
+namespace cohort::test {
+
+/// A fresh directory under /tmp, removed with everything in it on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name = "cohort-test") {
+    std::string pattern = "/tmp/" + name + "-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The whole file, or "" when it cannot be read.
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+}  // namespace cohort::test
