@@ -24,6 +24,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "launch/exit_status.hpp"
+#include "launch/guardian.hpp"
 #include "launch/output.hpp"
 #include "launch/report.hpp"
 #include "launch/spawn.hpp"
@@ -161,6 +162,7 @@ class Agent {
     store_options.token = random_hex(16);
     store_ = std::make_unique<StoreServer>(store_options);
     token_ = store_options.token;
+    guardian_ = std::make_unique<detail::Guardian>();
 
     for (int attempt = 0;; ++attempt) {
       run_attempt(attempt);
@@ -248,6 +250,7 @@ class Agent {
                                         detail::worker_environment(base, identity, usable_cpus()),
                                         write_ends[0].get(), write_ends[1].get());
       worker.running = true;
+      guardian_->watch(worker.pid);
     }
   }
 
@@ -371,6 +374,7 @@ class Agent {
         continue;
       }
       killpg(worker.pid, SIGKILL);  // whatever it left behind in its group
+      guardian_->forget(worker.pid);
       int status = 0;
       detail::retry_eintr([&] { return waitpid(worker.pid, &status, 0); });
       worker.running = false;
@@ -431,6 +435,7 @@ class Agent {
   Fd timer_fd_;
   Fd epoll_fd_;
   std::unique_ptr<StoreServer> store_;
+  std::unique_ptr<detail::Guardian> guardian_;
   std::vector<Worker> workers_;
   Stop stop_ = Stop::none;
   int stop_signal_ = 0;

@@ -173,20 +173,26 @@ TEST_F(RunTest, AKilledWorkerEndsTheJobAndTheReportNamesIt) {
   EXPECT_NE(result.err.find("exit status   137"), std::string::npos);
 }
 
+// Workers die with a SIGKILLed launcher (PR_SET_PDEATHSIG), and so does what
+// they started (the guardian kills their process groups).
 TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
-  test::Subprocess launcher(
-      cohort_run({"-n", "2", "sh", "-c",
-                  "echo $$ > " + (dir_ / "pid").string() + ".$RANK; exec sleep 30"}),
-      options());
+  const std::string dir = dir_.string();
+  test::Subprocess launcher(cohort_run({"-n", "2", "sh", "-c",
+                                        "sleep 30 & echo $! > " + dir + "/child.$RANK; echo $$ > " +
+                                            dir + "/pid.$RANK; wait"}),
+                            options());
   ASSERT_TRUE(workers_ready("pid", 2));
-  const pid_t workers[] = {std::stoi(test::read_file(dir_ / "pid.0")),
-                           std::stoi(test::read_file(dir_ / "pid.1"))};
-  for (pid_t pid : workers)
-    ASSERT_TRUE(alive(pid));
+  ASSERT_TRUE(workers_ready("child", 2));
+  std::vector<pid_t> processes;
+  for (const char* name : {"pid.0", "pid.1", "child.0", "child.1"}) {
+    processes.push_back(std::stoi(test::read_file(dir_ / name)));
+  }
+  for (pid_t pid : processes)
+    ASSERT_TRUE(alive(pid)) << pid;
   kill(launcher.pid(), SIGKILL);
   launcher.finish();
-  for (pid_t pid : workers) {
-    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 5s)) << "worker " << pid << " outlived";
+  for (pid_t pid : processes) {
+    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 5s)) << "process " << pid << " outlived";
   }
 }
 

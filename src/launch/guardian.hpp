@@ -1,0 +1,39 @@
+// The guardian: a small process forked by the agent that outlives it for one
+// purpose. PR_SET_PDEATHSIG kills a worker when the agent dies, but not what
+// the worker started (a shell's children, a data loader's processes); those
+// stay in the worker's process group. The guardian holds the list of worker
+// process groups and, when the agent dies for any reason (SIGKILL included:
+// its end of a pipe closes), SIGKILLs every one of them and exits.
+#pragma once
+
+#include <sys/types.h>
+
+#include "core/fd.hpp"
+
+namespace cohort::detail {
+
+class Guardian {
+ public:
+  /// Forks the guardian. Call with the signals the agent handles blocked:
+  /// the guardian keeps them blocked, so a Ctrl-C meant for the job does not
+  /// end it early. Throws cohort::Error when fork or pipe fails.
+  Guardian();
+  /// Closes the pipe (the guardian exits) and reaps it.
+  ~Guardian();
+  Guardian(const Guardian&) = delete;
+  Guardian& operator=(const Guardian&) = delete;
+
+  /// The worker leading process group `pgid` started / is gone (reaped, and
+  /// its group killed): the guardian adds / forgets the group.
+  void watch(pid_t pgid) noexcept;
+  void forget(pid_t pgid) noexcept;
+
+  pid_t pid() const noexcept { return pid_; }
+
+ private:
+  void send(int message) noexcept;
+  pid_t pid_ = -1;
+  Fd pipe_;  // write end, close-on-exec so no worker holds it
+};
+
+}  // namespace cohort::detail
