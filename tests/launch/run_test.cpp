@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -127,6 +128,26 @@ TEST_F(RunTest, LegacyLocalRankArgumentAndPythonPrograms) {
   EXPECT_EQ(result.out, "-n|4|--|x|\n");
   result = run({"printf", "%s|", "--grace", "--"});
   EXPECT_EQ(result.out, "--grace|--|\n");
+}
+
+TEST_F(RunTest, PythonScriptsRunWithPython3) {
+  const fs::path script = dir_ / "rank.py";
+  std::ofstream(script) << "import os\nprint('python rank', os.environ['RANK'])\n";
+  const ProcessResult result = run({"-n", "2", "--no-prefix", script.string()});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::vector<std::string> lines = lines_of(result.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"python rank 0", "python rank 1"}));
+}
+
+TEST_F(RunTest, NprocCpuMeansTheUsableCpus) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  const ProcessResult result = run({"-n", "cpu", "--no-prefix", "sh", "-c", "echo $WORLD_SIZE"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_of(result.out).size(), static_cast<std::size_t>(CPU_COUNT(&mask)));
+  EXPECT_EQ(lines_of(result.out).front(), std::to_string(CPU_COUNT(&mask)));
 }
 
 TEST_F(RunTest, UnderscoreSpellingsAndPetVariables) {
