@@ -76,10 +76,14 @@ int main(int argc, char** argv) {
   }
 
   const std::string path = command_path(deepest_parsed(&app));
+  // The library's messages may already say who they come from ("cohort run: ...").
+  const auto prefixed = [&path](const std::string& message) {
+    return message.rfind(path + ": ", 0) == 0 ? message : path + ": " + message;
+  };
   try {
     return run ? run() : cohort::cli::kExitUsage;
   } catch (const cohort::Error& error) {
-    std::cerr << path << ": " << one_line(error.what()) << "\n";
+    std::cerr << prefixed(one_line(error.what())) << "\n";
   } catch (const std::exception& error) {
     std::cerr << path << ": internal error: " << one_line(error.what()) << "\n";
   }

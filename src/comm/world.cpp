@@ -15,23 +15,26 @@ struct World::Impl {
   std::shared_ptr<Store> store;
   std::chrono::milliseconds timeout{};
   std::int64_t barriers = 0;
+
+  ~Impl() {
+    if (!server) return;
+    // This process hosts the store: the others may still be reading from it
+    // (the last barrier's answer, say). Leave once they are gone; a dead
+    // peer's connection is closed by its kernel, so this waits only for the living.
+    store.reset();
+    if (!server->wait_until_idle(timeout)) {
+      detail::log(
+          detail::LogLevel::warn, "world",
+          cat("rank ", info.rank.value, " hosts the store and leaves after ", timeout.count(),
+              " ms with ", server->connection_count(), " ranks still connected"));
+    }
+  }
 };
 
 World::World(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 World::World(World&&) noexcept = default;
 World& World::operator=(World&&) noexcept = default;
-World::~World() {
-  if (!impl_ || !impl_->server) return;
-  // This process hosts the store: the others may still be reading from it
-  // (the last barrier's answer, say). Leave once they are gone; a dead peer's
-  // connection is closed by its kernel, so this waits only for the living.
-  impl_->store.reset();
-  if (!impl_->server->wait_until_idle(impl_->timeout)) {
-    detail::log(detail::LogLevel::warn, "world",
-                cat("rank ", rank(), " hosts the store and leaves after ", impl_->timeout.count(),
-                    " ms with ", impl_->server->connection_count(), " ranks still connected"));
-  }
-}
+World::~World() = default;
 
 const LaunchInfo& World::info() const noexcept {
   return impl_->info;

@@ -121,6 +121,7 @@ class Agent {
       }
       signals_.push_back(signal);
     }
+    refuse_nested_world();
     if (options_.run_id.empty()) options_.run_id = random_hex(8);
     if (!options_.prefix) options_.prefix = options_.nproc_per_node > 1 ? "[{rank}] " : "";
     host_ = host_name();
@@ -176,6 +177,22 @@ class Agent {
  private:
   enum class Stop { none, worker_failed, signal };
   enum class Timer { none, grace, drain };
+
+  // One agent per node is the only layout that works today: started as one
+  // rank of a larger world (srun with several tasks, mpirun -np 2, ...), each
+  // agent would silently run a separate job of its own.
+  static void refuse_nested_world() {
+    const LaunchInfo outer = detect_launch();
+    if (outer.world_size.value <= 1) return;
+    throw InvalidArgument(
+        cat("cohort run: started as rank ", outer.rank.value, " of ", outer.world_size.value,
+            " by ", to_string(outer.launcher.value), " (", outer.world_size.source,
+            "), every copy would run a separate job. Start one cohort run with one task "
+            "(srun -N1 -n1 cohort run ...), or let ",
+            to_string(outer.launcher.value),
+            " start PROGRAM itself (cohort programs read its variables); cohort run across nodes "
+            "is not there yet"));
+  }
 
   void watch(int fd, std::uint64_t tag) {
     epoll_event event{};

@@ -309,6 +309,24 @@ TEST_F(RunTest, TwoJobsAtOnceNeverClash) {
   EXPECT_NE(port(one.out), port(two.out));
 }
 
+TEST_F(RunTest, RefusesToRunAsOneRankOfALargerWorld) {
+  test::ProcessOptions inside = options();
+  inside.env = process_environment();
+  inside.env->insert({{"SLURM_JOB_ID", "7"},
+                      {"SLURM_STEP_ID", "0"},
+                      {"SLURM_PROCID", "1"},
+                      {"SLURM_NTASKS", "2"},
+                      {"SLURM_LOCALID", "0"},
+                      {"SLURM_NODEID", "1"},
+                      {"SLURM_NNODES", "2"},
+                      {"SLURM_JOB_NODELIST", "n[1-2]"},
+                      {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}});
+  const ProcessResult result = test::run_process(cohort_run({"-n", "2", "true"}), inside);
+  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
+  EXPECT_EQ(result.err.rfind("cohort run: started as rank 1 of 2 by slurm (SLURM_NTASKS)", 0), 0u)
+      << result.err;
+}
+
 TEST_F(RunTest, UsageErrors) {
   for (const std::vector<std::string>& args : {std::vector<std::string>{},
                                                {"-n", "0", "true"},
