@@ -2,6 +2,7 @@
 // The umbrella header: includes every public header of the library.
 #pragma once
 
+#include <cohort/communicator.hpp>
 #include <cohort/config.hpp>
 #include <cohort/errors.hpp>
 #include <cohort/launch.hpp>

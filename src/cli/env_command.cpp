@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cohort/communicator.hpp>
 #include <cohort/config.hpp>
 #include <cohort/launch_env.hpp>
 
@@ -90,7 +91,7 @@ Json build_report(const Environment& env) {
     settings_json[name] = value ? Json(*value) : Json(nullptr);
   }
   report["settings"] = settings_json;
-  report["backends"] = Json::array();  // no communicator backend is built yet
+  report["backends"] = compiled_backends();
   report["version"] = COHORT_VERSION;
   return report;
 }
@@ -158,9 +159,8 @@ void print_text(const Json& report, std::ostream& out) {
 
   out << "build\n";
   row(out, "version", text(report["version"]));
-  row(out, "backends",
-      report["backends"].empty() ? "none: the communicator is not part of this build yet"
-                                 : report["backends"].dump());
+  const auto backends = report["backends"].get<std::vector<std::string>>();
+  row(out, "backends", detail::join(backends, ", ") + " (highest priority first)");
   if (!report["notes"].empty()) {
     out << "notes\n";
     for (const Json& note : report["notes"])

@@ -1,0 +1,22 @@
+// Element-wise reductions for every DataType and ReduceOp: what backends
+// apply to received data, and what tests compute serially to check them.
+#pragma once
+
+#include <cstddef>
+
+#include <cohort/communicator.hpp>
+
+namespace cohort::detail {
+
+/// accumulate[i] = op(accumulate[i], input[i]) for `count` elements of `type`.
+/// `avg` accumulates like `sum` (finish with finish_average). Integer sums and
+/// products wrap around (two's complement) instead of overflowing; f16/bf16
+/// are computed in float and rounded back.
+void reduce_into(DataType type, ReduceOp op, void* accumulate, const void* input,
+                 std::size_t count) noexcept;
+
+/// Divides `count` elements by `ranks` (integers truncate toward zero): the
+/// last step of `avg`.
+void finish_average(DataType type, void* data, std::size_t count, int ranks) noexcept;
+
+}  // namespace cohort::detail

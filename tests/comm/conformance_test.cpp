@@ -1,0 +1,393 @@
+// Collective conformance, written once and run for every backend: each
+// collective × element type × reduction op × element count, checked against
+// a plain serial computation over every rank's input (exact for integers;
+// floating point within kTolerance of the type). Ranks run as threads of this
+// process, one communicator each. A backend joins by adding its group factory
+// and world sizes to kBackends; `self` serves a world of one.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include <cohort/communicator.hpp>
+
+#include "comm/backends/self/factory.hpp"
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct BackendUnderTest {
+  std::string name;
+  std::vector<int> world_sizes;
+  std::function<std::vector<std::unique_ptr<Communicator>>(int)> make_group;
+};
+
+const std::vector<BackendUnderTest>& backends_under_test() {
+  static const std::vector<BackendUnderTest> kBackends = {
+      {"self",
+       {1},
+       [](int) {
+         std::vector<std::unique_ptr<Communicator>> group;
+         group.push_back(detail::self_backend::create(10s));
+         return group;
+       }},
+  };
+  return kBackends;
+}
+
+constexpr DataType kTypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
+                               DataType::i8,  DataType::u8,  DataType::i32, DataType::i64};
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                             ReduceOp::avg};
+constexpr std::size_t kCounts[] = {0, 1, 7, 1000};
+
+// Relative tolerance of each floating type for results that are not exact
+// (avg of integers): a few units in the last place.
+double tolerance(DataType type) {
+  switch (type) {
+    case DataType::f32:
+      return 1e-6;
+    case DataType::f64:
+      return 1e-12;
+    case DataType::f16:
+      return 2e-3;
+    case DataType::bf16:
+      return 1.6e-2;
+    default:
+      return 0;
+  }
+}
+
+bool is_integer(DataType type) {
+  return tolerance(type) == 0;
+}
+
+// Input element i of rank r: small integers, so sums and products stay exact
+// in every type (f16 and i8 included) for up to 7 ranks.
+double input_value(int rank, std::size_t i, ReduceOp op, DataType type) {
+  if (op == ReduceOp::prod) return (rank + i) % 7 == 0 ? 2 : 1;
+  const int base = static_cast<int>((rank * 7 + i * 3) % 9);
+  return type == DataType::u8 ? base : base - 4;
+}
+
+// Typed storage for one rank's buffer.
+class Values {
+ public:
+  Values(DataType type, std::size_t count) : type_(type), bytes_(count * size_of(type)) {}
+  Buffer buffer() { return {bytes_.data(), bytes_.size() / size_of(type_), type_}; }
+  void set(std::size_t i, double value) {
+    void* at = bytes_.data() + i * size_of(type_);
+    switch (type_) {
+      case DataType::f32:
+        store(at, static_cast<float>(value));
+        break;
+      case DataType::f64:
+        store(at, value);
+        break;
+      case DataType::f16:
+        store(at, Half::from_float(static_cast<float>(value)));
+        break;
+      case DataType::bf16:
+        store(at, BFloat16::from_float(static_cast<float>(value)));
+        break;
+      case DataType::i8:
+        store(at, static_cast<std::int8_t>(value));
+        break;
+      case DataType::u8:
+        store(at, static_cast<std::uint8_t>(value));
+        break;
+      case DataType::i32:
+        store(at, static_cast<std::int32_t>(value));
+        break;
+      case DataType::i64:
+        store(at, static_cast<std::int64_t>(value));
+        break;
+    }
+  }
+  double get(std::size_t i) const {
+    const void* at = bytes_.data() + i * size_of(type_);
+    switch (type_) {
+      case DataType::f32:
+        return load<float>(at);
+      case DataType::f64:
+        return load<double>(at);
+      case DataType::f16:
+        return load<Half>(at).to_float();
+      case DataType::bf16:
+        return load<BFloat16>(at).to_float();
+      case DataType::i8:
+        return load<std::int8_t>(at);
+      case DataType::u8:
+        return load<std::uint8_t>(at);
+      case DataType::i32:
+        return load<std::int32_t>(at);
+      case DataType::i64:
+        return static_cast<double>(load<std::int64_t>(at));
+    }
+    return 0;
+  }
+
+ private:
+  template <class T>
+  static void store(void* at, T value) {
+    std::memcpy(at, &value, sizeof(T));
+  }
+  template <class T>
+  static T load(const void* at) {
+    T value;
+    std::memcpy(&value, at, sizeof(T));
+    return value;
+  }
+  DataType type_;
+  std::vector<unsigned char> bytes_;
+};
+
+// The serial answer for element i of a reduction over `ranks` ranks.
+double expected_reduction(ReduceOp op, DataType type, int ranks, std::size_t i) {
+  double result = input_value(0, i, op, type);
+  for (int r = 1; r < ranks; ++r) {
+    const double v = input_value(r, i, op, type);
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        result += v;
+        break;
+      case ReduceOp::prod:
+        result *= v;
+        break;
+      case ReduceOp::min:
+        result = std::min(result, v);
+        break;
+      case ReduceOp::max:
+        result = std::max(result, v);
+        break;
+    }
+  }
+  if (op == ReduceOp::avg) result = is_integer(type) ? std::trunc(result / ranks) : result / ranks;
+  return result;
+}
+
+void expect_value(DataType type, double got, double want, const std::string& where) {
+  if (is_integer(type)) {
+    EXPECT_EQ(got, want) << where;
+  } else {
+    EXPECT_LE(std::fabs(got - want), tolerance(type) * std::max(1.0, std::fabs(want))) << where;
+  }
+}
+
+class Conformance : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  void SetUp() override {
+    for (const BackendUnderTest& backend : backends_under_test()) {
+      if (backend.name == std::get<0>(GetParam())) group_ = backend.make_group(ranks());
+    }
+    ASSERT_EQ(static_cast<int>(group_.size()), ranks());
+  }
+  int ranks() const { return std::get<1>(GetParam()); }
+
+  // Runs `body(rank, communicator)` on one thread per rank; failures name the rank.
+  void on_every_rank(const std::function<void(int, Communicator&)>& body) {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < ranks(); ++rank) {
+      threads.emplace_back([&, rank] {
+        try {
+          body(rank, *group_[static_cast<std::size_t>(rank)]);
+        } catch (const std::exception& error) {
+          ADD_FAILURE() << "rank " << rank << ": " << error.what();
+        }
+      });
+    }
+    for (std::thread& thread : threads)
+      thread.join();
+  }
+
+  std::vector<std::unique_ptr<Communicator>> group_;
+};
+
+TEST_P(Conformance, GroupKnowsItsRanks) {
+  on_every_rank([&](int rank, Communicator& comm) {
+    EXPECT_EQ(comm.rank(), rank);
+    EXPECT_EQ(comm.size(), ranks());
+    EXPECT_EQ(comm.backend(), std::get<0>(GetParam()));
+  });
+}
+
+TEST_P(Conformance, AllReduceEveryTypeOpAndCount) {
+  for (DataType type : kTypes) {
+    for (ReduceOp op : kOps) {
+      for (std::size_t count : kCounts) {
+        on_every_rank([&](int rank, Communicator& comm) {
+          Values data(type, count);
+          for (std::size_t i = 0; i < count; ++i)
+            data.set(i, input_value(rank, i, op, type));
+          comm.all_reduce(data.buffer(), op, 10s);
+          for (std::size_t i = 0; i < count; ++i) {
+            expect_value(type, data.get(i), expected_reduction(op, type, ranks(), i),
+                         std::string(to_string(type)) + " " + std::string(to_string(op)) +
+                             " count " + std::to_string(count) + " element " + std::to_string(i));
+          }
+        });
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, ReduceLandsAtEveryRoot) {
+  for (DataType type : kTypes) {
+    for (int root = 0; root < ranks(); ++root) {
+      on_every_rank([&](int rank, Communicator& comm) {
+        Values data(type, 7);
+        for (std::size_t i = 0; i < 7; ++i)
+          data.set(i, input_value(rank, i, ReduceOp::max, type));
+        comm.reduce(data.buffer(), ReduceOp::max, root, 10s);
+        for (std::size_t i = 0; i < 7; ++i) {
+          const double want = rank == root ? expected_reduction(ReduceOp::max, type, ranks(), i)
+                                           : input_value(rank, i, ReduceOp::max, type);
+          expect_value(type, data.get(i), want, "reduce root " + std::to_string(root));
+        }
+      });
+    }
+  }
+}
+
+TEST_P(Conformance, BroadcastFromEveryRoot) {
+  for (DataType type : kTypes) {
+    for (int root = 0; root < ranks(); ++root) {
+      on_every_rank([&](int rank, Communicator& comm) {
+        Values data(type, 1000);
+        for (std::size_t i = 0; i < 1000; ++i)
+          data.set(i, input_value(rank, i, ReduceOp::sum, type));
+        comm.broadcast(data.buffer(), root, 10s);
+        for (std::size_t i = 0; i < 1000; i += 97) {
+          expect_value(type, data.get(i), input_value(root, i, ReduceOp::sum, type), "broadcast");
+        }
+      });
+    }
+  }
+}
+
+TEST_P(Conformance, GatherFamilies) {
+  for (DataType type : kTypes) {
+    for (std::size_t count : kCounts) {
+      on_every_rank([&](int rank, Communicator& comm) {
+        const std::size_t n = static_cast<std::size_t>(ranks());
+        Values input(type, count);
+        for (std::size_t i = 0; i < count; ++i)
+          input.set(i, input_value(rank, i, ReduceOp::sum, type));
+        Values gathered(type, count * n);
+        comm.all_gather(input.buffer(), gathered.buffer(), 10s);
+        for (std::size_t r = 0; r < n; ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            expect_value(type, gathered.get(r * count + i),
+                         input_value(static_cast<int>(r), i, ReduceOp::sum, type), "all_gather");
+          }
+        }
+        Values at_root(type, count * n);
+        comm.gather(input.buffer(), at_root.buffer(), 0, 10s);
+        if (rank == 0) {
+          for (std::size_t i = 0; i < count * n; ++i) {
+            expect_value(type, at_root.get(i), gathered.get(i), "gather");
+          }
+        }
+        // scatter and all_to_all: rank r's slice s carries value (s, r, i).
+        Values slices(type, count * n);
+        for (std::size_t s = 0; s < n; ++s) {
+          for (std::size_t i = 0; i < count; ++i) {
+            slices.set(s * count + i,
+                       input_value(static_cast<int>(s) + rank, i, ReduceOp::sum, type));
+          }
+        }
+        Values mine(type, count);
+        comm.scatter(slices.buffer(), mine.buffer(), 0, 10s);
+        for (std::size_t i = 0; i < count; ++i) {
+          expect_value(type, mine.get(i), input_value(rank, i, ReduceOp::sum, type), "scatter");
+        }
+        Values exchanged(type, count * n);
+        comm.all_to_all(slices.buffer(), exchanged.buffer(), 10s);
+        for (std::size_t s = 0; s < n; ++s) {
+          for (std::size_t i = 0; i < count; ++i) {
+            expect_value(type, exchanged.get(s * count + i),
+                         input_value(static_cast<int>(s) + rank, i, ReduceOp::sum, type),
+                         "all_to_all");
+          }
+        }
+      });
+    }
+  }
+}
+
+TEST_P(Conformance, ReduceScatterSumsEachSlice) {
+  for (DataType type : kTypes) {
+    on_every_rank([&](int rank, Communicator& comm) {
+      const std::size_t n = static_cast<std::size_t>(ranks()), count = 7;
+      Values input(type, count * n);
+      for (std::size_t i = 0; i < count * n; ++i)
+        input.set(i, input_value(rank, i, ReduceOp::sum, type));
+      Values output(type, count);
+      comm.reduce_scatter(input.buffer(), output.buffer(), ReduceOp::sum, 10s);
+      for (std::size_t i = 0; i < count; ++i) {
+        expect_value(type, output.get(i),
+                     expected_reduction(ReduceOp::sum, type, ranks(), rank * count + i),
+                     "reduce_scatter");
+      }
+    });
+  }
+}
+
+TEST_P(Conformance, SendAndReceive) {
+  on_every_rank([&](int rank, Communicator& comm) {
+    // A ring: send to the next rank, receive from the previous (to oneself in a group of one).
+    const int next = (rank + 1) % ranks(), previous = (rank + ranks() - 1) % ranks();
+    std::vector<std::int64_t> token{rank * 100 + 7}, received{0};
+    comm.send(Buffer::of(std::span(token)), next, 3, 10s);
+    comm.recv(Buffer::of(std::span(received)), previous, 3, 10s);
+    EXPECT_EQ(received[0], previous * 100 + 7);
+  });
+}
+
+TEST_P(Conformance, MisuseIsAnErrorNamingTheProblem) {
+  on_every_rank([&](int, Communicator& comm) {
+    Values small(DataType::f32, 3), large(DataType::f32, 3 * ranks() + 1), other(DataType::i32, 3);
+    EXPECT_THROW(comm.all_gather(small.buffer(), large.buffer(), 1s), InvalidArgument);
+    EXPECT_THROW(comm.all_gather(small.buffer(), other.buffer(), 1s), InvalidArgument);
+    EXPECT_THROW(comm.broadcast(small.buffer(), ranks(), 1s), InvalidArgument);
+    EXPECT_THROW(comm.reduce(small.buffer(), ReduceOp::sum, -1, 1s), InvalidArgument);
+    EXPECT_THROW(comm.send(small.buffer(), ranks() + 3, 0, 1s), InvalidArgument);
+  });
+}
+
+TEST_P(Conformance, SplitMakesSubgroupsAndBarrierPasses) {
+  on_every_rank([&](int rank, Communicator& comm) {
+    comm.barrier(10s);
+    std::unique_ptr<Communicator> half = comm.split(rank % 2, -rank);
+    ASSERT_NE(half, nullptr);
+    const int members = (ranks() + 1 - rank % 2) / 2;
+    EXPECT_EQ(half->size(), members);
+    std::vector<std::int32_t> one{1};
+    half->all_reduce(Buffer::of(std::span(one)), ReduceOp::sum, 10s);
+    EXPECT_EQ(one[0], members);
+    EXPECT_EQ(comm.split(-1, 0), nullptr);
+  });
+}
+
+std::vector<std::tuple<std::string, int>> combinations() {
+  std::vector<std::tuple<std::string, int>> out;
+  for (const BackendUnderTest& backend : backends_under_test()) {
+    for (int size : backend.world_sizes)
+      out.emplace_back(backend.name, size);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(combinations()),
+                         [](const auto& test_info) {
+                           return std::get<0>(test_info.param) + "_world" +
+                                  std::to_string(std::get<1>(test_info.param));
+                         });
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,122 @@
+// Reduction kernels, half-precision conversions and the backend registry.
+#include "comm/reduce.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include <cohort/communicator.hpp>
+
+#include "comm/registry.hpp"
+
+namespace cohort::detail {
+namespace {
+
+template <class T>
+std::vector<T> reduced(ReduceOp op, std::vector<T> a, const std::vector<T>& b) {
+  reduce_into(data_type_of<T>(), op, a.data(), b.data(), a.size());
+  return a;
+}
+
+TEST(Reduce, EveryOpOnIntegersAndFloats) {
+  const std::vector<std::int32_t> a{1, -5, 7}, b{4, 3, -2};
+  EXPECT_EQ(reduced(ReduceOp::sum, a, b), (std::vector<std::int32_t>{5, -2, 5}));
+  EXPECT_EQ(reduced(ReduceOp::prod, a, b), (std::vector<std::int32_t>{4, -15, -14}));
+  EXPECT_EQ(reduced(ReduceOp::min, a, b), (std::vector<std::int32_t>{1, -5, -2}));
+  EXPECT_EQ(reduced(ReduceOp::max, a, b), (std::vector<std::int32_t>{4, 3, 7}));
+  EXPECT_EQ(reduced(ReduceOp::avg, a, b), reduced(ReduceOp::sum, a, b));  // divided later
+  const std::vector<double> x{0.5, -1}, y{0.25, 3};
+  EXPECT_EQ(reduced(ReduceOp::sum, x, y), (std::vector<double>{0.75, 2}));
+  EXPECT_EQ(reduced(ReduceOp::min, x, y), (std::vector<double>{0.25, -1}));
+}
+
+TEST(Reduce, IntegersWrapAroundInsteadOfOverflowing) {
+  EXPECT_EQ(reduced<std::int8_t>(ReduceOp::sum, {127}, {1}), (std::vector<std::int8_t>{-128}));
+  EXPECT_EQ(reduced<std::uint8_t>(ReduceOp::prod, {16}, {17}), (std::vector<std::uint8_t>{16}));
+  EXPECT_EQ(reduced<std::int64_t>(ReduceOp::sum, {std::numeric_limits<std::int64_t>::max()}, {1}),
+            (std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()}));
+}
+
+TEST(Reduce, AverageDividesAndTruncatesIntegers) {
+  std::vector<std::int32_t> ints{7, -7, 8};
+  finish_average(DataType::i32, ints.data(), ints.size(), 2);
+  EXPECT_EQ(ints, (std::vector<std::int32_t>{3, -3, 4}));
+  std::vector<float> floats{3, 1};
+  finish_average(DataType::f32, floats.data(), floats.size(), 4);
+  EXPECT_EQ(floats, (std::vector<float>{0.75f, 0.25f}));
+}
+
+TEST(Reduce, HalfAndBFloat16ComputeInFloat) {
+  std::vector<Half> a{Half::from_float(1.5f)}, b{Half::from_float(2.25f)};
+  reduce_into(DataType::f16, ReduceOp::sum, a.data(), b.data(), 1);
+  EXPECT_EQ(a[0].to_float(), 3.75f);
+  std::vector<BFloat16> c{BFloat16::from_float(3.0f)}, d{BFloat16::from_float(-0.5f)};
+  reduce_into(DataType::bf16, ReduceOp::prod, c.data(), d.data(), 1);
+  EXPECT_EQ(c[0].to_float(), -1.5f);
+}
+
+TEST(HalfPrecision, KnownEncodings) {
+  EXPECT_EQ(Half::from_float(1.0f).bits, 0x3c00);
+  EXPECT_EQ(Half::from_float(-2.0f).bits, 0xc000);
+  EXPECT_EQ(Half::from_float(65504.0f).bits, 0x7bff);                          // largest finite
+  EXPECT_EQ(Half::from_float(65520.0f).bits, 0x7c00);                          // rounds to infinity
+  EXPECT_EQ(Half::from_float(std::ldexp(1.0f, -24)).bits, 0x0001);             // smallest subnormal
+  EXPECT_EQ(Half::from_float(std::ldexp(1.0f, -26)).bits, 0x0000);             // rounds to zero
+  EXPECT_EQ(Half::from_float(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);      // tie to even
+  EXPECT_EQ(Half::from_float(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);  // tie to even
+  EXPECT_TRUE(std::isnan(Half::from_float(std::nanf("")).to_float()));
+  EXPECT_EQ(Half{0x7bff}.to_float(), 65504.0f);
+  EXPECT_EQ(Half{0x0001}.to_float(), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(Half{0x7c00}.to_float()));
+  // Every half converts to float and back unchanged (NaNs stay NaNs).
+  for (std::uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const Half h{static_cast<std::uint16_t>(bits)};
+    const float value = h.to_float();
+    if (std::isnan(value)) {
+      EXPECT_TRUE(std::isnan(Half::from_float(value).to_float()));
+    } else {
+      ASSERT_EQ(Half::from_float(value).bits, bits) << std::hex << bits;
+    }
+  }
+}
+
+TEST(HalfPrecision, BFloat16Encodings) {
+  EXPECT_EQ(BFloat16::from_float(1.0f).bits, 0x3f80);
+  EXPECT_EQ(BFloat16::from_float(-3.0f).bits, 0xc040);
+  EXPECT_EQ(BFloat16::from_float(1.0f + std::ldexp(1.0f, -8)).bits, 0x3f80);  // tie to even
+  EXPECT_EQ(BFloat16::from_float(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3f82);
+  EXPECT_TRUE(std::isnan(BFloat16::from_float(std::nanf("")).to_float()));
+  EXPECT_EQ(BFloat16{0x3f80}.to_float(), 1.0f);
+}
+
+TEST(BackendRegistry, SelectsByNameOrPriorityAndExplainsRefusals) {
+  LaunchInfo alone;
+  alone.world_size = {1, "test"};
+  BackendContext context{&alone, std::chrono::seconds(1)};
+  EXPECT_EQ(create_communicator(context, "")->backend(), "self");
+  EXPECT_EQ(create_communicator(context, "self")->backend(), "self");
+  try {
+    create_communicator(context, "nccl-typo");
+    FAIL() << "accepted an unknown backend";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("the backends of this build are: self"),
+              std::string::npos)
+        << error.what();
+  }
+  LaunchInfo four;
+  four.world_size = {4, "test"};
+  BackendContext wide{&four, std::chrono::seconds(1)};
+  EXPECT_THROW(create_communicator(wide, "self"), InvalidArgument);
+  try {
+    create_communicator(wide, "");
+    FAIL() << "served 4 ranks with no backend able to";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("self: it serves a world of one"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace cohort::detail
