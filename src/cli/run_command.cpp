@@ -21,7 +21,7 @@ struct RunArguments {
   std::string nproc = "1";
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  bool standalone = false;
+  bool standalone = false;  // accepted as torchrun does; one node always has its own free port
   int max_restarts = 0;
   double grace_seconds = 5;
   std::string signals = "TERM,INT,HUP,QUIT,USR1,USR2";
