@@ -128,6 +128,9 @@ class Communicator {
   virtual void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) = 0;
   virtual void all_to_all(Buffer input, Buffer output, Duration timeout) = 0;
   virtual void barrier(Duration timeout) = 0;
+  /// Returns once `peer` has the message, which may mean waiting for its
+  /// matching recv (order sends and receives so that no ring of ranks waits in
+  /// a circle). A message to oneself is buffered until received.
   virtual void send(Buffer data, int peer, int tag, Duration timeout) = 0;
   virtual void recv(Buffer data, int peer, int tag, Duration timeout) = 0;
 

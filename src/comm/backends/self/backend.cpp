@@ -1,10 +1,9 @@
 #include <cstring>
-#include <deque>
-#include <map>
 
 #include <cohort/errors.hpp>
 
 #include "comm/backends/self/factory.hpp"
+#include "comm/local_mailbox.hpp"
 #include "comm/reduce.hpp"
 #include "core/strings.hpp"
 
@@ -62,31 +61,13 @@ class SelfCommunicator final : public Communicator {
   }
   void barrier(Duration) override {}
 
-  // A message to oneself is buffered until received, as MPI allows.
   void send(Buffer data, int peer, int tag, Duration) override {
     require_rank("send", "peer", peer, 1);
-    const char* bytes = static_cast<const char*>(data.data);
-    mailbox_[tag].push_back({data.type, std::string(bytes, bytes + data.bytes())});
+    mailbox_.post(data, tag);
   }
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
     require_rank("recv", "peer", peer, 1);
-    auto box = mailbox_.find(tag);
-    if (box == mailbox_.end() || box->second.empty()) {
-      // Nobody else can ever send it: waiting `timeout` would only delay this.
-      throw Timeout(cat("recv from rank 0 with tag ", tag,
-                        ": no such message was sent, and in a "
-                        "group of one none can arrive (timeout ",
-                        timeout.count(), " ms)"));
-    }
-    Message message = std::move(box->second.front());
-    box->second.pop_front();
-    if (message.type != data.type || message.bytes.size() != data.bytes()) {
-      throw InvalidArgument(cat("recv with tag ", tag, ": expected ", data.count, " ",
-                                to_string(data.type), " elements, the message holds ",
-                                message.bytes.size() / size_of(message.type), " ",
-                                to_string(message.type)));
-    }
-    if (!message.bytes.empty()) std::memcpy(data.data, message.bytes.data(), message.bytes.size());
+    mailbox_.take(data, tag, timeout);
   }
 
   std::unique_ptr<Communicator> split(int color, int) override {
@@ -95,12 +76,8 @@ class SelfCommunicator final : public Communicator {
   }
 
  private:
-  struct Message {
-    DataType type;
-    std::string bytes;
-  };
   Duration timeout_;
-  std::map<int, std::deque<Message>> mailbox_;
+  LocalMailbox mailbox_;
 };
 
 }  // namespace
