@@ -78,8 +78,8 @@ struct Buffer {
   std::size_t count = 0;  ///< elements, not bytes
   DataType type = DataType::f32;
 
-  template <class T>
-  static Buffer of(std::span<T> span) noexcept {
+  template <class T, std::size_t N>
+  static Buffer of(std::span<T, N> span) noexcept {
     return {const_cast<std::remove_cv_t<T>*>(span.data()), span.size(), data_type_of<T>()};
   }
   std::size_t bytes() const noexcept { return count * size_of(type); }
@@ -140,12 +140,12 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   // Typed conveniences with the default timeout.
-  template <class T>
-  void all_reduce(std::span<T> data, ReduceOp op) {
+  template <class T, std::size_t N>
+  void all_reduce(std::span<T, N> data, ReduceOp op) {
     all_reduce(Buffer::of(data), op, default_timeout());
   }
-  template <class T>
-  void broadcast(std::span<T> data, int root) {
+  template <class T, std::size_t N>
+  void broadcast(std::span<T, N> data, int root) {
     broadcast(Buffer::of(data), root, default_timeout());
   }
   void barrier() { barrier(default_timeout()); }

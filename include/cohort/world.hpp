@@ -3,8 +3,10 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <string_view>
 
+#include <cohort/communicator.hpp>
 #include <cohort/launch_env.hpp>
 #include <cohort/store.hpp>
 
@@ -14,6 +16,9 @@ struct InitOptions {
   /// Bound on connecting and on every blocking call of the World. Default:
   /// COHORT_TIMEOUT (seconds) when set, else 5 minutes.
   std::chrono::milliseconds timeout{0};
+  /// The collectives backend by name ("self", "gloo"). Default: COHORT_BACKEND
+  /// when set, else the viable backend of highest priority.
+  std::string backend;
 };
 
 /// Who this process is (its LaunchInfo) and its connection to the job's
@@ -32,8 +37,14 @@ class World {
   /// current restart attempt, so keys of a failed attempt never leak in.
   Store& store() noexcept;
 
-  /// How collectives travel: "store" until the communicator arrives.
-  std::string_view backend() const noexcept { return "store"; }
+  /// The backend communicator() uses ("self", "gloo"), known without
+  /// connecting anything. Throws InvalidArgument for an unknown COHORT_BACKEND.
+  std::string_view backend() const;
+
+  /// The collectives of this world. Connects on first use, so a program that
+  /// never communicates pays nothing. Throws PeerLost, Timeout or StoreError
+  /// when the ranks cannot connect.
+  Communicator& communicator();
 
   /// Returns once every rank has called barrier() as often as this one.
   /// Throws cohort::Timeout, naming how many ranks arrived, after `timeout`.
@@ -47,7 +58,8 @@ class World {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Detects the launch environment and connects to the job's store:
+/// Detects the launch environment and connects to the job's store (not yet to
+/// the peers: communicator() does that on first use):
 /// the agent's under `cohort run` (COHORT_STORE_ADDR, COHORT_STORE_PORT,
 /// COHORT_JOB_TOKEN); otherwise rank 0 serves one on MASTER_ADDR:MASTER_PORT
 /// and the others connect (a world of one serves itself on loopback).

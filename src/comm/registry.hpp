@@ -11,6 +11,7 @@
 
 #include <cohort/communicator.hpp>
 #include <cohort/launch_env.hpp>
+#include <cohort/store.hpp>
 
 namespace cohort::detail {
 
@@ -18,6 +19,11 @@ namespace cohort::detail {
 struct BackendContext {
   const LaunchInfo* info = nullptr;
   std::chrono::milliseconds timeout{};
+  /// The job's store, through which ranks exchange addresses (may be null
+  /// for a world of one).
+  std::shared_ptr<Store> store;
+  /// This rank's address for peers to connect to.
+  std::string address = "127.0.0.1";
 };
 
 struct BackendEntry {
@@ -30,6 +36,10 @@ struct BackendEntry {
 
 /// Every backend compiled in, in priority order.
 const std::vector<BackendEntry>& backends();
+
+/// The backend create_communicator would use, without connecting anything.
+/// Throws like create_communicator.
+std::string_view choose_backend(const BackendContext& context, std::string_view name);
 
 /// The communicator for `context`: backend `name` ("" = the best viable one).
 /// Throws InvalidArgument for an unknown name (listing the valid ones) or a

@@ -1,13 +1,44 @@
+#include <cstdlib>
+
 #include <cohort/errors.hpp>
 #include <cohort/world.hpp>
 
+#include "comm/registry.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 
 namespace cohort {
 
 using detail::cat;
+
+namespace {
+
+// The address this rank's peers connect to: the interface named by
+// COHORT_IFNAME, else GLOO_SOCKET_IFNAME, else the one that routes to the
+// master, else loopback.
+std::string local_address(const LaunchInfo& info) {
+  for (const char* variable : {"COHORT_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    const char* name = std::getenv(variable);
+    if (name == nullptr || *name == '\0') continue;
+    std::vector<std::string> known;
+    for (const detail::NetInterface& interface : detail::ipv4_interfaces()) {
+      if (interface.name == name) return interface.ipv4;
+      known.push_back(interface.name);
+    }
+    throw InvalidArgument(cat(variable, "=", name,
+                              " names no interface with an IPv4 address here; ",
+                              "this host has: ", detail::join(known, ", ")));
+  }
+  if (!info.master_addr.value.empty()) {
+    const detail::Route route = detail::route_to(info.master_addr.value);
+    if (route.found) return route.source_address;
+  }
+  return "127.0.0.1";
+}
+
+}  // namespace
 
 struct World::Impl {
   LaunchInfo info;
@@ -15,8 +46,20 @@ struct World::Impl {
   std::shared_ptr<Store> store;
   std::chrono::milliseconds timeout{};
   std::int64_t barriers = 0;
+  std::string backend_name;  // asked for: InitOptions::backend or COHORT_BACKEND
+  std::unique_ptr<Communicator> communicator;
+
+  detail::BackendContext backend_context() {
+    detail::BackendContext context;
+    context.info = &info;
+    context.timeout = timeout;
+    context.store = store;
+    context.address = local_address(info);
+    return context;
+  }
 
   ~Impl() {
+    communicator.reset();  // before the store its backend may still use
     if (!server) return;
     // This process hosts the store: the others may still be reading from it
     // (the last barrier's answer, say). Leave once they are gone; a dead
@@ -41,6 +84,18 @@ const LaunchInfo& World::info() const noexcept {
 }
 Store& World::store() noexcept {
   return *impl_->store;
+}
+
+std::string_view World::backend() const {
+  return detail::choose_backend(impl_->backend_context(), impl_->backend_name);
+}
+
+Communicator& World::communicator() {
+  if (!impl_->communicator) {
+    impl_->communicator =
+        detail::create_communicator(impl_->backend_context(), impl_->backend_name);
+  }
+  return *impl_->communicator;
 }
 
 void World::barrier() {
@@ -118,6 +173,11 @@ World init(const InitOptions& options) {
     }
   }
   impl->store = std::make_shared<PrefixStore>(view, std::make_shared<StoreClient>(client));
+  if (!options.backend.empty()) {
+    impl->backend_name = options.backend;
+  } else if (auto name = env.find("COHORT_BACKEND"); name != env.end()) {
+    impl->backend_name = name->second;
+  }
   return World(std::move(impl));
 }
 

@@ -85,15 +85,31 @@ TEST_F(RunTest, HelloOnFourWorkers) {
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   std::set<std::string> endings;
   for (const std::string& line : lines_of(result.out)) {
-    // "[R] [127.0.0.1:PORT] hello from [HOST:store] process R/4"
+    // "[R] [127.0.0.1:PORT] hello from [HOST:gloo] process R/4"
     ASSERT_GT(line.size(), 15u) << line;
     EXPECT_EQ(line.substr(4, 11), "[127.0.0.1:") << line;
     EXPECT_NE(line.find("] hello from ["), std::string::npos) << line;
-    EXPECT_NE(line.find(":store] process "), std::string::npos) << line;
+    EXPECT_NE(line.find(":gloo] process "), std::string::npos) << line;
     EXPECT_EQ(line[1], line[line.size() - 3]) << "prefix and rank differ: " << line;
     endings.insert(line.substr(line.size() - 3));
   }
   EXPECT_EQ(endings, (std::set<std::string>{"0/4", "1/4", "2/4", "3/4"}));
+}
+
+TEST_F(RunTest, ReductionOnFourWorkersAndOne) {
+  for (int n : {4, 1}) {
+    const ProcessResult result =
+        run({"-n", std::to_string(n), "--no-prefix", COHORT_REDUCTION_PATH});
+    ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+    const std::vector<std::string> lines = lines_of(result.out);
+    ASSERT_EQ(lines.size(), static_cast<std::size_t>(n)) << result.out;
+    for (const std::string& line : lines) {
+      const std::string ending = " has data " + std::to_string(n);
+      EXPECT_EQ(line.substr(line.size() - ending.size()), ending) << line;
+      EXPECT_NE(line.find(n == 1 ? ":self] process " : ":gloo] process "), std::string::npos)
+          << line;
+    }
+  }
 }
 
 TEST_F(RunTest, WorkersGetTorchrunsEnvironmentAndCohorts) {

@@ -227,6 +227,30 @@ TEST_F(LauncherHello, UnderOpenMpi) {
   expect_hello(launch_hello({"mpirun.openmpi", "-np", "4"}), 4);
 }
 
+// The reduction example all-reduces over gloo under srun and mpirun: every
+// rank ends with the number of ranks.
+TEST_F(LauncherHello, ReductionUnderSrunAndOpenMpi) {
+  use_slurm_cluster();
+  require_tool("mpirun.openmpi");
+  if (IsSkipped() || HasFatalFailure()) return;
+  for (const std::vector<std::string>& launcher :
+       {std::vector<std::string>{"srun", "--quiet", "-n3", COHORT_REDUCTION_PATH},
+        {"mpirun.openmpi", "-np", "3", COHORT_REDUCTION_PATH}}) {
+    test::ProcessOptions options;
+    options.env = env_;
+    options.timeout = std::chrono::seconds(120);
+    const test::ProcessResult result = test::run_process(launcher, options);
+    ASSERT_EQ(result.exit_code, 0) << launcher[0] << ": " << test::describe(result);
+    std::istringstream lines(result.out);
+    int count = 0;
+    for (std::string line; std::getline(lines, line); ++count) {
+      EXPECT_NE(line.find(":gloo] process "), std::string::npos) << line;
+      EXPECT_EQ(line.substr(line.size() - 11), " has data 3") << line;
+    }
+    EXPECT_EQ(count, 3) << result.out;
+  }
+}
+
 TEST_F(LauncherHello, CohortRunInsideAnSrunStep) {
   use_slurm_cluster();
   if (IsSkipped() || HasFatalFailure()) return;

@@ -94,9 +94,12 @@ TEST(HalfPrecision, BFloat16Encodings) {
 TEST(BackendRegistry, SelectsByNameOrPriorityAndExplainsRefusals) {
   LaunchInfo alone;
   alone.world_size = {1, "test"};
-  BackendContext context{&alone, std::chrono::seconds(1)};
+  BackendContext context;
+  context.info = &alone;
+  context.timeout = std::chrono::seconds(1);
   EXPECT_EQ(create_communicator(context, "")->backend(), "self");
   EXPECT_EQ(create_communicator(context, "self")->backend(), "self");
+  EXPECT_EQ(choose_backend(context, ""), "self");
   try {
     create_communicator(context, "nccl-typo");
     FAIL() << "accepted an unknown backend";
@@ -104,10 +107,15 @@ TEST(BackendRegistry, SelectsByNameOrPriorityAndExplainsRefusals) {
     EXPECT_NE(std::string(error.what()).find("the backends of this build are: self"),
               std::string::npos)
         << error.what();
+    for (const std::string& name : compiled_backends()) {
+      EXPECT_NE(std::string(error.what()).find(name), std::string::npos) << error.what();
+    }
   }
   LaunchInfo four;
   four.world_size = {4, "test"};
-  BackendContext wide{&four, std::chrono::seconds(1)};
+  BackendContext wide;  // and no store: no backend of this build can connect 4 ranks
+  wide.info = &four;
+  wide.timeout = std::chrono::seconds(1);
   EXPECT_THROW(create_communicator(wide, "self"), InvalidArgument);
   try {
     create_communicator(wide, "");

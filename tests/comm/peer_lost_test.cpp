@@ -1,0 +1,48 @@
+// A rank SIGKILLed during collectives: every survivor raises PeerLost, within
+// twice the timeout (the contract's bound; in practice the kernel closes the
+// dead rank's sockets at once). Real processes, started without a launcher so
+// that nothing but the communicator notices the loss.
+#include <gtest/gtest.h>
+
+#include <cohort/config.hpp>
+
+#include "core/socket.hpp"
+#include "support/subprocess.hpp"
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(PeerLost, SurvivorsRaiseItWithinTwiceTheTimeout) {
+  if (!COHORT_WITH_GLOO) GTEST_SKIP() << "no multi-rank backend in this build";
+  constexpr int kRanks = 4;
+  constexpr int kTimeoutSeconds = 5;
+  const int port = detail::pick_free_port("127.0.0.1");
+  std::vector<std::unique_ptr<test::Subprocess>> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    test::ProcessOptions options;
+    options.env = process_environment();
+    options.env->insert_or_assign("RANK", std::to_string(rank));
+    options.env->insert_or_assign("WORLD_SIZE", std::to_string(kRanks));
+    options.env->insert_or_assign("MASTER_ADDR", "127.0.0.1");
+    options.env->insert_or_assign("MASTER_PORT", std::to_string(port));
+    options.env->insert_or_assign("COHORT_TIMEOUT", std::to_string(kTimeoutSeconds));
+    options.timeout = 60s;
+    ranks.push_back(std::make_unique<test::Subprocess>(
+        std::vector<std::string>{COHORT_PEER_LOST_WORKER, "2"}, options));
+  }
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const test::ProcessResult result = ranks[static_cast<std::size_t>(rank)]->finish();
+    if (rank == 2) {
+      EXPECT_EQ(result.signal, SIGKILL) << test::describe(result);
+      continue;
+    }
+    ASSERT_EQ(result.exit_code, 3) << "rank " << rank << ": " << test::describe(result);
+    const long long millis = std::stoll(result.err.substr(result.err.find("after ") + 6));
+    EXPECT_LT(millis, 2 * kTimeoutSeconds * 1000) << result.err;
+  }
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,47 @@
+// One rank of the PeerLost test (peer_lost_test.cpp): joins the world from
+// RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, connects the communicator, and
+// all-reduces in a loop; rank VICTIM (argv[1]) SIGKILLs itself once
+// connected. Survivors report how the loss surfaced:
+//   exit 3  cohort::PeerLost (message on stderr, with the time it took)
+//   exit 4  cohort::Timeout   exit 5  another cohort::Error   exit 0  no loss seen
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cohort/cohort.hpp>
+
+int main(int argc, char** argv) {
+  const int victim = argc > 1 ? std::atoi(argv[1]) : 1;
+  cohort::World world = cohort::init();
+  cohort::Communicator& comm = world.communicator();
+  std::int32_t value[] = {1};
+  comm.all_reduce(std::span(value), cohort::ReduceOp::sum);  // everyone is connected
+  if (world.rank() == victim) raise(SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start)
+        .count();
+  };
+  try {
+    for (int i = 0; i < 100000; ++i)
+      comm.all_reduce(std::span(value), cohort::ReduceOp::sum);
+  } catch (const cohort::PeerLost& error) {
+    std::fprintf(stderr, "PeerLost after %lld ms: %s\n", static_cast<long long>(elapsed()),
+                 error.what());
+    std::_Exit(3);  // the world's store is gone with its peers: skip the goodbyes
+  } catch (const cohort::Timeout& error) {
+    std::fprintf(stderr, "Timeout after %lld ms: %s\n", static_cast<long long>(elapsed()),
+                 error.what());
+    std::_Exit(4);
+  } catch (const cohort::Error& error) {
+    std::fprintf(stderr, "Error after %lld ms: %s\n", static_cast<long long>(elapsed()),
+                 error.what());
+    std::_Exit(5);
+  }
+  return 0;
+}
