@@ -112,6 +112,18 @@ TEST_F(RunTest, ReductionOnFourWorkersAndOne) {
   }
 }
 
+TEST_F(RunTest, MessagePassingRingAndPingPong) {
+  const ProcessResult result = run({"-n", "3", COHORT_MESSAGE_PASSING_PATH, "50"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_NE(result.out.find("[0] rank 0: the token went around 3 ranks and came back as 3 "
+                            "(expected 3)"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("[0] rank 0: ping-pong with rank 1 over gloo, 50 round trips"),
+            std::string::npos)
+      << result.out;
+}
+
 TEST_F(RunTest, WorkersGetTorchrunsEnvironmentAndCohorts) {
   const ProcessResult result =
       run({"-n", "2", "--run-id", "job42", "--no-prefix", "sh", "-c",
