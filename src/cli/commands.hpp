@@ -23,6 +23,7 @@ inline constexpr int kExitUsage = 2;    ///< unknown option, missing argument, .
 
 void add_env_command(CLI::App& app, Runner& run);
 void add_hostlist_command(CLI::App& app, Runner& run);
+void add_bench_command(CLI::App& app, Runner& run);
 /// `after_separator`: what followed `cohort run ... --` (see
 /// take_program_after_separator), or nullopt when there was no `--`.
 void add_run_command(CLI::App& app, Runner& run,

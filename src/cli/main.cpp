@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   cohort::cli::add_run_command(app, run, std::move(program));
   cohort::cli::add_env_command(app, run);
   cohort::cli::add_hostlist_command(app, run);
+  cohort::cli::add_bench_command(app, run);
 
   try {
     // CLI11 parses a reversed vector without the program name.

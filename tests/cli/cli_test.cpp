@@ -1,7 +1,11 @@
 // The `cohort` binary as users run it: outputs, exit statuses (0 ok, 1 error,
 // 2 usage) and one-line error messages.
+#include <cstdio>
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cohort/config.hpp>
 
@@ -144,6 +148,32 @@ TEST(CliEnv, JsonRouteToALoopbackMaster) {
   for (const auto& interface : json["interfaces"])
     routed = routed || interface["routes_to_master"];
   EXPECT_TRUE(routed);
+}
+
+TEST(CliBench, AllreduceTableAndJson) {
+  const std::string json_path = "/tmp/cohort-bench-test-" + std::to_string(getpid()) + ".json";
+  Environment env;
+  env["HOME"] = "/tmp";
+  const ProcessResult result = cohort_cli(
+      {"bench", "allreduce", "-n", "2", "--sizes", "4K:16K", "--iters", "3", "--json", json_path},
+      env);
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_NE(result.out.find("2 ranks, backend gloo"), std::string::npos) << result.out;
+  std::ifstream file(json_path);
+  const auto json = nlohmann::json::parse(file);
+  std::remove(json_path.c_str());
+  EXPECT_EQ(json["ranks"], 2);
+  ASSERT_EQ(json["results"].size(), 3u);  // 4K, 8K, 16K
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& row = json["results"][i];
+    EXPECT_EQ(row["bytes"], 4096u << i);
+    EXPECT_EQ(row["count"], 1024u << i);
+    EXPECT_GT(row["time_us"].get<double>(), 0);
+    // nccl-tests' convention: busbw = algbw × 2(n−1)/n, which is algbw for n = 2.
+    EXPECT_DOUBLE_EQ(row["busbw_gbps"].get<double>(), row["algbw_gbps"].get<double>());
+  }
+  expect_one_line_error(cohort_cli({"bench", "allreduce", "--sizes", "1M:4K"}), 2);
+  expect_one_line_error(cohort_cli({"bench", "allreduce", "--sizes", "2"}), 2);
 }
 
 }  // namespace
