@@ -49,12 +49,14 @@ struct World::Impl {
   std::string backend_name;  // asked for: InitOptions::backend or COHORT_BACKEND
   std::unique_ptr<Communicator> communicator;
 
-  detail::BackendContext backend_context() {
+  // Choosing a backend needs no address; only connecting looks one up (a
+  // route and maybe a DNS lookup), so backend() stays cheap.
+  detail::BackendContext backend_context(bool with_address) {
     detail::BackendContext context;
     context.info = &info;
     context.timeout = timeout;
     context.store = store;
-    context.address = local_address(info);
+    if (with_address) context.address = local_address(info);
     return context;
   }
 
@@ -87,13 +89,13 @@ Store& World::store() noexcept {
 }
 
 std::string_view World::backend() const {
-  return detail::choose_backend(impl_->backend_context(), impl_->backend_name);
+  return detail::choose_backend(impl_->backend_context(false), impl_->backend_name);
 }
 
 Communicator& World::communicator() {
   if (!impl_->communicator) {
     impl_->communicator =
-        detail::create_communicator(impl_->backend_context(), impl_->backend_name);
+        detail::create_communicator(impl_->backend_context(true), impl_->backend_name);
   }
   return *impl_->communicator;
 }
