@@ -2,15 +2,17 @@
 //
 // A Communicator connects the ranks of a World (or of a subgroup made by
 // split()) and runs collectives on contiguous buffers of eight element types
-// with five reduction ops. Every blocking call takes a timeout; a peer that
-// fails or vanishes turns into cohort::PeerLost in every surviving rank.
-// Backends (`self` for a world of one; `gloo` next) register by priority;
-// COHORT_BACKEND or an option picks one by name.
+// with five reduction ops, blocking or queued (`*_async`, returning a Work).
+// Every call has a timeout; a peer that fails or vanishes turns into
+// cohort::PeerLost in every surviving rank. Backends (`self` for a world of
+// one, `gloo` over TCP) register by priority; COHORT_BACKEND or an option
+// picks one by name.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -86,7 +88,9 @@ struct Buffer {
 };
 
 /// Raised in a surviving rank when a peer failed or vanished during a call.
-/// The message names the peer's rank and host.
+/// The message names the peer's rank and host where they are known;
+/// peer_rank() is -1 where they are not. A communicator that raised it is
+/// broken: every later call raises it again.
 class PeerLost : public Error {
  public:
   PeerLost(const std::string& message, int peer_rank) : Error(message), peer_rank_(peer_rank) {}
@@ -96,71 +100,141 @@ class PeerLost : public Error {
   int peer_rank_;
 };
 
-/// The collectives, on one group of ranks. A Communicator is used by one
-/// thread at a time; every rank of the group must call the same collectives
-/// in the same order. Buffer sizes are in elements:
+namespace detail {
+class Backend;
+class AsyncQueue;
+struct WorkState;
+}  // namespace detail
+
+/// A collective started by an `*_async` call. Its buffers must stay alive and
+/// untouched until wait() returns. Destroying a Work does not cancel or wait
+/// for the operation (the communicator finishes it).
+class Work {
+ public:
+  /// A Work that is already complete.
+  Work() = default;
+  /// Blocks until the operation ends (it is bounded by its own timeout) and
+  /// rethrows its error, every time it is called: PeerLost, Timeout, ...
+  void wait();
+  /// True once the operation has ended, successfully or not.
+  bool completed() const noexcept;
+
+ private:
+  friend class detail::AsyncQueue;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+/// The collectives, on one group of ranks. Every rank of the group calls the
+/// same collectives in the same order, from one thread at a time. Buffer
+/// sizes are in elements:
 ///   all_gather, gather (at root): output = size() × input
 ///   scatter (input at root), reduce_scatter, all_to_all: input = size() × output
-/// In-place use passes the same buffer as input and output where sizes agree
-/// (all_to_all included); other overlaps are rejected with InvalidArgument.
+/// Aliasing: in-place use passes the same buffer as input and output where
+/// the sizes agree (all_to_all), or this rank's slice of the larger buffer
+/// (all_gather and gather: input = output + rank × count; scatter and
+/// reduce_scatter: output = input + rank × count); any other overlap of input
+/// and output is rejected with InvalidArgument.
+///
+/// Timeouts: every call takes one; kDefaultTimeout means default_timeout()
+/// (COHORT_TIMEOUT or InitOptions::timeout). A call that runs out raises
+/// Timeout or, when a peer is known to be gone, PeerLost.
+///
+/// `*_async` variants check their arguments at once, queue the operation and
+/// return a Work; queued operations run in call order on one thread per
+/// communicator, and a blocking call first waits for the queued ones.
 class Communicator {
  public:
   using Duration = std::chrono::milliseconds;
+  static constexpr Duration kDefaultTimeout{-1};
 
-  virtual ~Communicator() = default;
+  /// For backends: wraps one (see src/comm/backend.hpp).
+  explicit Communicator(std::unique_ptr<detail::Backend> backend);
+  /// Finishes queued async operations, then disconnects.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
-  virtual int rank() const noexcept = 0;
-  virtual int size() const noexcept = 0;
+  int rank() const noexcept;
+  int size() const noexcept;
   /// "self", "gloo", ...
-  virtual std::string_view backend() const noexcept = 0;
-  /// Bound on every call that is given none.
-  virtual Duration default_timeout() const noexcept = 0;
+  std::string_view backend() const noexcept;
+  /// The bound on every call that is given kDefaultTimeout.
+  Duration default_timeout() const noexcept;
 
-  virtual void all_reduce(Buffer data, ReduceOp op, Duration timeout) = 0;
-  virtual void broadcast(Buffer data, int root, Duration timeout) = 0;
+  void all_reduce(Buffer data, ReduceOp op, Duration timeout = kDefaultTimeout);
+  void broadcast(Buffer data, int root, Duration timeout = kDefaultTimeout);
   /// The result lands in `data` at `root`; other ranks' `data` is unchanged.
-  virtual void reduce(Buffer data, ReduceOp op, int root, Duration timeout) = 0;
-  virtual void all_gather(Buffer input, Buffer output, Duration timeout) = 0;
+  void reduce(Buffer data, ReduceOp op, int root, Duration timeout = kDefaultTimeout);
+  void all_gather(Buffer input, Buffer output, Duration timeout = kDefaultTimeout);
   /// `output` is used at `root` only.
-  virtual void gather(Buffer input, Buffer output, int root, Duration timeout) = 0;
+  void gather(Buffer input, Buffer output, int root, Duration timeout = kDefaultTimeout);
   /// `input` is used at `root` only.
-  virtual void scatter(Buffer input, Buffer output, int root, Duration timeout) = 0;
-  virtual void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) = 0;
-  virtual void all_to_all(Buffer input, Buffer output, Duration timeout) = 0;
-  virtual void barrier(Duration timeout) = 0;
+  void scatter(Buffer input, Buffer output, int root, Duration timeout = kDefaultTimeout);
+  void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout = kDefaultTimeout);
+  void all_to_all(Buffer input, Buffer output, Duration timeout = kDefaultTimeout);
+  void barrier(Duration timeout = kDefaultTimeout);
   /// Returns once `peer` has the message, which may mean waiting for its
   /// matching recv (order sends and receives so that no ring of ranks waits in
   /// a circle). A message to oneself is buffered until received.
-  virtual void send(Buffer data, int peer, int tag, Duration timeout) = 0;
-  virtual void recv(Buffer data, int peer, int tag, Duration timeout) = 0;
+  void send(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
+  void recv(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
+
+  Work all_reduce_async(Buffer data, ReduceOp op, Duration timeout = kDefaultTimeout);
+  Work broadcast_async(Buffer data, int root, Duration timeout = kDefaultTimeout);
+  Work reduce_async(Buffer data, ReduceOp op, int root, Duration timeout = kDefaultTimeout);
+  Work all_gather_async(Buffer input, Buffer output, Duration timeout = kDefaultTimeout);
+  Work gather_async(Buffer input, Buffer output, int root, Duration timeout = kDefaultTimeout);
+  Work scatter_async(Buffer input, Buffer output, int root, Duration timeout = kDefaultTimeout);
+  Work reduce_scatter_async(Buffer input, Buffer output, ReduceOp op,
+                            Duration timeout = kDefaultTimeout);
+  Work all_to_all_async(Buffer input, Buffer output, Duration timeout = kDefaultTimeout);
+  Work barrier_async(Duration timeout = kDefaultTimeout);
+  Work send_async(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
+  Work recv_async(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
 
   /// A communicator over the ranks that pass the same `color`, ordered by
   /// `key` (ties by rank). Collective over this communicator. A negative
   /// color joins no group: the result is nullptr.
-  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  std::unique_ptr<Communicator> split(int color, int key);
 
-  // Typed conveniences with the default timeout.
+  // Typed conveniences.
   template <class T, std::size_t N>
-  void all_reduce(std::span<T, N> data, ReduceOp op) {
-    all_reduce(Buffer::of(data), op, default_timeout());
+  void all_reduce(std::span<T, N> data, ReduceOp op, Duration timeout = kDefaultTimeout) {
+    all_reduce(Buffer::of(data), op, timeout);
   }
   template <class T, std::size_t N>
-  void broadcast(std::span<T, N> data, int root) {
-    broadcast(Buffer::of(data), root, default_timeout());
+  Work all_reduce_async(std::span<T, N> data, ReduceOp op, Duration timeout = kDefaultTimeout) {
+    return all_reduce_async(Buffer::of(data), op, timeout);
   }
-  void barrier() { barrier(default_timeout()); }
+  template <class T, std::size_t N>
+  void broadcast(std::span<T, N> data, int root, Duration timeout = kDefaultTimeout) {
+    broadcast(Buffer::of(data), root, timeout);
+  }
+  template <class T, std::size_t N, std::size_t M>
+  void all_gather(std::span<const T, N> input, std::span<T, M> output,
+                  Duration timeout = kDefaultTimeout) {
+    all_gather(Buffer::of(input), Buffer::of(output), timeout);
+  }
+  template <class T, std::size_t N>
+  void send(std::span<T, N> data, int peer, int tag = 0, Duration timeout = kDefaultTimeout) {
+    send(Buffer::of(data), peer, tag, timeout);
+  }
+  template <class T, std::size_t N>
+  void recv(std::span<T, N> data, int peer, int tag = 0, Duration timeout = kDefaultTimeout) {
+    recv(Buffer::of(data), peer, tag, timeout);
+  }
+
+ private:
+  // Runs `operation` now, after the queued ones, or queues it. An empty
+  // operation (nothing to move) completes at once.
+  Work run(bool queued, std::function<void()> operation);
+
+  std::unique_ptr<detail::Backend> backend_;
+  std::unique_ptr<detail::AsyncQueue> queue_;  // declared last: stops first
 };
 
 /// The backends compiled into this build, highest priority first ("self", ...).
 std::vector<std::string> compiled_backends();
-
-/// Checks a buffer's size in a message that names the collective and both
-/// counts; throws InvalidArgument. For backends.
-void require_count(std::string_view collective, std::string_view what, const Buffer& buffer,
-                   std::size_t expected);
-/// Checks that two buffers hold the same element type; throws InvalidArgument.
-void require_same_type(std::string_view collective, const Buffer& a, const Buffer& b);
-/// Checks 0 <= rank < size; throws InvalidArgument naming `role` ("root", "peer").
-void require_rank(std::string_view collective, std::string_view role, int rank, int size);
 
 }  // namespace cohort

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cohort/cohort.hpp>
 
@@ -26,6 +27,7 @@ struct BenchArguments {
   int workers = 2;
   std::string sizes = "4K:256M";
   int iterations = 20;
+  int reps = 5;
   int warmup = 3;
   std::string json;
   std::string backend;
@@ -69,10 +71,13 @@ int run_worker(const BenchArguments& arguments) {
   Communicator& comm = world.communicator();
   const int n = world.size();
   const bool leader = world.rank() == 0;
+  const bool progress = ::isatty(STDERR_FILENO) != 0;  // a line that rewrites itself
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (leader) {
     std::printf("# cohort bench allreduce: %d ranks, backend %s, float32 sum, in place\n", n,
                 std::string(world.backend()).c_str());
+    std::printf("# median of %d reps; a rep = the slowest rank's mean over iters\n",
+                arguments.reps);
     std::printf("# %12s %12s %8s %12s %12s %12s\n", "size (B)", "count", "iters", "time (us)",
                 "algbw (GB/s)", "busbw (GB/s)");
   }
@@ -83,14 +88,26 @@ int run_worker(const BenchArguments& arguments) {
         (std::size_t{1} << 30) / bytes, 3, static_cast<std::size_t>(arguments.iterations)));
     for (int i = 0; i < arguments.warmup; ++i)
       comm.all_reduce(std::span(data), ReduceOp::sum);
-    comm.barrier(comm.default_timeout());
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iterations; ++i)
-      comm.all_reduce(std::span(data), ReduceOp::sum);
-    double seconds[] = {
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-        iterations};
-    comm.all_reduce(std::span(seconds), ReduceOp::max);  // the slowest rank's time
+    // Each rep times `iterations` back-to-back operations; a rep's time is the
+    // slowest rank's mean, and the row shows the median rep.
+    std::vector<double> reps;
+    for (int rep = 0; rep < arguments.reps; ++rep) {
+      if (leader && progress) {
+        std::fprintf(stderr, "\r# measuring %zu B, rep %d/%d ...", bytes, rep + 1, arguments.reps);
+      }
+      comm.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < iterations; ++i)
+        comm.all_reduce(std::span(data), ReduceOp::sum);
+      double seconds[] = {
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+          iterations};
+      comm.all_reduce(std::span(seconds), ReduceOp::max);
+      reps.push_back(seconds[0]);
+    }
+    if (leader && progress) std::fprintf(stderr, "\r\033[K");
+    std::sort(reps.begin(), reps.end());
+    const double seconds[] = {reps[reps.size() / 2]};
     const double algbw = static_cast<double>(bytes) / seconds[0] / 1e9;
     const double busbw = algbw * 2.0 * (n - 1) / n;
     if (leader) {
@@ -133,6 +150,10 @@ void add_bench_command(CLI::App& app, Runner& run) {
                         "MIN:MAX in bytes, doubling (default 4K:256M)");
   allreduce->add_option("--iters", arguments->iterations, "timed iterations per size (default 20)")
       ->check(CLI::Range(1, 1000000));
+  allreduce
+      ->add_option("--reps", arguments->reps,
+                   "timed reps per size; the row shows the median (default 5)")
+      ->check(CLI::Range(1, 1000));
   allreduce->add_option("--warmup", arguments->warmup, "untimed iterations first (default 3)")
       ->check(CLI::Range(0, 1000000));
   allreduce->add_option("--json", arguments->json, "also write the results to FILE");
@@ -148,6 +169,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
                          "allreduce",      "--worker",
                          "--sizes",        arguments->sizes,
                          "--iters",        std::to_string(arguments->iterations),
+                         "--reps",         std::to_string(arguments->reps),
                          "--warmup",       std::to_string(arguments->warmup)};
       if (!arguments->json.empty()) {
         options.command.insert(options.command.end(), {"--json", arguments->json});

@@ -12,6 +12,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/host_probe.hpp"
+#include "comm/interface_choice.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 
@@ -80,6 +81,14 @@ Json build_report(const Environment& env) {
     report["route_to_master"] = {{"error", route.error}};
   }
 
+  try {
+    const detail::InterfaceChoice choice = detail::choose_interface(info, env);
+    report["collectives_interface"] = {
+        {"interface", choice.interface}, {"address", choice.address}, {"reason", choice.reason}};
+  } catch (const Error& error) {
+    report["collectives_interface"] = {{"error", error.what()}};
+  }
+
   const CpuInfo cpus = probe_cpus();
   report["cpus"] = {{"usable", cpus.usable}, {"online", cpus.online}, {"affinity", cpus.affinity}};
   const GpuInfo gpus = probe_gpus();
@@ -136,6 +145,14 @@ void print_text(const Json& report, std::ostream& out) {
         detail::cat(text(route["master_address"]), " via ",
                     route["interface"].get<std::string>().empty() ? "?" : text(route["interface"]),
                     " from ", text(route["source_address"])));
+  }
+  const Json& collectives = report["collectives_interface"];
+  if (collectives.contains("error")) {
+    row(out, "collectives on", text(collectives["error"]));
+  } else {
+    row(out, "collectives on",
+        detail::cat(text(collectives["interface"]), " ", text(collectives["address"])),
+        detail::cat("(", text(collectives["reason"]), ")"));
   }
   const Json& cpus = report["cpus"];
   row(out, "cpus",

@@ -8,52 +8,74 @@
 namespace cohort::detail {
 namespace {
 
-template <class T>
-T combine(ReduceOp op, T a, T b) noexcept {
-  if constexpr (std::is_integral_v<T>) {
-    // Through the unsigned type: wrap-around is defined there.
+template <class T, ReduceOp Op>
+T combine(T a, T b) noexcept {
+  if constexpr (std::is_integral_v<T> && (Op == ReduceOp::sum || Op == ReduceOp::avg)) {
+    using U = std::make_unsigned_t<T>;  // wrap-around is defined there
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else if constexpr (std::is_integral_v<T> && Op == ReduceOp::prod) {
     using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg:
-        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-      case ReduceOp::prod:
-        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      case ReduceOp::min:
-        return std::min(a, b);
-      case ReduceOp::max:
-        return std::max(a, b);
-    }
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else if constexpr (Op == ReduceOp::sum || Op == ReduceOp::avg) {
+    return a + b;
+  } else if constexpr (Op == ReduceOp::prod) {
+    return a * b;
+  } else if constexpr (Op == ReduceOp::min) {
+    return b < a ? b : a;
   } else {
-    switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg:
-        return a + b;
-      case ReduceOp::prod:
-        return a * b;
-      case ReduceOp::min:
-        return b < a ? b : a;
-      case ReduceOp::max:
-        return a < b ? b : a;
-    }
+    return a < b ? b : a;
   }
-  return a;
+}
+
+// One pass, the op fixed at compile time so that the loop vectorizes
+// (this file is built with -O3). `out` may be `a` or `b`.
+template <class T, ReduceOp Op>
+void combine_all(T* out, const T* a, const T* b, std::size_t count) noexcept {
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = combine<T, Op>(a[i], b[i]);
 }
 
 template <class T>
-void reduce_typed(ReduceOp op, void* accumulate, const void* input, std::size_t count) noexcept {
-  T* out = static_cast<T*>(accumulate);
-  const T* in = static_cast<const T*>(input);
+void reduce_typed(ReduceOp op, void* out, const void* a, const void* b,
+                  std::size_t count) noexcept {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return combine_all<T, ReduceOp::sum>(o, x, y, count);
+    case ReduceOp::prod:
+      return combine_all<T, ReduceOp::prod>(o, x, y, count);
+    case ReduceOp::min:
+      return combine_all<T, ReduceOp::min>(o, x, y, count);
+    case ReduceOp::max:
+      return combine_all<T, ReduceOp::max>(o, x, y, count);
+  }
+}
+
+template <class Packed, ReduceOp Op>
+void combine_packed(Packed* out, const Packed* a, const Packed* b, std::size_t count) noexcept {
   for (std::size_t i = 0; i < count; ++i)
-    out[i] = combine(op, out[i], in[i]);
+    out[i] = Packed::from_float(combine<float, Op>(a[i].to_float(), b[i].to_float()));
 }
 
 template <class Packed>
-void reduce_packed(ReduceOp op, void* accumulate, const void* input, std::size_t count) noexcept {
-  Packed* out = static_cast<Packed*>(accumulate);
-  const Packed* in = static_cast<const Packed*>(input);
-  for (std::size_t i = 0; i < count; ++i) {
-    out[i] = Packed::from_float(combine(op, out[i].to_float(), in[i].to_float()));
+void reduce_packed(ReduceOp op, void* out, const void* a, const void* b,
+                   std::size_t count) noexcept {
+  auto* o = static_cast<Packed*>(out);
+  const auto* x = static_cast<const Packed*>(a);
+  const auto* y = static_cast<const Packed*>(b);
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return combine_packed<Packed, ReduceOp::sum>(o, x, y, count);
+    case ReduceOp::prod:
+      return combine_packed<Packed, ReduceOp::prod>(o, x, y, count);
+    case ReduceOp::min:
+      return combine_packed<Packed, ReduceOp::min>(o, x, y, count);
+    case ReduceOp::max:
+      return combine_packed<Packed, ReduceOp::max>(o, x, y, count);
   }
 }
 
@@ -76,23 +98,28 @@ void divide_packed(void* data, std::size_t count, int ranks) noexcept {
 
 void reduce_into(DataType type, ReduceOp op, void* accumulate, const void* input,
                  std::size_t count) noexcept {
+  reduce_to(type, op, accumulate, accumulate, input, count);
+}
+
+void reduce_to(DataType type, ReduceOp op, void* out, const void* a, const void* b,
+               std::size_t count) noexcept {
   switch (type) {
     case DataType::f32:
-      return reduce_typed<float>(op, accumulate, input, count);
+      return reduce_typed<float>(op, out, a, b, count);
     case DataType::f64:
-      return reduce_typed<double>(op, accumulate, input, count);
+      return reduce_typed<double>(op, out, a, b, count);
     case DataType::f16:
-      return reduce_packed<Half>(op, accumulate, input, count);
+      return reduce_packed<Half>(op, out, a, b, count);
     case DataType::bf16:
-      return reduce_packed<BFloat16>(op, accumulate, input, count);
+      return reduce_packed<BFloat16>(op, out, a, b, count);
     case DataType::i8:
-      return reduce_typed<std::int8_t>(op, accumulate, input, count);
+      return reduce_typed<std::int8_t>(op, out, a, b, count);
     case DataType::u8:
-      return reduce_typed<std::uint8_t>(op, accumulate, input, count);
+      return reduce_typed<std::uint8_t>(op, out, a, b, count);
     case DataType::i32:
-      return reduce_typed<std::int32_t>(op, accumulate, input, count);
+      return reduce_typed<std::int32_t>(op, out, a, b, count);
     case DataType::i64:
-      return reduce_typed<std::int64_t>(op, accumulate, input, count);
+      return reduce_typed<std::int64_t>(op, out, a, b, count);
   }
 }
 

@@ -15,6 +15,11 @@ namespace cohort::detail {
 void reduce_into(DataType type, ReduceOp op, void* accumulate, const void* input,
                  std::size_t count) noexcept;
 
+/// out[i] = op(a[i], b[i]) in one pass, like reduce_into; `out` may be `a`
+/// or `b`.
+void reduce_to(DataType type, ReduceOp op, void* out, const void* a, const void* b,
+               std::size_t count) noexcept;
+
 /// Divides `count` elements by `ranks` (integers truncate toward zero): the
 /// last step of `avg`.
 void finish_average(DataType type, void* data, std::size_t count, int ranks) noexcept;

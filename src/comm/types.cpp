@@ -126,26 +126,4 @@ float BFloat16::to_float() const noexcept {
   return float_of(static_cast<std::uint32_t>(bits) << 16);
 }
 
-void require_count(std::string_view collective, std::string_view what, const Buffer& buffer,
-                   std::size_t expected) {
-  if (buffer.count != expected) {
-    throw InvalidArgument(
-        cat(collective, ": ", what, " holds ", buffer.count, " elements, expected ", expected));
-  }
-}
-
-void require_same_type(std::string_view collective, const Buffer& a, const Buffer& b) {
-  if (a.type != b.type) {
-    throw InvalidArgument(
-        cat(collective, ": input is ", to_string(a.type), " but output is ", to_string(b.type)));
-  }
-}
-
-void require_rank(std::string_view collective, std::string_view role, int rank, int size) {
-  if (rank < 0 || rank >= size) {
-    throw InvalidArgument(
-        cat(collective, ": ", role, " ", rank, " is not a rank of this group of ", size));
-  }
-}
-
 }  // namespace cohort

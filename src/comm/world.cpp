@@ -3,42 +3,15 @@
 #include <cohort/errors.hpp>
 #include <cohort/world.hpp>
 
+#include "comm/interface_choice.hpp"
 #include "comm/registry.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
-#include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 
 namespace cohort {
 
 using detail::cat;
-
-namespace {
-
-// The address this rank's peers connect to: the interface named by
-// COHORT_IFNAME, else GLOO_SOCKET_IFNAME, else the one that routes to the
-// master, else loopback.
-std::string local_address(const LaunchInfo& info) {
-  for (const char* variable : {"COHORT_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-    const char* name = std::getenv(variable);
-    if (name == nullptr || *name == '\0') continue;
-    std::vector<std::string> known;
-    for (const detail::NetInterface& interface : detail::ipv4_interfaces()) {
-      if (interface.name == name) return interface.ipv4;
-      known.push_back(interface.name);
-    }
-    throw InvalidArgument(cat(variable, "=", name,
-                              " names no interface with an IPv4 address here; ",
-                              "this host has: ", detail::join(known, ", ")));
-  }
-  if (!info.master_addr.value.empty()) {
-    const detail::Route route = detail::route_to(info.master_addr.value);
-    if (route.found) return route.source_address;
-  }
-  return "127.0.0.1";
-}
-
-}  // namespace
 
 struct World::Impl {
   LaunchInfo info;
@@ -56,7 +29,8 @@ struct World::Impl {
     context.info = &info;
     context.timeout = timeout;
     context.store = store;
-    if (with_address) context.address = local_address(info);
+    if (with_address)
+      context.address = detail::choose_interface(info, process_environment()).address;
     return context;
   }
 

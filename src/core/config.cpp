@@ -21,4 +21,15 @@ std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::millis
   return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
 
+std::size_t bytes_from_env(const char* name, std::size_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return fallback;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || text[0] == '-') {
+    throw InvalidArgument(cat(name, "='", text, "' is not a number of bytes; fix or unset it"));
+  }
+  return static_cast<std::size_t>(bytes);
+}
+
 }  // namespace cohort::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 
 namespace cohort::detail {
 
@@ -10,5 +11,9 @@ namespace cohort::detail {
 /// `fallback` when it is unset. Throws cohort::InvalidArgument naming the
 /// variable and its value when it is not a non-negative number.
 std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::milliseconds fallback);
+
+/// The byte count in variable `name` (a non-negative integer), or `fallback`
+/// when it is unset. Throws cohort::InvalidArgument like seconds_from_env.
+std::size_t bytes_from_env(const char* name, std::size_t fallback);
 
 }  // namespace cohort::detail

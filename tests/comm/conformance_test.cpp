@@ -19,14 +19,18 @@
 #if COHORT_WITH_GLOO
 #include "comm/backends/gloo/factory.hpp"
 #endif
-#if COHORT_WITH_GLOO
-#include "comm/backends/gloo/factory.hpp"
-#endif
 
 namespace cohort {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Every group's default timeout. Tests pass it explicitly (or nothing), so
+// that backends take the paths of default calls; kOther is a timeout other
+// than the default, which takes others (Gloo's legacy algorithms wait on the
+// pairs' own timeout, so calls with another one avoid them).
+constexpr std::chrono::milliseconds kDefault = 10s;
+constexpr std::chrono::milliseconds kOther = 11s;
 
 struct BackendUnderTest {
   std::string name;
@@ -56,7 +60,7 @@ std::vector<std::unique_ptr<Communicator>> gloo_group(int n) {
       options.rank = rank;
       options.size = n;
       options.store = std::make_shared<PrefixStore>(prefix, std::make_shared<StoreClient>(client));
-      options.timeout = 30s;
+      options.timeout = kDefault;
       group[static_cast<std::size_t>(rank)] = detail::gloo_backend::create(options);
     });
   }
@@ -66,13 +70,24 @@ std::vector<std::unique_ptr<Communicator>> gloo_group(int n) {
 }
 #endif
 
+// Closes a group's communicators together, as separate processes would: a
+// closing rank waits (briefly) for the others to be done.
+void close_all(std::vector<std::unique_ptr<Communicator>>& group) {
+  std::vector<std::thread> threads;
+  for (std::unique_ptr<Communicator>& member : group)
+    threads.emplace_back([&member] { member.reset(); });
+  for (std::thread& thread : threads)
+    thread.join();
+  group.clear();
+}
+
 const std::vector<BackendUnderTest>& backends_under_test() {
   static const std::vector<BackendUnderTest> kBackends = {
     {"self",
      {1},
      [](int) {
        std::vector<std::unique_ptr<Communicator>> group;
-       group.push_back(detail::self_backend::create(10s));
+       group.push_back(detail::self_backend::create(kDefault));
        return group;
      }},
 #if COHORT_WITH_GLOO
@@ -115,6 +130,12 @@ double input_value(int rank, std::size_t i, ReduceOp op, DataType type) {
   if (op == ReduceOp::prod) return (rank + i) % 7 == 0 ? 2 : 1;
   const int base = static_cast<int>((rank * 7 + i * 3) % 9);
   return type == DataType::u8 ? base : base - 4;
+}
+
+// Slice `index` of `count` elements of `whole`.
+Buffer slice(const Buffer& whole, std::size_t index, std::size_t count) {
+  return {static_cast<unsigned char*>(whole.data) + index * count * size_of(whole.type), count,
+          whole.type};
 }
 
 // Typed storage for one rank's buffer.
@@ -230,6 +251,7 @@ class Conformance : public ::testing::TestWithParam<std::tuple<std::string, int>
     }
     ASSERT_EQ(static_cast<int>(group_.size()), ranks());
   }
+  void TearDown() override { close_all(group_); }
   int ranks() const { return std::get<1>(GetParam()); }
 
   // Runs `body(rank, communicator)` on one thread per rank; failures name the rank.
@@ -267,7 +289,7 @@ TEST_P(Conformance, AllReduceEveryTypeOpAndCount) {
           Values data(type, count);
           for (std::size_t i = 0; i < count; ++i)
             data.set(i, input_value(rank, i, op, type));
-          comm.all_reduce(data.buffer(), op, 10s);
+          comm.all_reduce(data.buffer(), op, kDefault);
           for (std::size_t i = 0; i < count; ++i) {
             expect_value(type, data.get(i), expected_reduction(op, type, ranks(), i),
                          std::string(to_string(type)) + " " + std::string(to_string(op)) +
@@ -286,7 +308,7 @@ TEST_P(Conformance, ReduceLandsAtEveryRoot) {
         Values data(type, 7);
         for (std::size_t i = 0; i < 7; ++i)
           data.set(i, input_value(rank, i, ReduceOp::max, type));
-        comm.reduce(data.buffer(), ReduceOp::max, root, 10s);
+        comm.reduce(data.buffer(), ReduceOp::max, root, kDefault);
         for (std::size_t i = 0; i < 7; ++i) {
           const double want = rank == root ? expected_reduction(ReduceOp::max, type, ranks(), i)
                                            : input_value(rank, i, ReduceOp::max, type);
@@ -304,7 +326,7 @@ TEST_P(Conformance, BroadcastFromEveryRoot) {
         Values data(type, 1000);
         for (std::size_t i = 0; i < 1000; ++i)
           data.set(i, input_value(rank, i, ReduceOp::sum, type));
-        comm.broadcast(data.buffer(), root, 10s);
+        comm.broadcast(data.buffer(), root, kDefault);
         for (std::size_t i = 0; i < 1000; i += 97) {
           expect_value(type, data.get(i), input_value(root, i, ReduceOp::sum, type), "broadcast");
         }
@@ -322,7 +344,7 @@ TEST_P(Conformance, GatherFamilies) {
         for (std::size_t i = 0; i < count; ++i)
           input.set(i, input_value(rank, i, ReduceOp::sum, type));
         Values gathered(type, count * n);
-        comm.all_gather(input.buffer(), gathered.buffer(), 10s);
+        comm.all_gather(input.buffer(), gathered.buffer(), kDefault);
         for (std::size_t r = 0; r < n; ++r) {
           for (std::size_t i = 0; i < count; ++i) {
             expect_value(type, gathered.get(r * count + i),
@@ -330,7 +352,7 @@ TEST_P(Conformance, GatherFamilies) {
           }
         }
         Values at_root(type, count * n);
-        comm.gather(input.buffer(), at_root.buffer(), 0, 10s);
+        comm.gather(input.buffer(), at_root.buffer(), 0, kDefault);
         if (rank == 0) {
           for (std::size_t i = 0; i < count * n; ++i) {
             expect_value(type, at_root.get(i), gathered.get(i), "gather");
@@ -345,12 +367,12 @@ TEST_P(Conformance, GatherFamilies) {
           }
         }
         Values mine(type, count);
-        comm.scatter(slices.buffer(), mine.buffer(), 0, 10s);
+        comm.scatter(slices.buffer(), mine.buffer(), 0, kDefault);
         for (std::size_t i = 0; i < count; ++i) {
           expect_value(type, mine.get(i), input_value(rank, i, ReduceOp::sum, type), "scatter");
         }
         Values exchanged(type, count * n);
-        comm.all_to_all(slices.buffer(), exchanged.buffer(), 10s);
+        comm.all_to_all(slices.buffer(), exchanged.buffer(), kDefault);
         for (std::size_t s = 0; s < n; ++s) {
           for (std::size_t i = 0; i < count; ++i) {
             expect_value(type, exchanged.get(s * count + i),
@@ -371,12 +393,144 @@ TEST_P(Conformance, ReduceScatterSumsEachSlice) {
       for (std::size_t i = 0; i < count * n; ++i)
         input.set(i, input_value(rank, i, ReduceOp::sum, type));
       Values output(type, count);
-      comm.reduce_scatter(input.buffer(), output.buffer(), ReduceOp::sum, 10s);
+      comm.reduce_scatter(input.buffer(), output.buffer(), ReduceOp::sum, kDefault);
       for (std::size_t i = 0; i < count; ++i) {
         expect_value(type, output.get(i),
                      expected_reduction(ReduceOp::sum, type, ranks(), rank * count + i),
                      "reduce_scatter");
       }
+    });
+  }
+}
+
+TEST_P(Conformance, AllReduceTakesEveryPathBySizeAndTimeout) {
+  // Sizes on both sides of each of the gloo backend's thresholds (64 KiB:
+  // ring on sync pairs; 1 MiB: ring on loop pairs; above: new-style), by
+  // default and by another timeout.
+  const std::size_t counts[] = {16 * 1024, 16 * 1024 + 1, 256 * 1024, 256 * 1024 + 3};
+  for (std::chrono::milliseconds timeout : {kDefault, kOther}) {
+    for (std::size_t count : counts) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+        on_every_rank([&](int rank, Communicator& comm) {
+          Values data(DataType::f32, count);
+          for (std::size_t i = 0; i < count; ++i)
+            data.set(i, input_value(rank, i, op, DataType::f32));
+          comm.all_reduce(data.buffer(), op, timeout);
+          for (std::size_t i = 0; i < count; i += 1 + count / 97) {
+            expect_value(DataType::f32, data.get(i),
+                         expected_reduction(op, DataType::f32, ranks(), i),
+                         "count " + std::to_string(count) + " element " + std::to_string(i));
+          }
+          expect_value(DataType::f32, data.get(count - 1),
+                       expected_reduction(op, DataType::f32, ranks(), count - 1), "last element");
+        });
+      }
+    }
+  }
+}
+
+TEST_P(Conformance, AsyncOperationsRunInCallOrder) {
+  on_every_rank([&](int rank, Communicator& comm) {
+    // Queued: three all_reduces, a broadcast; then a blocking barrier, which
+    // runs after them; then the Works report their results.
+    std::vector<Values> buffers;
+    for (int k = 0; k < 3; ++k) {
+      buffers.emplace_back(DataType::i32, 5);
+      for (std::size_t i = 0; i < 5; ++i)
+        buffers.back().set(i, rank + k * 100);
+    }
+    Values shared(DataType::i64, 3);
+    for (std::size_t i = 0; i < 3; ++i)
+      shared.set(i, rank == ranks() - 1 ? 42 : 0);
+    std::vector<Work> works;
+    for (Values& values : buffers)
+      works.push_back(comm.all_reduce_async(values.buffer(), ReduceOp::sum));
+    works.push_back(comm.broadcast_async(shared.buffer(), ranks() - 1));
+    comm.barrier();
+    for (Work& work : works) {
+      EXPECT_TRUE(work.completed());  // the barrier waited for the queue
+      work.wait();
+    }
+    const int rank_sum = ranks() * (ranks() - 1) / 2;
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(buffers[static_cast<std::size_t>(k)].get(4), rank_sum + k * 100 * ranks());
+    }
+    EXPECT_EQ(shared.get(2), 42);
+    // A queued operation's error reaches its Work: a receive from oneself
+    // with nothing sent times out at once.
+    Values nothing(DataType::u8, 1);
+    Work lonely = comm.recv_async(nothing.buffer(), rank, 99, 50ms);
+    EXPECT_THROW(lonely.wait(), Timeout);
+    EXPECT_THROW(lonely.wait(), Timeout);  // every time
+    // Arguments are checked at the call, not later.
+    EXPECT_THROW(comm.broadcast_async(shared.buffer(), ranks()), InvalidArgument);
+    EXPECT_TRUE(Work().completed());
+  });
+}
+
+TEST_P(Conformance, InPlaceSlicesAreAllowedAndOtherOverlapsRejected) {
+  for (DataType type : {DataType::f32, DataType::i8}) {
+    on_every_rank([&](int rank, Communicator& comm) {
+      const std::size_t n = static_cast<std::size_t>(ranks()), count = 5;
+      const std::size_t me = static_cast<std::size_t>(rank);
+      // all_gather: this rank's contribution already sits in its slice.
+      Values gathered(type, count * n);
+      for (std::size_t i = 0; i < count; ++i)
+        gathered.set(me * count + i, input_value(rank, i, ReduceOp::sum, type));
+      comm.all_gather(slice(gathered.buffer(), me, count), gathered.buffer());
+      for (std::size_t i = 0; i < count * n; ++i) {
+        expect_value(type, gathered.get(i),
+                     input_value(static_cast<int>(i / count), i % count, ReduceOp::sum, type),
+                     "all_gather in place");
+      }
+      // gather at root 0, in place there.
+      Values at_root(type, count * n);
+      for (std::size_t i = 0; i < count; ++i)
+        at_root.set(me * count + i, input_value(rank, i, ReduceOp::sum, type));
+      comm.gather(slice(at_root.buffer(), me, count), at_root.buffer(), 0);
+      if (rank == 0) {
+        for (std::size_t i = 0; i < count * n; ++i)
+          expect_value(type, at_root.get(i), gathered.get(i), "gather in place");
+      }
+      // scatter from root 0: the root's own slice stays where it is.
+      Values slices(type, count * n);
+      for (std::size_t i = 0; i < count * n; ++i)
+        slices.set(i, input_value(static_cast<int>(i / count), i % count, ReduceOp::sum, type));
+      comm.scatter(slices.buffer(), slice(slices.buffer(), me, count), 0);
+      for (std::size_t i = 0; i < count; ++i) {
+        expect_value(type, slices.get(me * count + i), input_value(rank, i, ReduceOp::sum, type),
+                     "scatter in place");
+      }
+      // reduce_scatter: the output is this rank's slice of the input.
+      Values sums(type, count * n);
+      for (std::size_t i = 0; i < count * n; ++i)
+        sums.set(i, input_value(rank, i, ReduceOp::sum, type));
+      comm.reduce_scatter(sums.buffer(), slice(sums.buffer(), me, count), ReduceOp::sum);
+      for (std::size_t i = 0; i < count; ++i) {
+        expect_value(type, sums.get(me * count + i),
+                     expected_reduction(ReduceOp::sum, type, ranks(), me * count + i),
+                     "reduce_scatter in place");
+      }
+      // all_to_all: the same buffer in and out.
+      Values exchanged(type, count * n);
+      for (std::size_t i = 0; i < count * n; ++i)
+        exchanged.set(
+            i, input_value(static_cast<int>(i / count) + rank, i % count, ReduceOp::sum, type));
+      comm.all_to_all(exchanged.buffer(), exchanged.buffer());
+      for (std::size_t i = 0; i < count * n; ++i) {
+        expect_value(
+            type, exchanged.get(i),
+            input_value(static_cast<int>(i / count) + rank, i % count, ReduceOp::sum, type),
+            "all_to_all in place");
+      }
+      // Overlaps that are not the slice: refused before anything moves.
+      Values big(type, count * n + 1);
+      const Buffer shifted{static_cast<unsigned char*>(big.buffer().data) + size_of(type),
+                           count * n, type};
+      EXPECT_THROW(comm.all_gather(slice(big.buffer(), me, count), shifted), InvalidArgument);
+      EXPECT_THROW(comm.all_to_all(slice(big.buffer(), 0, count * n), shifted), InvalidArgument);
+      EXPECT_THROW(comm.reduce_scatter(shifted, slice(big.buffer(), me, count), ReduceOp::sum),
+                   InvalidArgument);
     });
   }
 }
@@ -389,11 +543,11 @@ TEST_P(Conformance, SendAndReceive) {
     // A send may wait for its matching recv: even ranks send first, odd ranks
     // receive first, so the ring never waits in a circle.
     if (rank % 2 == 0) {
-      comm.send(Buffer::of(std::span(token)), next, 3, 10s);
-      comm.recv(Buffer::of(std::span(received)), previous, 3, 10s);
+      comm.send(Buffer::of(std::span(token)), next, 3, kDefault);
+      comm.recv(Buffer::of(std::span(received)), previous, 3, kDefault);
     } else {
-      comm.recv(Buffer::of(std::span(received)), previous, 3, 10s);
-      comm.send(Buffer::of(std::span(token)), next, 3, 10s);
+      comm.recv(Buffer::of(std::span(received)), previous, 3, kDefault);
+      comm.send(Buffer::of(std::span(token)), next, 3, kDefault);
     }
     EXPECT_EQ(received[0], previous * 100 + 7);
   });
@@ -418,10 +572,36 @@ TEST_P(Conformance, SplitMakesSubgroupsAndBarrierPasses) {
     const int members = (ranks() + 1 - rank % 2) / 2;
     EXPECT_EQ(half->size(), members);
     std::vector<std::int32_t> one{1};
-    half->all_reduce(Buffer::of(std::span(one)), ReduceOp::sum, 10s);
+    half->all_reduce(Buffer::of(std::span(one)), ReduceOp::sum, kDefault);
     EXPECT_EQ(one[0], members);
     EXPECT_EQ(comm.split(-1, 0), nullptr);
   });
+}
+
+// Two communicators one after the other in one process: the first is closed
+// before the second connects, and both work.
+TEST(ConformanceGloo, TwoCommunicatorsOneAfterTheOther) {
+#if COHORT_WITH_GLOO
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::unique_ptr<Communicator>> group = gloo_group(3);
+    std::vector<std::thread> threads;
+    std::vector<std::int32_t> results(3);
+    for (int rank = 0; rank < 3; ++rank) {
+      threads.emplace_back([&, rank] {
+        std::int32_t value[] = {rank + round};
+        group[static_cast<std::size_t>(rank)]->all_reduce(std::span(value), ReduceOp::sum);
+        results[static_cast<std::size_t>(rank)] = value[0];
+      });
+    }
+    for (std::thread& thread : threads)
+      thread.join();
+    for (std::int32_t result : results)
+      EXPECT_EQ(result, 3 + 3 * round) << "round " << round;
+    close_all(group);
+  }
+#else
+  GTEST_SKIP() << "gloo is not in this build";
+#endif
 }
 
 std::vector<std::tuple<std::string, int>> combinations() {

@@ -3,6 +3,7 @@
 // dead rank's sockets at once). Real processes, started without a launcher so
 // that nothing but the communicator notices the loss.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cohort/config.hpp>
 
@@ -13,6 +14,12 @@ namespace cohort {
 namespace {
 
 using namespace std::chrono_literals;
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
 
 TEST(PeerLost, SurvivorsRaiseItWithinTwiceTheTimeout) {
   if (!COHORT_WITH_GLOO) GTEST_SKIP() << "no multi-rank backend in this build";
@@ -41,6 +48,9 @@ TEST(PeerLost, SurvivorsRaiseItWithinTwiceTheTimeout) {
     ASSERT_EQ(result.exit_code, 3) << "rank " << rank << ": " << test::describe(result);
     const long long millis = std::stoll(result.err.substr(result.err.find("after ") + 6));
     EXPECT_LT(millis, 2 * kTimeoutSeconds * 1000) << result.err;
+    // Every survivor names the rank that died, and its host.
+    EXPECT_NE(result.err.find("peer_rank=2:"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("rank 2 (host " + this_host()), std::string::npos) << result.err;
   }
 }
 

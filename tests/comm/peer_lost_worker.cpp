@@ -19,8 +19,6 @@ int main(int argc, char** argv) {
   cohort::World world = cohort::init();
   cohort::Communicator& comm = world.communicator();
   std::int32_t value[] = {1};
-  comm.all_reduce(std::span(value), cohort::ReduceOp::sum);  // everyone is connected
-  if (world.rank() == victim) raise(SIGKILL);
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
@@ -28,11 +26,15 @@ int main(int argc, char** argv) {
         .count();
   };
   try {
+    // Everyone is connected after the first one; the survivors may still be
+    // in it when the victim goes.
+    comm.all_reduce(std::span(value), cohort::ReduceOp::sum);
+    if (world.rank() == victim) raise(SIGKILL);
     for (int i = 0; i < 100000; ++i)
       comm.all_reduce(std::span(value), cohort::ReduceOp::sum);
   } catch (const cohort::PeerLost& error) {
-    std::fprintf(stderr, "PeerLost after %lld ms: %s\n", static_cast<long long>(elapsed()),
-                 error.what());
+    std::fprintf(stderr, "PeerLost after %lld ms: peer_rank=%d: %s\n",
+                 static_cast<long long>(elapsed()), error.peer_rank(), error.what());
     std::_Exit(3);  // the world's store is gone with its peers: skip the goodbyes
   } catch (const cohort::Timeout& error) {
     std::fprintf(stderr, "Timeout after %lld ms: %s\n", static_cast<long long>(elapsed()),

@@ -1,5 +1,9 @@
+#include "comm/backend.hpp"
+
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include <gloo/allgather.h>
@@ -13,14 +17,20 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cohort/errors.hpp>
 
 #include "comm/backends/gloo/factory.hpp"
+#include "comm/backends/gloo/fast_close.hpp"
+#include "comm/backends/gloo/legacy_allreduce.hpp"
+#include "comm/backends/gloo/peers.hpp"
 #include "comm/local_mailbox.hpp"
 #include "comm/reduce.hpp"
+#include "core/config.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail::gloo_backend {
@@ -37,7 +47,14 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
   }
   std::vector<char> get(const std::string& key) override {
     const std::string value = store_->get(key, timeout_);
-    return std::vector<char>(value.begin(), value.end());
+    std::vector<char> bytes(value.begin(), value.end());
+    fetched_[key] = bytes;
+    return bytes;
+  }
+  /// What get() returned for `key` (empty if it was never asked for).
+  std::vector<char> fetched(const std::string& key) const {
+    const auto found = fetched_.find(key);
+    return found == fetched_.end() ? std::vector<char>() : found->second;
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys,
@@ -48,6 +65,31 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
  private:
   std::shared_ptr<cohort::Store> store_;
   std::chrono::milliseconds timeout_;
+  std::map<std::string, std::vector<char>> fetched_;
+};
+
+// Gloo's context, able to say where each peer is: connectFullMesh fetches
+// key "<peer>" (that rank's addresses, one per pair) and connects to the one
+// meant for this rank; the same bytes, printed as Gloo prints them in errors
+// ("[10.0.0.2]:41234"), help tell which rank an error is about.
+class Context final : public ::gloo::rendezvous::Context {
+ public:
+  using ::gloo::rendezvous::Context::Context;
+
+  std::vector<std::string> peer_addresses(const StoreAdapter& store) {
+    std::vector<std::string> addresses(static_cast<std::size_t>(size));
+    for (int peer = 0; peer < size; ++peer) {
+      std::vector<char> all = store.fetched(std::to_string(peer));
+      if (peer == rank || all.empty()) continue;
+      try {
+        addresses[static_cast<std::size_t>(peer)] =
+            ::gloo::transport::tcp::Address(extractAddress(all, peer)).str();
+      } catch (const std::exception&) {
+        // Unknown layout: errors will not name this peer by address.
+      }
+    }
+    return addresses;
+  }
 };
 
 // Calls `body` with a null pointer of the C++ type Gloo should see for
@@ -77,29 +119,48 @@ void with_element(DataType type, Body&& body) {
 // sums; the division follows the collective).
 std::function<void(void*, const void*, const void*, size_t)> reduction(DataType type, ReduceOp op) {
   return [type, op](void* c, const void* a, const void* b, size_t n) {
-    if (c == b) {
-      reduce_into(type, op, c, a, n);  // every op is commutative
-      return;
-    }
-    if (c != a) std::memmove(c, a, n * size_of(type));
-    reduce_into(type, op, c, b, n);
+    reduce_to(type, op, c, a, b, n);
   };
 }
 
-class GlooCommunicator final : public Communicator {
+std::unique_ptr<Backend> connect(const Options& options);
+
+// How long a closing rank waits for the others to be done before it closes
+// the slow way.
+constexpr std::chrono::milliseconds kDoneWait{250};
+
+class GlooBackend final : public Backend {
  public:
-  GlooCommunicator(const Options& options, std::shared_ptr<::gloo::rendezvous::Context> context,
-                   std::shared_ptr<::gloo::transport::Device> device)
-      : options_(options), context_(std::move(context)), device_(std::move(device)) {}
+  GlooBackend(const Options& options, std::shared_ptr<Context> context,
+              std::shared_ptr<Context> sync_mesh, std::shared_ptr<Context> loop_mesh,
+              std::shared_ptr<::gloo::transport::Device> device,
+              std::unique_ptr<FastClose> fast_close, Peers peers)
+      : options_(options),
+        fast_close_(std::move(fast_close)),
+        device_(std::move(device)),
+        context_(std::move(context)),
+        peers_(std::move(peers)),
+        legacy_(std::move(sync_mesh), std::move(loop_mesh), 32) {}
+
+  ~GlooBackend() override {
+    // Fast close only once every rank is past its last operation: a rank that
+    // closes while a peer still reads from it can cost the peer its last
+    // message. A peer that does not come soon leaves Gloo's slow close.
+    disconnect(broken_.empty() && everyone_done());
+  }
 
   int rank() const noexcept override { return options_.rank; }
   int size() const noexcept override { return options_.size; }
-  std::string_view backend() const noexcept override { return "gloo"; }
+  std::string_view name() const noexcept override { return "gloo"; }
   Duration default_timeout() const noexcept override { return options_.timeout; }
 
   void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
-    if (data.count == 0) return;
     guarded("all_reduce", [&] {
+      // The legacy algorithms wait on the pairs' timeout: the default one.
+      if (data.bytes() <= legacy_max_bytes_ && timeout == options_.timeout) {
+        legacy_.run(data, op);
+        return;
+      }
       ::gloo::AllreduceOptions opts(context_);
       with_element(data.type, [&](auto* typed) {
         opts.setOutput(static_cast<decltype(typed)>(data.data), data.count);
@@ -112,8 +173,6 @@ class GlooCommunicator final : public Communicator {
   }
 
   void broadcast(Buffer data, int root, Duration timeout) override {
-    require_rank("broadcast", "root", root, size());
-    if (data.count == 0) return;
     guarded("broadcast", [&] {
       ::gloo::BroadcastOptions opts(context_);
       with_element(data.type, [&](auto* typed) {
@@ -126,8 +185,6 @@ class GlooCommunicator final : public Communicator {
   }
 
   void reduce(Buffer data, ReduceOp op, int root, Duration timeout) override {
-    require_rank("reduce", "root", root, size());
-    if (data.count == 0) return;
     // Gloo's reduce writes into `output` on every rank; only the root's may change.
     std::vector<unsigned char> scratch(rank() == root ? 0 : data.bytes());
     void* output = rank() == root ? data.data : scratch.data();
@@ -149,14 +206,12 @@ class GlooCommunicator final : public Communicator {
   }
 
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
-    require_same_type("all_gather", input, output);
-    require_count("all_gather", "output", output, input.count * static_cast<std::size_t>(size()));
-    if (input.count == 0) return;
+    const Buffer source = detached(input, output);
     guarded("all_gather", [&] {
       ::gloo::AllgatherOptions opts(context_);
       with_element(input.type, [&](auto* typed) {
         using T = std::remove_pointer_t<decltype(typed)>;
-        opts.setInput(static_cast<T*>(input.data), input.count);
+        opts.setInput(static_cast<T*>(source.data), source.count);
         opts.setOutput(static_cast<T*>(output.data), output.count);
       });
       opts.setTimeout(timeout);
@@ -165,17 +220,12 @@ class GlooCommunicator final : public Communicator {
   }
 
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
-    require_rank("gather", "root", root, size());
-    if (rank() == root) {
-      require_same_type("gather", input, output);
-      require_count("gather", "output", output, input.count * static_cast<std::size_t>(size()));
-    }
-    if (input.count == 0) return;
+    const Buffer source = rank() == root ? detached(input, output) : input;
     guarded("gather", [&] {
       ::gloo::GatherOptions opts(context_);
       with_element(input.type, [&](auto* typed) {
         using T = std::remove_pointer_t<decltype(typed)>;
-        opts.setInput(static_cast<T*>(input.data), input.count);
+        opts.setInput(static_cast<T*>(source.data), source.count);
         if (rank() == root) opts.setOutput(static_cast<T*>(output.data), output.count);
       });
       opts.setRoot(root);
@@ -185,12 +235,14 @@ class GlooCommunicator final : public Communicator {
   }
 
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
-    require_rank("scatter", "root", root, size());
-    if (rank() == root) {
-      require_same_type("scatter", input, output);
-      require_count("scatter", "input", input, output.count * static_cast<std::size_t>(size()));
+    // At the root, an output inside the input is already in place: Gloo gets
+    // a scratch output (its copy there would overlap).
+    std::vector<unsigned char> scratch;
+    Buffer target = output;
+    if (rank() == root && overlaps(output, input)) {
+      scratch.resize(output.bytes());
+      target.data = scratch.data();
     }
-    if (output.count == 0) return;
     guarded("scatter", [&] {
       ::gloo::ScatterOptions opts(context_);
       with_element(output.type, [&](auto* typed) {
@@ -204,7 +256,7 @@ class GlooCommunicator final : public Communicator {
           }
           opts.setInputs(slices, output.count);
         }
-        opts.setOutput(static_cast<T*>(output.data), output.count);
+        opts.setOutput(static_cast<T*>(target.data), target.count);
       });
       opts.setRoot(root);
       opts.setTimeout(timeout);
@@ -213,28 +265,17 @@ class GlooCommunicator final : public Communicator {
   }
 
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
-    require_same_type("reduce_scatter", input, output);
-    require_count("reduce_scatter", "input", input,
-                  output.count * static_cast<std::size_t>(size()));
     // All-reduce a copy, keep this rank's slice (twice the traffic of a
-    // dedicated algorithm; correct first).
+    // dedicated algorithm, and small slices ride the fast ring).
     std::vector<unsigned char> whole(input.bytes());
-    if (!whole.empty()) std::memcpy(whole.data(), input.data, whole.size());
-    all_reduce({whole.data(), input.count, input.type}, op, timeout);
-    if (output.count != 0) {
-      std::memmove(output.data, whole.data() + static_cast<std::size_t>(rank()) * output.bytes(),
-                   output.bytes());
-    }
+    std::memcpy(whole.data(), input.data, whole.size());
+    const Buffer copy{whole.data(), input.count, input.type};
+    all_reduce(copy, op, timeout);
+    std::memmove(output.data, whole.data() + static_cast<std::size_t>(rank()) * output.bytes(),
+                 output.bytes());
   }
 
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
-    require_same_type("all_to_all", input, output);
-    require_count("all_to_all", "output", output, input.count);
-    if (input.count % static_cast<std::size_t>(size()) != 0) {
-      throw InvalidArgument(cat("all_to_all: input holds ", input.count,
-                                " elements, not a multiple of the group size ", size()));
-    }
-    if (input.count == 0) return;
     // Gloo needs distinct buffers: in-place use goes through a copy.
     std::vector<unsigned char> copy;
     void* source = input.data;
@@ -264,26 +305,28 @@ class GlooCommunicator final : public Communicator {
   }
 
   void send(Buffer data, int peer, int tag, Duration timeout) override {
-    require_rank("send", "peer", peer, size());
     if (peer == rank()) return mailbox_.post(data, tag);  // no transport pair to oneself
     guarded("send", [&] {
       auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
       buffer->send(peer, slot(tag));
-      if (!buffer->waitSend(timeout)) throw Timeout(cat("send to rank ", peer, " timed out"));
+      if (!buffer->waitSend(timeout)) {
+        throw Timeout(cat("send to rank ", peer, " timed out after ", timeout.count(), " ms"));
+      }
     });
   }
 
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
-    require_rank("recv", "peer", peer, size());
     if (peer == rank()) return mailbox_.take(data, tag, timeout);
     guarded("recv", [&] {
       auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
       buffer->recv(peer, slot(tag));
-      if (!buffer->waitRecv(timeout)) throw Timeout(cat("recv from rank ", peer, " timed out"));
+      if (!buffer->waitRecv(timeout)) {
+        throw Timeout(cat("recv from rank ", peer, " timed out after ", timeout.count(), " ms"));
+      }
     });
   }
 
-  std::unique_ptr<Communicator> split(int color, int key) override {
+  std::unique_ptr<Backend> split(int color, int key) override {
     // Everyone publishes (color, key); each group then connects on its own view.
     const std::string round = cat("split/", ++splits_);
     options_.store->set(cat(round, "/", rank()), cat(color, " ", key));
@@ -302,7 +345,7 @@ class GlooCommunicator final : public Communicator {
       if (std::get<1>(members[i]) == rank()) sub.rank = static_cast<int>(i);
     }
     sub.store = std::make_shared<PrefixStore>(cat(round, "/color", color), options_.store);
-    return create(sub);
+    return connect(sub);
   }
 
  private:
@@ -311,15 +354,31 @@ class GlooCommunicator final : public Communicator {
     return (std::uint64_t{1} << 56) | static_cast<std::uint32_t>(tag);
   }
 
-  // Gloo's exceptions become cohort's: a transport error means a peer is gone.
+  static bool overlaps(const Buffer& a, const Buffer& b) {
+    const auto a_begin = reinterpret_cast<std::uintptr_t>(a.data);
+    const auto b_begin = reinterpret_cast<std::uintptr_t>(b.data);
+    return a_begin < b_begin + b.bytes() && b_begin < a_begin + a.bytes();
+  }
+
+  // `input`, or a copy of it when it lies inside `output` (in-place use):
+  // Gloo copies input to output with memcpy, which must not overlap.
+  Buffer detached(Buffer input, Buffer output) {
+    if (!overlaps(input, output)) return input;
+    scratch_.assign(static_cast<unsigned char*>(input.data),
+                    static_cast<unsigned char*>(input.data) + input.bytes());
+    return {scratch_.data(), input.count, input.type};
+  }
+
+  // Gloo's exceptions become cohort's, naming the peer where it is known.
+  // After a transport error the group is broken: this rank closes its
+  // connections, so that the peers still waiting on it fail at once too.
   template <class Body>
   void guarded(const char* collective, Body&& body) {
+    if (!broken_.empty()) throw PeerLost(cat(collective, ": ", broken_), lost_rank_);
     try {
       body();
     } catch (const ::gloo::IoException& error) {
-      throw PeerLost(cat(collective, " on rank ", rank(), " of ", size(),
-                         ": a peer failed or left (gloo: ", error.what(), ")"),
-                     -1);
+      fail(collective, error.what());
     } catch (const ::gloo::Exception& error) {
       throw Error(cat(collective, " on rank ", rank(), ": gloo: ", error.what()));
     } catch (const ::gloo::EnforceNotMet& error) {
@@ -327,16 +386,99 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
+  [[noreturn]] void fail(const char* collective, const std::string& gloo_error) {
+    const bool timed_out = gloo_error.find("Timed out") != std::string::npos ||
+                           gloo_error.find("timed out") != std::string::npos;
+    // The first rank to pin an error on a peer records it, so that the ranks
+    // that then see only the cascade (or a timeout) name the rank that failed.
+    const int blamed = timed_out ? -1 : peers_.blame(gloo_error);
+    int lost = -1;
+    try {
+      if (blamed >= 0) {
+        lost = std::stoi(options_.store->compare_set("lost", "", std::to_string(blamed)));
+      } else if (options_.store->check({"lost"})) {
+        lost = std::stoi(options_.store->get("lost", std::chrono::milliseconds(500)));
+      }
+    } catch (const std::exception&) {
+      lost = blamed;  // the store is gone too: it may have lived in the lost rank
+    }
+    const std::string where = cat(collective, " on rank ", rank(), " of ", size());
+    if (lost < 0 && timed_out) {
+      throw Timeout(cat(where, " timed out (gloo: ", gloo_error,
+                        "); no peer is known to have failed: one may be stuck, or slow (raise "
+                        "COHORT_TIMEOUT)"));
+    }
+    lost_rank_ = lost;
+    broken_ = lost >= 0 ? cat("rank ", lost, peers_.describe(lost), " failed or left")
+                        : std::string("a peer failed or left");
+    broken_ += cat(" (gloo: ", gloo_error, ")");
+    disconnect(true);  // the peers waiting on this rank fail at once too
+    throw PeerLost(cat(where, ": ", broken_), lost);
+  }
+
+  bool everyone_done() noexcept {
+    try {
+      options_.store->set(cat("done/", rank()), "");
+      std::vector<std::string> keys;
+      keys.reserve(static_cast<std::size_t>(size()));
+      for (int r = 0; r < size(); ++r)
+        keys.push_back(cat("done/", r));
+      options_.store->wait(keys, std::min<Duration>(options_.timeout, kDoneWait));
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+  // Closes every connection, without Gloo's close waits when `fast`.
+  void disconnect(bool fast) noexcept {
+    if (!context_) return;
+    if (fast) fast_close_->start();
+    legacy_.release();
+    context_.reset();
+    device_.reset();
+  }
+
   Options options_;
-  std::shared_ptr<::gloo::rendezvous::Context> context_;
+  std::unique_ptr<FastClose> fast_close_;  // outlives the device's loop thread
   std::shared_ptr<::gloo::transport::Device> device_;
+  std::shared_ptr<Context> context_;
+  Peers peers_;
+  LegacyAllreduce legacy_;
+  // All-reduces up to this size take the legacy algorithms (the same on
+  // every rank, as the environment is).
+  std::size_t legacy_max_bytes_ =
+      std::min(LegacyAllreduce::kMaxBytes,
+               bytes_from_env("COHORT_GLOO_LEGACY_MAX_BYTES", LegacyAllreduce::kMaxBytes));
+  std::vector<unsigned char> scratch_;
   int splits_ = 0;
+  std::string broken_;
+  int lost_rank_ = -1;
   LocalMailbox mailbox_;
 };
 
-}  // namespace
+// One full mesh of Gloo pairs over `device`, its addresses exchanged under
+// `name` in the group's store.
+std::shared_ptr<Context> connect_mesh(const Options& options,
+                                      std::shared_ptr<::gloo::transport::Device>& device,
+                                      const std::string& name, std::vector<std::string>* peers) {
+  auto context = std::make_shared<Context>(options.rank, options.size);
+  context->setTimeout(options.timeout);  // before connecting: pairs keep it
+  StoreAdapter store(std::make_shared<PrefixStore>(name, options.store), options.timeout);
+  try {
+    context->connectFullMesh(store, device);
+  } catch (const ::gloo::IoException& error) {
+    throw PeerLost(cat("gloo: connecting rank ", options.rank, " of ", options.size,
+                       " failed: ", error.what()),
+                   -1);
+  } catch (const ::gloo::EnforceNotMet& error) {
+    throw Error(cat("gloo: connecting rank ", options.rank, ": ", error.what()));
+  }
+  if (peers != nullptr) *peers = context->peer_addresses(store);
+  return context;
+}
 
-std::unique_ptr<Communicator> create(const Options& options) {
+std::unique_ptr<Backend> connect(const Options& options) {
   ::gloo::transport::tcp::attr attr;
   attr.hostname = options.address;
   attr.ai_family = AF_INET;
@@ -347,19 +489,26 @@ std::unique_ptr<Communicator> create(const Options& options) {
     throw Error(cat("gloo: no TCP device on ", options.address, ": ", error.what(),
                     " (set COHORT_IFNAME to an interface that reaches the other ranks)"));
   }
-  auto context = std::make_shared<::gloo::rendezvous::Context>(options.rank, options.size);
-  context->setTimeout(options.timeout);  // before connecting: pairs keep it
-  StoreAdapter store(options.store, options.timeout);
-  try {
-    context->connectFullMesh(store, device);
-  } catch (const ::gloo::IoException& error) {
-    throw PeerLost(cat("gloo: connecting rank ", options.rank, " of ", options.size,
-                       " failed: ", error.what()),
-                   -1);
-  } catch (const ::gloo::EnforceNotMet& error) {
-    throw Error(cat("gloo: connecting rank ", options.rank, ": ", error.what()));
+  auto fast_close = std::make_unique<FastClose>(device);
+  Peers::publish(*options.store, options.rank);
+  std::vector<std::string> addresses;
+  auto context = connect_mesh(options, device, "mesh", &addresses);
+  // The legacy algorithms get meshes of their own (see legacy_allreduce.hpp).
+  auto sync_mesh = connect_mesh(options, device, "sync", nullptr);
+  for (int peer = 0; peer < options.size; ++peer) {
+    if (peer != options.rank) sync_mesh->getPair(peer)->setSync(true, false);
   }
-  return std::make_unique<GlooCommunicator>(options, std::move(context), std::move(device));
+  auto loop_mesh = connect_mesh(options, device, "loop", nullptr);
+  Peers peers(*options.store, options.rank, std::move(addresses), options.timeout);
+  return std::make_unique<GlooBackend>(options, std::move(context), std::move(sync_mesh),
+                                       std::move(loop_mesh), std::move(device),
+                                       std::move(fast_close), std::move(peers));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> create(const Options& options) {
+  return std::make_unique<Communicator>(connect(options));
 }
 
 }  // namespace cohort::detail::gloo_backend

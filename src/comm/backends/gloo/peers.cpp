@@ -1,0 +1,76 @@
+#include "comm/backends/gloo/peers.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "core/strings.hpp"
+
+namespace cohort::detail::gloo_backend {
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("?");
+}
+
+// "1.2.3.4" from "[1.2.3.4]:5678".
+std::string ip_of(const std::string& address) {
+  const std::size_t open = address.find('[');
+  const std::size_t close = address.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return {};
+  return address.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+void Peers::publish(Store& store, int rank) {
+  store.set(cat("peer/", rank), cat(this_host(), " ", ::getpid()));
+}
+
+Peers::Peers(Store& store, int rank, std::vector<std::string> addresses,
+             std::chrono::milliseconds timeout)
+    : rank_(rank), host_(this_host()), peers_(addresses.size()) {
+  for (std::size_t r = 0; r < addresses.size(); ++r) {
+    Peer& peer = peers_[r];
+    peer.ip = ip_of(addresses[r]);
+    std::istringstream entry(store.get(cat("peer/", r), timeout));
+    entry >> peer.host >> peer.pid;
+  }
+}
+
+bool Peers::is_gone(const Peer& peer) const {
+  if (peer.host != host_ || peer.pid <= 0) return false;  // cannot tell from here
+  std::ifstream stat(cat("/proc/", peer.pid, "/stat"));
+  if (!stat) return true;
+  // "pid (comm) S ...": the state follows the last ')'. Z and X are dead.
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t close = line.rfind(')');
+  const char state = close + 2 < line.size() ? line[close + 2] : '?';
+  return state == 'Z' || state == 'X';
+}
+
+int Peers::blame(const std::string& gloo_error) const {
+  const std::string ip = ip_of(gloo_error);
+  std::vector<int> at_ip;
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (static_cast<int>(r) != rank_ && !ip.empty() && peers_[r].ip == ip) {
+      at_ip.push_back(static_cast<int>(r));
+    }
+  }
+  if (at_ip.size() == 1) return at_ip.front();
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (static_cast<int>(r) != rank_ && is_gone(peers_[r])) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+std::string Peers::describe(int rank) const {
+  if (rank < 0 || static_cast<std::size_t>(rank) >= peers_.size()) return {};
+  const Peer& peer = peers_[static_cast<std::size_t>(rank)];
+  return cat(" (host ", peer.host.empty() ? "?" : peer.host, ", pid ", peer.pid, ")");
+}
+
+}  // namespace cohort::detail::gloo_backend
