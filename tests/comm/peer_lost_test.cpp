@@ -3,6 +3,7 @@
 // dead rank's sockets at once). Real processes, started without a launcher so
 // that nothing but the communicator notices the loss.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cohort/config.hpp>
@@ -21,24 +22,37 @@ std::string this_host() {
   return name;
 }
 
+// Starts kRanks workers of peer_lost_worker with `victim_mode` ("kill" or
+// "stop") for rank 2.
+std::vector<std::unique_ptr<test::Subprocess>> start_ranks(int ranks, int timeout_seconds,
+                                                           const std::string& victim_mode) {
+  const int port = detail::pick_free_port("127.0.0.1");
+  std::vector<std::unique_ptr<test::Subprocess>> started;
+  for (int rank = 0; rank < ranks; ++rank) {
+    test::ProcessOptions options;
+    options.env = process_environment();
+    options.env->insert_or_assign("RANK", std::to_string(rank));
+    options.env->insert_or_assign("WORLD_SIZE", std::to_string(ranks));
+    options.env->insert_or_assign("MASTER_ADDR", "127.0.0.1");
+    options.env->insert_or_assign("MASTER_PORT", std::to_string(port));
+    options.env->insert_or_assign("COHORT_TIMEOUT", std::to_string(timeout_seconds));
+    options.timeout = 60s;
+    started.push_back(std::make_unique<test::Subprocess>(
+        std::vector<std::string>{COHORT_PEER_LOST_WORKER, "2", victim_mode}, options));
+  }
+  return started;
+}
+
+long long millis_after(const std::string& err) {
+  return std::stoll(err.substr(err.find("after ") + 6));
+}
+
 TEST(PeerLost, SurvivorsRaiseItWithinTwiceTheTimeout) {
   if (!COHORT_WITH_GLOO) GTEST_SKIP() << "no multi-rank backend in this build";
   constexpr int kRanks = 4;
   constexpr int kTimeoutSeconds = 5;
-  const int port = detail::pick_free_port("127.0.0.1");
-  std::vector<std::unique_ptr<test::Subprocess>> ranks;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    test::ProcessOptions options;
-    options.env = process_environment();
-    options.env->insert_or_assign("RANK", std::to_string(rank));
-    options.env->insert_or_assign("WORLD_SIZE", std::to_string(kRanks));
-    options.env->insert_or_assign("MASTER_ADDR", "127.0.0.1");
-    options.env->insert_or_assign("MASTER_PORT", std::to_string(port));
-    options.env->insert_or_assign("COHORT_TIMEOUT", std::to_string(kTimeoutSeconds));
-    options.timeout = 60s;
-    ranks.push_back(std::make_unique<test::Subprocess>(
-        std::vector<std::string>{COHORT_PEER_LOST_WORKER, "2"}, options));
-  }
+  std::vector<std::unique_ptr<test::Subprocess>> ranks =
+      start_ranks(kRanks, kTimeoutSeconds, "kill");
   for (int rank = 0; rank < kRanks; ++rank) {
     const test::ProcessResult result = ranks[static_cast<std::size_t>(rank)]->finish();
     if (rank == 2) {
@@ -46,12 +60,30 @@ TEST(PeerLost, SurvivorsRaiseItWithinTwiceTheTimeout) {
       continue;
     }
     ASSERT_EQ(result.exit_code, 3) << "rank " << rank << ": " << test::describe(result);
-    const long long millis = std::stoll(result.err.substr(result.err.find("after ") + 6));
-    EXPECT_LT(millis, 2 * kTimeoutSeconds * 1000) << result.err;
+    EXPECT_LT(millis_after(result.err), 2 * kTimeoutSeconds * 1000) << result.err;
     // Every survivor names the rank that died, and its host.
     EXPECT_NE(result.err.find("peer_rank=2:"), std::string::npos) << result.err;
     EXPECT_NE(result.err.find("rank 2 (host " + this_host()), std::string::npos) << result.err;
   }
+}
+
+// A peer that stops (alive, but never answers) is no PeerLost: the calls
+// waiting on it end with cohort::Timeout within twice the timeout, never hang.
+TEST(PeerLost, AStuckPeerIsATimeoutNotAHang) {
+  if (!COHORT_WITH_GLOO) GTEST_SKIP() << "no multi-rank backend in this build";
+  constexpr int kRanks = 3;
+  constexpr int kTimeoutSeconds = 2;
+  std::vector<std::unique_ptr<test::Subprocess>> ranks =
+      start_ranks(kRanks, kTimeoutSeconds, "stop");
+  for (int rank : {0, 1}) {
+    const test::ProcessResult result = ranks[static_cast<std::size_t>(rank)]->finish();
+    // A survivor whose neighbour timed out and closed may see PeerLost (3).
+    EXPECT_TRUE(result.exit_code == 4 || result.exit_code == 3)
+        << "rank " << rank << ": " << test::describe(result);
+    EXPECT_LT(millis_after(result.err), 2 * kTimeoutSeconds * 1000) << result.err;
+  }
+  ::kill(ranks[2]->pid(), SIGKILL);  // this test's own stopped child
+  EXPECT_EQ(ranks[2]->finish().signal, SIGKILL);
 }
 
 }  // namespace

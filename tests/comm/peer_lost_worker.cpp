@@ -1,13 +1,14 @@
 // One rank of the PeerLost test (peer_lost_test.cpp): joins the world from
 // RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, connects the communicator, and
 // all-reduces in a loop; rank VICTIM (argv[1]) SIGKILLs itself once
-// connected. Survivors report how the loss surfaced:
+// connected, or stops (SIGSTOP) when argv[2] is "stop". Survivors report how the loss surfaced:
 //   exit 3  cohort::PeerLost (message on stderr, with the time it took)
 //   exit 4  cohort::Timeout   exit 5  another cohort::Error   exit 0  no loss seen
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <span>
+#include <string_view>
 
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 int main(int argc, char** argv) {
   const int victim = argc > 1 ? std::atoi(argv[1]) : 1;
+  const int signal = argc > 2 && std::string_view(argv[2]) == "stop" ? SIGSTOP : SIGKILL;
   cohort::World world = cohort::init();
   cohort::Communicator& comm = world.communicator();
   std::int32_t value[] = {1};
@@ -29,7 +31,7 @@ int main(int argc, char** argv) {
     // Everyone is connected after the first one; the survivors may still be
     // in it when the victim goes.
     comm.all_reduce(std::span(value), cohort::ReduceOp::sum);
-    if (world.rank() == victim) raise(SIGKILL);
+    if (world.rank() == victim) raise(signal);
     for (int i = 0; i < 100000; ++i)
       comm.all_reduce(std::span(value), cohort::ReduceOp::sum);
   } catch (const cohort::PeerLost& error) {

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstring>
 #include <map>
-#include <numeric>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -387,8 +386,12 @@ class GlooBackend final : public Backend {
   }
 
   [[noreturn]] void fail(const char* collective, const std::string& gloo_error) {
-    const bool timed_out = gloo_error.find("Timed out") != std::string::npos ||
-                           gloo_error.find("timed out") != std::string::npos;
+    // "Timed out waiting ... for recv operation", "Read timeout [addr]:port".
+    std::string lower = gloo_error;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const bool timed_out =
+        lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
     // The first rank to pin an error on a peer records it, so that the ranks
     // that then see only the cascade (or a timeout) name the rank that failed.
     const int blamed = timed_out ? -1 : peers_.blame(gloo_error);
