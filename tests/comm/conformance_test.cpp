@@ -301,20 +301,24 @@ TEST_P(Conformance, AllReduceEveryTypeOpAndCount) {
   }
 }
 
-TEST_P(Conformance, ReduceLandsAtEveryRoot) {
+TEST_P(Conformance, ReduceLandsAtEveryRootForEveryOp) {
   for (DataType type : kTypes) {
-    for (int root = 0; root < ranks(); ++root) {
-      on_every_rank([&](int rank, Communicator& comm) {
-        Values data(type, 7);
-        for (std::size_t i = 0; i < 7; ++i)
-          data.set(i, input_value(rank, i, ReduceOp::max, type));
-        comm.reduce(data.buffer(), ReduceOp::max, root, kDefault);
-        for (std::size_t i = 0; i < 7; ++i) {
-          const double want = rank == root ? expected_reduction(ReduceOp::max, type, ranks(), i)
-                                           : input_value(rank, i, ReduceOp::max, type);
-          expect_value(type, data.get(i), want, "reduce root " + std::to_string(root));
-        }
-      });
+    for (ReduceOp op : kOps) {
+      for (int root = 0; root < ranks(); ++root) {
+        on_every_rank([&](int rank, Communicator& comm) {
+          Values data(type, 7);
+          for (std::size_t i = 0; i < 7; ++i)
+            data.set(i, input_value(rank, i, op, type));
+          comm.reduce(data.buffer(), op, root, kDefault);
+          for (std::size_t i = 0; i < 7; ++i) {
+            const double want = rank == root ? expected_reduction(op, type, ranks(), i)
+                                             : input_value(rank, i, op, type);
+            expect_value(type, data.get(i), want,
+                         std::string(to_string(type)) + " " + std::string(to_string(op)) +
+                             " root " + std::to_string(root));
+          }
+        });
+      }
     }
   }
 }
@@ -385,21 +389,22 @@ TEST_P(Conformance, GatherFamilies) {
   }
 }
 
-TEST_P(Conformance, ReduceScatterSumsEachSlice) {
+TEST_P(Conformance, ReduceScatterReducesEachSliceForEveryOp) {
   for (DataType type : kTypes) {
-    on_every_rank([&](int rank, Communicator& comm) {
-      const std::size_t n = static_cast<std::size_t>(ranks()), count = 7;
-      Values input(type, count * n);
-      for (std::size_t i = 0; i < count * n; ++i)
-        input.set(i, input_value(rank, i, ReduceOp::sum, type));
-      Values output(type, count);
-      comm.reduce_scatter(input.buffer(), output.buffer(), ReduceOp::sum, kDefault);
-      for (std::size_t i = 0; i < count; ++i) {
-        expect_value(type, output.get(i),
-                     expected_reduction(ReduceOp::sum, type, ranks(), rank * count + i),
-                     "reduce_scatter");
-      }
-    });
+    for (ReduceOp op : kOps) {
+      on_every_rank([&](int rank, Communicator& comm) {
+        const std::size_t n = static_cast<std::size_t>(ranks()), count = 7;
+        Values input(type, count * n);
+        for (std::size_t i = 0; i < count * n; ++i)
+          input.set(i, input_value(rank, i, op, type));
+        Values output(type, count);
+        comm.reduce_scatter(input.buffer(), output.buffer(), op, kDefault);
+        for (std::size_t i = 0; i < count; ++i) {
+          expect_value(type, output.get(i), expected_reduction(op, type, ranks(), rank * count + i),
+                       std::string(to_string(type)) + " " + std::string(to_string(op)));
+        }
+      });
+    }
   }
 }
 
