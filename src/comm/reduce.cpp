@@ -27,12 +27,21 @@ T combine(T a, T b) noexcept {
   }
 }
 
+// Half and BFloat16 are computed in float and rounded back.
+template <class T>
+constexpr bool kPacked = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
 // One pass, the op fixed at compile time so that the loop vectorizes
 // (this file is built with -O3). `out` may be `a` or `b`.
 template <class T, ReduceOp Op>
 void combine_all(T* out, const T* a, const T* b, std::size_t count) noexcept {
-  for (std::size_t i = 0; i < count; ++i)
-    out[i] = combine<T, Op>(a[i], b[i]);
+  for (std::size_t i = 0; i < count; ++i) {
+    if constexpr (kPacked<T>) {
+      out[i] = T::from_float(combine<float, Op>(a[i].to_float(), b[i].to_float()));
+    } else {
+      out[i] = combine<T, Op>(a[i], b[i]);
+    }
+  }
 }
 
 template <class T>
@@ -51,31 +60,6 @@ void reduce_typed(ReduceOp op, void* out, const void* a, const void* b,
       return combine_all<T, ReduceOp::min>(o, x, y, count);
     case ReduceOp::max:
       return combine_all<T, ReduceOp::max>(o, x, y, count);
-  }
-}
-
-template <class Packed, ReduceOp Op>
-void combine_packed(Packed* out, const Packed* a, const Packed* b, std::size_t count) noexcept {
-  for (std::size_t i = 0; i < count; ++i)
-    out[i] = Packed::from_float(combine<float, Op>(a[i].to_float(), b[i].to_float()));
-}
-
-template <class Packed>
-void reduce_packed(ReduceOp op, void* out, const void* a, const void* b,
-                   std::size_t count) noexcept {
-  auto* o = static_cast<Packed*>(out);
-  const auto* x = static_cast<const Packed*>(a);
-  const auto* y = static_cast<const Packed*>(b);
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg:
-      return combine_packed<Packed, ReduceOp::sum>(o, x, y, count);
-    case ReduceOp::prod:
-      return combine_packed<Packed, ReduceOp::prod>(o, x, y, count);
-    case ReduceOp::min:
-      return combine_packed<Packed, ReduceOp::min>(o, x, y, count);
-    case ReduceOp::max:
-      return combine_packed<Packed, ReduceOp::max>(o, x, y, count);
   }
 }
 
@@ -109,9 +93,9 @@ void reduce_to(DataType type, ReduceOp op, void* out, const void* a, const void*
     case DataType::f64:
       return reduce_typed<double>(op, out, a, b, count);
     case DataType::f16:
-      return reduce_packed<Half>(op, out, a, b, count);
+      return reduce_typed<Half>(op, out, a, b, count);
     case DataType::bf16:
-      return reduce_packed<BFloat16>(op, out, a, b, count);
+      return reduce_typed<BFloat16>(op, out, a, b, count);
     case DataType::i8:
       return reduce_typed<std::int8_t>(op, out, a, b, count);
     case DataType::u8:

@@ -23,6 +23,7 @@
 
 #include <cohort/errors.hpp>
 
+#include "comm/backends/gloo/element_types.hpp"
 #include "comm/backends/gloo/factory.hpp"
 #include "comm/backends/gloo/fast_close.hpp"
 #include "comm/backends/gloo/legacy_allreduce.hpp"
@@ -90,29 +91,6 @@ class Context final : public ::gloo::rendezvous::Context {
     return addresses;
   }
 };
-
-// Calls `body` with a null pointer of the C++ type Gloo should see for
-// `type`: one of the same size, so Gloo splits buffers between elements.
-template <class Body>
-void with_element(DataType type, Body&& body) {
-  switch (type) {
-    case DataType::f32:
-      return body(static_cast<float*>(nullptr));
-    case DataType::f64:
-      return body(static_cast<double*>(nullptr));
-    case DataType::f16:
-    case DataType::bf16:
-      return body(static_cast<std::uint16_t*>(nullptr));
-    case DataType::i8:
-      return body(static_cast<std::int8_t*>(nullptr));
-    case DataType::u8:
-      return body(static_cast<std::uint8_t*>(nullptr));
-    case DataType::i32:
-      return body(static_cast<std::int32_t*>(nullptr));
-    case DataType::i64:
-      return body(static_cast<std::int64_t*>(nullptr));
-  }
-}
 
 // Gloo's reduction callback, c = a op b, for any element type and op (avg
 // sums; the division follows the collective).

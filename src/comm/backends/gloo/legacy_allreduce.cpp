@@ -1,52 +1,16 @@
 #include "comm/backends/gloo/legacy_allreduce.hpp"
 
-#include <cstdint>
 #include <functional>
 #include <limits>
 #include <vector>
 
 #include <gloo/allreduce_ring.h>
 
+#include "comm/backends/gloo/element_types.hpp"
 #include "comm/reduce.hpp"
 
 namespace cohort::detail::gloo_backend {
 namespace {
-
-// What Gloo sees of each element type: a type of the same size.
-template <DataType D>
-struct Storage;
-template <>
-struct Storage<DataType::f32> {
-  using Type = float;
-};
-template <>
-struct Storage<DataType::f64> {
-  using Type = double;
-};
-template <>
-struct Storage<DataType::f16> {
-  using Type = std::uint16_t;
-};
-template <>
-struct Storage<DataType::bf16> {
-  using Type = std::uint16_t;
-};
-template <>
-struct Storage<DataType::i8> {
-  using Type = std::int8_t;
-};
-template <>
-struct Storage<DataType::u8> {
-  using Type = std::uint8_t;
-};
-template <>
-struct Storage<DataType::i32> {
-  using Type = std::int32_t;
-};
-template <>
-struct Storage<DataType::i64> {
-  using Type = std::int64_t;
-};
 
 // The ring reads and writes the user's buffer only in run() (it sends from
 // its own outbox), so one ring serves any buffer of its size.
@@ -61,14 +25,13 @@ class RetargetableRing final : public ::gloo::AllreduceRing<T> {
 };
 
 template <DataType D, ReduceOp O>
-void reduce_elements(typename Storage<D>::Type* accumulate, const typename Storage<D>::Type* input,
-                     std::size_t count) {
+void reduce_elements(StorageOf<D>* accumulate, const StorageOf<D>* input, std::size_t count) {
   reduce_into(D, O == ReduceOp::avg ? ReduceOp::sum : O, accumulate, input, count);
 }
 
 template <DataType D>
-const ::gloo::ReductionFunction<typename Storage<D>::Type>* reduction(ReduceOp op) {
-  using Function = ::gloo::ReductionFunction<typename Storage<D>::Type>;
+const ::gloo::ReductionFunction<StorageOf<D>>* reduction(ReduceOp op) {
+  using Function = ::gloo::ReductionFunction<StorageOf<D>>;
   static const Function kSum(::gloo::CUSTOM, &reduce_elements<D, ReduceOp::sum>);
   static const Function kProd(::gloo::CUSTOM, &reduce_elements<D, ReduceOp::prod>);
   static const Function kMin(::gloo::CUSTOM, &reduce_elements<D, ReduceOp::min>);
@@ -93,7 +56,7 @@ template <DataType D>
 std::function<void(void*)> make_algorithm(const std::shared_ptr<::gloo::Context>& sync_mesh,
                                           const std::shared_ptr<::gloo::Context>& loop_mesh,
                                           ReduceOp op, std::size_t count) {
-  using T = typename Storage<D>::Type;
+  using T = StorageOf<D>;
   const bool sync = count * sizeof(T) <= LegacyAllreduce::kMaxSyncBytes;
   auto ring =
       std::make_shared<RetargetableRing<T>>(sync ? sync_mesh : loop_mesh, std::vector<T*>{nullptr},
@@ -104,25 +67,9 @@ std::function<void(void*)> make_algorithm(const std::shared_ptr<::gloo::Context>
 std::function<void(void*)> make_algorithm(const std::shared_ptr<::gloo::Context>& sync_mesh,
                                           const std::shared_ptr<::gloo::Context>& loop_mesh,
                                           DataType type, ReduceOp op, std::size_t count) {
-  switch (type) {
-    case DataType::f32:
-      return make_algorithm<DataType::f32>(sync_mesh, loop_mesh, op, count);
-    case DataType::f64:
-      return make_algorithm<DataType::f64>(sync_mesh, loop_mesh, op, count);
-    case DataType::f16:
-      return make_algorithm<DataType::f16>(sync_mesh, loop_mesh, op, count);
-    case DataType::bf16:
-      return make_algorithm<DataType::bf16>(sync_mesh, loop_mesh, op, count);
-    case DataType::i8:
-      return make_algorithm<DataType::i8>(sync_mesh, loop_mesh, op, count);
-    case DataType::u8:
-      return make_algorithm<DataType::u8>(sync_mesh, loop_mesh, op, count);
-    case DataType::i32:
-      return make_algorithm<DataType::i32>(sync_mesh, loop_mesh, op, count);
-    case DataType::i64:
-      return make_algorithm<DataType::i64>(sync_mesh, loop_mesh, op, count);
-  }
-  return {};
+  return with_type(type, [&](auto tag) {
+    return make_algorithm<decltype(tag)::value>(sync_mesh, loop_mesh, op, count);
+  });
 }
 
 }  // namespace

@@ -23,7 +23,6 @@ class Peers {
   /// prints it ("[ip]:port"; empty for itself or when unknown).
   Peers(Store& store, int rank, std::vector<std::string> addresses,
         std::chrono::milliseconds timeout);
-  Peers() = default;
 
   /// The rank `gloo_error` is about, or -1 when it cannot be told.
   int blame(const std::string& gloo_error) const;
