@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,7 +33,8 @@ struct RunOptions {
   /// Per-rank files DIR/attempt_<k>/rank_<r>/{stdout,stderr}.log; "" for none.
   std::string log_dir;
   /// Console line prefix with {rank}, {local_rank}, {host}; nullopt: "[{rank}] "
-  /// when there is more than one worker, none for one; "" for none.
+  /// when there is more than one worker on one node, "[{host}:{rank}] " on
+  /// several nodes, none for a single worker; "" for none.
   std::optional<std::string> prefix;
   /// Ranks whose output reaches the console; empty: all. Log files get all.
   std::set<int> console_ranks;
@@ -42,11 +44,69 @@ struct RunOptions {
   std::string run_id;
   /// Interpreter for .py programs.
   std::string python = "python3";
+
+  // --- several nodes: one agent (one cohort::run) per node -------------------
+  /// Agents in the job and this one's rank among them. With nnodes > 1 the
+  /// agents meet at the job's store on rdzv_host:rdzv_port, served by node 0's
+  /// agent (or, with store_served_elsewhere, by whoever started the agents);
+  /// ranks are contiguous per node, in node order; the first failure on any
+  /// node stops every node; master_addr is node 0's address as every node
+  /// reaches it, and MASTER_PORT is a port node 0's agent finds free.
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string rdzv_host;  ///< "": master_addr
+  int rdzv_port = 29500;
+  bool store_served_elsewhere = false;
+  /// The secret every agent and worker of the job presents to the store; "":
+  /// derived from the rendezvous address (enough to keep two jobs apart).
+  std::string job_token;
+  /// How long node 0 waits for the others (and they for node 0).
+  std::chrono::milliseconds rendezvous_timeout{300000};
+  /// A node whose agent sends no heartbeat for this long is lost: the job stops.
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  /// The host expected at each node rank, for messages (Slurm's nodelist, a hostfile).
+  std::vector<std::string> node_hosts;
+  /// Stop the job when standard input ends: set for agents started over ssh,
+  /// whose launcher holds the other end.
+  bool stop_on_stdin_eof = false;
+
+  // --- many hosts from one command (cohort run --hostfile / --hosts) --------
+  /// Non-empty: this process starts one agent per host over `ssh` (node rank
+  /// = position in the list, `slots` workers there, nproc_per_node when 0),
+  /// serves the job's store itself, and watches the agents' heartbeats. The
+  /// remote agents run `remote_cohort` ("": this cohort's path) in this
+  /// directory, and stop when this process or its ssh goes away.
+  struct Host {
+    std::string name;
+    int slots = 0;
+  };
+  std::vector<Host> hosts;
+  /// The ssh command, split at spaces ("ssh -p 2222").
+  std::string ssh = "ssh";
+  std::string remote_cohort;
+  /// Environment variables passed on to the remote agents (and so to their
+  /// workers), by name and by prefix ("NCCL_").
+  std::vector<std::string> forward_env;
+  std::vector<std::string> forward_env_prefixes;
+
+  /// Set by cohort::spawn: workers are forks of this process that run it,
+  /// not a PROGRAM (`command` then only names them in reports).
+  std::function<int()> entry;
 };
 
 /// Runs the job to its end and returns its exit status, shell convention:
 /// 0, the first failed worker's code, 128+signal when it was killed, 130 after
 /// Ctrl-C. Throws cohort::Error when the job cannot start (store, pipes ...).
 int run(const RunOptions& options);
+
+/// torch.multiprocessing.spawn for C++: forks `nprocs` workers of this
+/// process, each running `fn` (its return value is the worker's exit code)
+/// with the environment `cohort run` gives a worker, so that cohort::init()
+/// inside `fn` joins the job. Supervised like cohort run's workers: output
+/// prefixed, the first failure stops all, a report, the exit status.
+/// A process started once per node (srun --ntasks-per-node=1, or with
+/// `options.nnodes`/`node_rank` set) gives ranks node_rank * nprocs + i.
+/// Call it before starting threads of your own: the workers are forks.
+int spawn(int nprocs, std::function<int()> fn, RunOptions options = {});
 
 }  // namespace cohort

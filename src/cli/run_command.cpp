@@ -1,11 +1,15 @@
 // cohort run [options] PROGRAM [ARGS...]: torchrun's options (dash and
 // underscore spellings, PET_<NAME> environment fallbacks) plus cohort's.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <cohort/errors.hpp>
 #include <cohort/launch.hpp>
@@ -13,6 +17,8 @@
 #include "cli/commands.hpp"
 #include "cli/host_probe.hpp"
 #include "core/strings.hpp"
+#include "launch/node_plan.hpp"
+#include "launch/ssh_launch.hpp"
 
 namespace cohort::cli {
 namespace {
@@ -33,6 +39,23 @@ struct RunArguments {
   bool local_rank_arg = false;
   std::string run_id;
   std::string python = "python3";
+  std::string nnodes = "1";
+  int node_rank = 0;
+  bool node_rank_given = false;
+  bool master_addr_given = false;
+  double rdzv_timeout_seconds = 300;
+  double heartbeat_timeout_seconds = 10;
+  bool no_srun = false;
+  bool nproc_given = false;
+  std::string hostfile;
+  std::string hosts;
+  std::string ssh = "ssh";
+  std::vector<std::string> forward_env;
+  std::vector<std::string> forward_env_prefixes;
+  std::string remote_cohort;
+  std::string rdzv_host;  // internal: set by --hostfile for the agents it starts
+  bool store_elsewhere = false;
+  bool stop_on_stdin_eof = false;
 };
 
 std::vector<std::string> split(const std::string& text, const char* separators) {
@@ -91,6 +114,122 @@ std::set<int> parse_ranks(const std::string& text, int world_size) {
   return ranks;
 }
 
+// --nnodes N, or torchrun's MIN:MAX with MIN == MAX (no elastic membership).
+int parse_nnodes(const std::string& text) {
+  const std::size_t colon = text.find(':');
+  auto low = detail::parse_int(text.substr(0, colon));
+  auto high = colon == std::string::npos ? low : detail::parse_int(text.substr(colon + 1));
+  if (!low || !high || *low < 1 || *low > 100000) {
+    throw InvalidArgument(detail::cat("--nnodes '", text, "': expected a number of nodes"));
+  }
+  if (*high != *low) {
+    throw InvalidArgument(detail::cat("--nnodes '", text,
+                                      "': elastic membership (MIN:MAX) is not supported; give "
+                                      "one number"));
+  }
+  return static_cast<int>(*low);
+}
+
+std::chrono::milliseconds to_duration(double seconds, const char* option) {
+  if (!(seconds > 0) || seconds > 86400 * 7) {
+    throw InvalidArgument(detail::cat(option, ": expected seconds, more than 0"));
+  }
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
+// GPUs this node may use, when known: CUDA_VISIBLE_DEVICES, else what Slurm says.
+int visible_gpus() {
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    return static_cast<int>(split(visible, ",").size());
+  }
+  if (const char* slurm = std::getenv("SLURM_GPUS_ON_NODE")) {
+    if (auto count = detail::parse_int(slurm)) return static_cast<int>(*count);
+  }
+  return -1;
+}
+
+std::string read_file(const std::string& path, const char* option) {
+  std::ifstream file(path);
+  if (!file) {
+    throw InvalidArgument(
+        detail::cat(option, " ", path, ": cannot read it (", std::strerror(errno), ")"));
+  }
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// Several nodes: from a host list (ssh), by flags (torchrun's static form),
+// else from Slurm.
+void place_nodes(const RunArguments& arguments, RunOptions& options) {
+  options.rendezvous_timeout = to_duration(arguments.rdzv_timeout_seconds, "--rdzv-timeout");
+  options.heartbeat_timeout =
+      to_duration(arguments.heartbeat_timeout_seconds, "--heartbeat-timeout");
+  if (!arguments.hostfile.empty() || !arguments.hosts.empty()) {
+    if (!arguments.hostfile.empty() && !arguments.hosts.empty()) {
+      throw InvalidArgument("cohort run: give --hostfile or --hosts, not both");
+    }
+    options.hosts = arguments.hosts.empty()
+                        ? detail::parse_hostfile(read_file(arguments.hostfile, "--hostfile"),
+                                                 arguments.hostfile)
+                        : detail::parse_host_list(arguments.hosts);
+    // -n given: that many on every host; else each host's slots (1 when none).
+    for (RunOptions::Host& host : options.hosts) {
+      if (arguments.nproc_given) host.slots = 0;
+    }
+    options.ssh = arguments.ssh;
+    options.forward_env = arguments.forward_env;
+    options.forward_env_prefixes = arguments.forward_env_prefixes;
+    options.remote_cohort = arguments.remote_cohort;
+    return;
+  }
+  const int nnodes = parse_nnodes(arguments.nnodes);
+  if (nnodes > 1 || arguments.node_rank_given) {
+    options.nnodes = nnodes;
+    options.node_rank = arguments.node_rank;
+    // torchrun's static rendezvous: --master-addr/--master-port is where the
+    // agents meet; the workers' MASTER_PORT is another port, free on node 0.
+    options.rdzv_port = arguments.master_port != 0 ? arguments.master_port : 29500;
+    options.master_port = 0;
+    options.rdzv_host = arguments.rdzv_host;
+    options.store_served_elsewhere = arguments.store_elsewhere;
+    options.stop_on_stdin_eof = arguments.stop_on_stdin_eof;
+    if (const char* token = std::getenv(detail::kTokenVariable)) options.job_token = token;
+    return;
+  }
+  detail::place_under_launcher(options, detect_launch(), process_environment(), visible_gpus());
+}
+
+// This process's own command line, to run it again under srun.
+std::vector<std::string> own_argv() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  std::string item;
+  while (std::getline(file, item, '\0'))
+    argv.push_back(item);
+  if (!argv.empty()) argv.front() = "/proc/self/exe";
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n > 0 && !argv.empty()) argv.front().assign(path, static_cast<std::size_t>(n));
+  return argv;
+}
+
+// Inside an allocation of several nodes but outside a step: run this same
+// command once per node through srun, which then makes the agents.
+[[noreturn]] void exec_srun(const std::vector<std::string>& argv) {
+  std::string shown;
+  for (const std::string& item : argv)
+    shown += (shown.empty() ? "" : " ") + item;
+  std::fprintf(stderr, "cohort run: inside Slurm job %s, one agent per node: %s\n",
+               std::getenv("SLURM_JOB_ID"), shown.c_str());
+  std::vector<char*> pointers;
+  pointers.reserve(argv.size() + 1);
+  for (const std::string& item : argv)
+    pointers.push_back(const_cast<char*>(item.c_str()));
+  pointers.push_back(nullptr);
+  execvp(pointers[0], pointers.data());
+  throw Error(detail::cat("cohort run: cannot start srun: ", std::strerror(errno),
+                          " (is Slurm's srun on PATH? --no-srun runs on this node only)"));
+}
+
 RunOptions to_options(const RunArguments& arguments, std::vector<std::string> command) {
   RunOptions options;
   options.command = std::move(command);
@@ -98,7 +237,10 @@ RunOptions to_options(const RunArguments& arguments, std::vector<std::string> co
     throw InvalidArgument(
         "cohort run: PROGRAM is missing (cohort run [options] PROGRAM [ARGS...])");
   }
-  options.nproc_per_node = parse_nproc(arguments.nproc);
+  options.nproc_per_node =
+      arguments.nproc_given || (arguments.hostfile.empty() && arguments.hosts.empty())
+          ? parse_nproc(arguments.nproc)
+          : 1;
   options.master_addr = arguments.master_addr;
   options.master_port = arguments.master_port;
   options.max_restarts = arguments.max_restarts;
@@ -119,6 +261,7 @@ RunOptions to_options(const RunArguments& arguments, std::vector<std::string> co
   options.local_rank_arg = arguments.local_rank_arg;
   options.run_id = arguments.run_id;
   options.python = arguments.python;
+  place_nodes(arguments, options);
   return options;
 }
 
@@ -136,16 +279,74 @@ void add_run_command(CLI::App& app, Runner& run,
   const auto env = [](const char* name) { return std::string("PET_") + name; };
   command
       ->add_option("-n,--nproc-per-node,--nproc_per_node", arguments->nproc,
-                   "workers: a number, auto (GPUs, else CPUs), cpu or gpu (default 1)")
-      ->envname(env("NPROC_PER_NODE"));
+                   "workers: a number, auto (GPUs, else CPUs), cpu or gpu (default 1); "
+                   "per node with --nnodes, --hostfile, --hosts or under srun")
+      ->envname(env("NPROC_PER_NODE"))
+      ->each([arguments](const std::string&) { arguments->nproc_given = true; });
+  command
+      ->add_option("--nnodes", arguments->nnodes,
+                   "nodes in the job, one cohort run on each (default 1; under srun: the tasks "
+                   "of the step)")
+      ->envname(env("NNODES"));
+  command
+      ->add_option("--node-rank,--node_rank", arguments->node_rank,
+                   "this node's rank, 0 to nnodes-1 (with --nnodes)")
+      ->envname(env("NODE_RANK"))
+      ->each([arguments](const std::string&) { arguments->node_rank_given = true; });
   command
       ->add_option("--master-addr,--master_addr", arguments->master_addr,
-                   "MASTER_ADDR given to workers (default 127.0.0.1)")
-      ->envname(env("MASTER_ADDR"));
+                   "MASTER_ADDR given to workers (default 127.0.0.1); with --nnodes, node 0's "
+                   "address, where the agents meet")
+      ->envname(env("MASTER_ADDR"))
+      ->each([arguments](const std::string&) { arguments->master_addr_given = true; });
   command
       ->add_option("--master-port,--master_port", arguments->master_port,
-                   "MASTER_PORT given to workers (default: a free port)")
+                   "MASTER_PORT given to workers (default: a free port); with --nnodes, the "
+                   "port node 0's agent serves the job's store on (default 29500), and workers "
+                   "get another")
       ->envname(env("MASTER_PORT"));
+  command
+      ->add_option("--rdzv-timeout,--rdzv_timeout", arguments->rdzv_timeout_seconds,
+                   "seconds the nodes wait for each other at start (default 300)")
+      ->envname(env("RDZV_TIMEOUT"));
+  command
+      ->add_option("--heartbeat-timeout", arguments->heartbeat_timeout_seconds,
+                   "seconds without a heartbeat after which a node counts as lost and the job "
+                   "stops (default 10)")
+      ->envname(env("HEARTBEAT_TIMEOUT"));
+  command
+      ->add_option("--hostfile", arguments->hostfile,
+                   "start one agent per host over ssh: lines `host [slots=N]`; -n, when given, "
+                   "applies to every host instead of its slots")
+      ->envname(env("HOSTFILE"));
+  command->add_option("--hosts", arguments->hosts, "the same as a list: h1:2,h2:2")
+      ->envname(env("HOSTS"));
+  command
+      ->add_option("--ssh", arguments->ssh,
+                   "how to reach the hosts (default ssh; e.g. \"ssh -p 2222\")")
+      ->envname("COHORT_SSH");
+  command
+      ->add_option("--env", arguments->forward_env,
+                   "pass this environment variable on to the hosts (repeatable)")
+      ->envname(env("ENV"));
+  command
+      ->add_option("--env-prefix", arguments->forward_env_prefixes,
+                   "pass every variable starting with this on to the hosts, e.g. NCCL_ "
+                   "(repeatable)")
+      ->envname(env("ENV_PREFIX"));
+  command
+      ->add_option("--remote-cohort", arguments->remote_cohort,
+                   "cohort's path on the hosts (default: this one's)")
+      ->envname(env("REMOTE_COHORT"));
+  // Set by --hostfile on the agents it starts; not for people.
+  command->add_option("--rdzv-host", arguments->rdzv_host)->group("");
+  command->add_flag("--store-elsewhere", arguments->store_elsewhere)->group("");
+  command->add_flag("--stop-on-stdin-eof", arguments->stop_on_stdin_eof)->group("");
+  command
+      ->add_flag("--no-srun", arguments->no_srun,
+                 "inside a Slurm allocation of several nodes, run on this node only instead of "
+                 "starting one agent per node with srun")
+      ->envname(env("NO_SRUN"));
   command
       ->add_flag("--standalone", arguments->standalone,
                  "one node, the store on a free port (the default on one node)")
@@ -212,7 +413,15 @@ void add_run_command(CLI::App& app, Runner& run,
                       "' (to run a PROGRAM starting with '-', put -- before it)"),
           CLI::ExitCodes::ExtrasError);
     }
-    run = [arguments, program] { return cohort::run(to_options(*arguments, program)); };
+    run = [arguments, program] {
+      if (!arguments->no_srun && parse_nnodes(arguments->nnodes) == 1 &&
+          !arguments->node_rank_given && arguments->hostfile.empty() && arguments->hosts.empty()) {
+        if (auto srun = detail::srun_for_allocation(process_environment(), own_argv())) {
+          exec_srun(*srun);
+        }
+      }
+      return cohort::run(to_options(*arguments, program));
+    };
   });
 }
 
@@ -222,9 +431,16 @@ std::optional<std::vector<std::string>> take_program_after_separator(
   // it out before parsing. Only a `--` among cohort's options counts; one
   // after PROGRAM is PROGRAM's own. Every option of `cohort run` takes one
   // value except these flags (keep in step with add_run_command).
-  static const std::set<std::string> kFlags = {
-      "-h",          "--help",           "--standalone",    "--no-prefix",
-      "--no_prefix", "--local-rank-arg", "--local_rank_arg"};
+  static const std::set<std::string> kFlags = {"-h",
+                                               "--help",
+                                               "--standalone",
+                                               "--no-prefix",
+                                               "--no_prefix",
+                                               "--local-rank-arg",
+                                               "--local_rank_arg",
+                                               "--no-srun",
+                                               "--store-elsewhere",
+                                               "--stop-on-stdin-eof"};
   if (args.size() < 2 || args[1] != "run") return std::nullopt;
   for (std::size_t i = 2; i < args.size(); ++i) {
     const std::string& arg = args[i];

@@ -25,6 +25,14 @@ InterfaceChoice choose_interface(const LaunchInfo& info, const Environment& env)
   if (!info.master_addr.value.empty()) {
     const Route route = route_to(info.master_addr.value);
     if (route.found) return {route.source_address, route.interface, "route to the master"};
+  } else if (info.world_size.value > 1) {
+    // Rank 0 under mpirun on several nodes: nothing to route to yet.
+    for (const NetInterface& interface : ipv4_interfaces()) {
+      if (interface.up && !interface.loopback) {
+        return {interface.ipv4, interface.name,
+                "first interface that is up (set COHORT_IFNAME to choose)"};
+      }
+    }
   }
   return {"127.0.0.1", "lo", "loopback"};
 }

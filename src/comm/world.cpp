@@ -3,6 +3,7 @@
 #include <cohort/errors.hpp>
 #include <cohort/world.hpp>
 
+#include "comm/bootstrap/master_exchange.hpp"
 #include "comm/interface_choice.hpp"
 #include "comm/registry.hpp"
 #include "core/config.hpp"
@@ -126,6 +127,26 @@ World init(const InitOptions& options) {
     server.host = "127.0.0.1";
     impl->server = std::make_unique<StoreServer>(server);
     client.port = impl->server->port();
+  } else if ((info.master_addr.value.empty() || info.master_port.value == 0) &&
+             !detail::key_value_service(env).empty()) {
+    // mpirun on several nodes (no address) or under MPICH (no job id to
+    // derive a port from): rank 0 serves the store on a free port and tells
+    // the others through the launcher's key-value service.
+    detail::MasterAddress mine;
+    if (info.rank.value == 0) {
+      StoreServer::Options server;
+      if (!info.master_addr.value.empty()) server.host = info.master_addr.value;
+      server.token = info.job_id.value;
+      impl->server = std::make_unique<StoreServer>(server);
+      mine = {detail::choose_interface(info, env).address, impl->server->port()};
+    }
+    const detail::MasterAddress master = detail::exchange_master(info, env, mine);
+    const std::string how = cat("from rank 0 through ", detail::key_value_service(env));
+    impl->info.master_addr = {master.host, how};
+    impl->info.master_port = {master.port, how};
+    client.host = master.host;
+    client.port = master.port;
+    client.token = info.job_id.value;
   } else {
     if (info.master_addr.value.empty() || info.master_port.value == 0) {
       throw Error(

@@ -25,9 +25,13 @@
 #include "core/strings.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/guardian.hpp"
+#include "launch/node_group.hpp"
+#include "launch/node_plan.hpp"
 #include "launch/output.hpp"
 #include "launch/report.hpp"
+#include "launch/signal_guard.hpp"
 #include "launch/spawn.hpp"
+#include "launch/ssh_launch.hpp"
 #include "launch/worker_setup.hpp"
 
 namespace cohort {
@@ -39,7 +43,9 @@ namespace {
 
 constexpr std::uint64_t kSignalTag = 0;
 constexpr std::uint64_t kTimerTag = 1;
-constexpr std::uint64_t kFirstPipeTag = 2;  // then 2 per worker: stdout, stderr
+constexpr std::uint64_t kGroupTag = 2;      // another node stopped the job, or all are done
+constexpr std::uint64_t kStdinTag = 3;      // the launcher that started this agent over ssh is gone
+constexpr std::uint64_t kFirstPipeTag = 4;  // then 2 per worker: stdout, stderr
 // How long output pipes may stay open after every worker exited (a
 // grandchild that left the process group may hold them).
 constexpr std::chrono::milliseconds kDrainTimeout{2000};
@@ -70,28 +76,6 @@ std::string host_name() {
   return name;
 }
 
-// Restores the signal mask and SIGPIPE disposition of the calling thread:
-// run() is a library call and must leave the process as it found it.
-class SignalGuard {
- public:
-  explicit SignalGuard(const sigset_t& block) {
-    pthread_sigmask(SIG_BLOCK, &block, &saved_mask_);
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &ignore, &saved_pipe_);
-  }
-  ~SignalGuard() {
-    sigaction(SIGPIPE, &saved_pipe_, nullptr);
-    pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-
- private:
-  sigset_t saved_mask_{};
-  struct sigaction saved_pipe_ {};
-};
-
 struct Worker {
   int rank = 0;
   int local_rank = 0;
@@ -121,9 +105,13 @@ class Agent {
       }
       signals_.push_back(signal);
     }
-    refuse_nested_world();
+    check_nodes();
     if (options_.run_id.empty()) options_.run_id = random_hex(8);
-    if (!options_.prefix) options_.prefix = options_.nproc_per_node > 1 ? "[{rank}] " : "";
+    if (!options_.prefix) {
+      options_.prefix = options_.nnodes > 1           ? "[{host}:{rank}] "
+                        : options_.nproc_per_node > 1 ? "[{rank}] "
+                                                      : "";
+    }
     host_ = host_name();
   }
 
@@ -148,7 +136,7 @@ class Agent {
       sigaddset(&handled, signal);
     // Blocked before the store's thread starts, so that it inherits the mask
     // and every one of these reaches the signalfd, not a thread.
-    SignalGuard guard(handled);
+    detail::SignalGuard guard(handled);
     signal_fd_ = Fd(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
     timer_fd_ = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
     epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
@@ -158,15 +146,15 @@ class Agent {
     watch(signal_fd_.get(), kSignalTag);
     watch(timer_fd_.get(), kTimerTag);
 
-    StoreServer::Options store_options;
-    store_options.host = "127.0.0.1";  // one node: the store is not exposed
-    store_options.token = random_hex(16);
-    store_ = std::make_unique<StoreServer>(store_options);
-    token_ = store_options.token;
+    group_ = std::make_unique<detail::NodeGroup>(group_options());
+    placement_ = group_->join(options_.nproc_per_node, host_);
+    if (multi_node()) watch(group_->event_fd(), kGroupTag);
+    if (options_.stop_on_stdin_eof) watch(STDIN_FILENO, kStdinTag);
     guardian_ = std::make_unique<detail::Guardian>();
 
     for (int attempt = 0;; ++attempt) {
       run_attempt(attempt);
+      if (multi_node()) return finish_node();
       if (stop_ == Stop::none) return 0;
       const bool restart = stop_ == Stop::worker_failed && attempt < options_.max_restarts;
       print(detail::failure_report(report_input(attempt, restart)));
@@ -175,23 +163,43 @@ class Agent {
   }
 
  private:
-  enum class Stop { none, worker_failed, signal };
+  enum class Stop { none, worker_failed, signal, elsewhere };
   enum class Timer { none, grace, drain };
 
-  // One agent per node is the only layout that works today: started as one
-  // rank of a larger world (srun with several tasks, mpirun -np 2, ...), each
-  // agent would silently run a separate job of its own.
-  static void refuse_nested_world() {
-    const LaunchInfo outer = detect_launch();
-    if (outer.world_size.value <= 1) return;
-    throw InvalidArgument(
-        cat("cohort run: started as rank ", outer.rank.value, " of ", outer.world_size.value,
-            " by ", to_string(outer.launcher.value), " (", outer.world_size.source,
-            "), every copy would run a separate job. Start one cohort run with one task "
-            "(srun -N1 -n1 cohort run ...), or let ",
-            to_string(outer.launcher.value),
-            " start PROGRAM itself (cohort programs read its variables); cohort run across nodes "
-            "is not there yet"));
+  bool multi_node() const { return options_.nnodes > 1; }
+
+  void check_nodes() const {
+    if (options_.nnodes < 1 || options_.node_rank < 0 || options_.node_rank >= options_.nnodes) {
+      throw InvalidArgument(cat("cohort run: --node-rank ", options_.node_rank,
+                                " must be from 0 to --nnodes - 1 (--nnodes is ", options_.nnodes,
+                                ")"));
+    }
+    if (options_.nnodes > 1 && options_.max_restarts > 0) {
+      throw InvalidArgument(
+          "cohort run: --max-restarts works on one node only for now; across nodes the first "
+          "failure ends the job (drop --max-restarts, or requeue the job with your scheduler)");
+    }
+  }
+
+  detail::NodeGroupOptions group_options() const {
+    detail::NodeGroupOptions group;
+    group.nnodes = options_.nnodes;
+    group.node_rank = options_.node_rank;
+    group.rendezvous_timeout = options_.rendezvous_timeout;
+    group.heartbeat_timeout = options_.heartbeat_timeout;
+    group.node_hosts = options_.node_hosts;
+    if (!multi_node()) {
+      // One node: the store is private to this machine, on a free port.
+      group.token = random_hex(16);
+      return group;
+    }
+    group.store_host = options_.rdzv_host.empty() ? options_.master_addr : options_.rdzv_host;
+    group.store_port = options_.rdzv_port;
+    group.serve_store = options_.node_rank == 0 && !options_.store_served_elsewhere;
+    group.token = options_.job_token.empty()
+                      ? cat("cohort:", group.store_host, ":", group.store_port)
+                      : options_.job_token;
+    return group;
   }
 
   void watch(int fd, std::uint64_t tag) {
@@ -222,27 +230,29 @@ class Agent {
 
   void spawn_all(int attempt) {
     const int master_port =
-        options_.master_port != 0 ? options_.master_port : detail::pick_free_port();
+        options_.master_port != 0 && !multi_node() ? options_.master_port : placement_.master_port;
     const Environment base = process_environment();
     workers_.clear();
     workers_.resize(static_cast<std::size_t>(options_.nproc_per_node));
     for (int local = 0; local < options_.nproc_per_node; ++local) {
       Worker& worker = workers_[static_cast<std::size_t>(local)];
-      worker.rank = local;
+      worker.rank = placement_.rank_base + local;
       worker.local_rank = local;
       detail::WorkerIdentity identity;
-      identity.rank = local;
+      identity.rank = worker.rank;
       identity.local_rank = local;
-      identity.world_size = options_.nproc_per_node;
+      identity.world_size = placement_.world_size;
       identity.local_world_size = options_.nproc_per_node;
+      identity.node_rank = options_.node_rank;
+      identity.num_nodes = options_.nnodes;
       identity.restart_count = attempt;
       identity.max_restarts = options_.max_restarts;
       identity.run_id = options_.run_id;
       identity.master_addr = options_.master_addr;
       identity.master_port = master_port;
-      identity.store_addr = "127.0.0.1";
-      identity.store_port = store_->port();
-      identity.job_token = token_;
+      identity.store_addr = group_->store_host();
+      identity.store_port = group_->store_port();
+      identity.job_token = group_->token();
 
       Fd write_ends[2];
       for (int stream = 0; stream < 2; ++stream) {
@@ -263,9 +273,11 @@ class Agent {
         watch(worker.pipes[stream].get(), kFirstPipeTag + 2 * static_cast<std::uint64_t>(local) +
                                               static_cast<std::uint64_t>(stream));
       }
-      worker.pid = detail::spawn_worker(detail::worker_argv(options_, local),
-                                        detail::worker_environment(base, identity, usable_cpus()),
-                                        write_ends[0].get(), write_ends[1].get());
+      const Environment env = detail::worker_environment(base, identity, usable_cpus());
+      worker.pid = options_.entry ? detail::spawn_function(options_.entry, env, write_ends[0].get(),
+                                                           write_ends[1].get())
+                                  : detail::spawn_worker(detail::worker_argv(options_, local), env,
+                                                         write_ends[0].get(), write_ends[1].get());
       worker.running = true;
       guardian_->watch(worker.pid);
     }
@@ -289,6 +301,10 @@ class Agent {
           on_signals();
         } else if (tag == kTimerTag) {
           on_timer();
+        } else if (tag == kGroupTag) {
+          on_group_event();
+        } else if (tag == kStdinTag) {
+          on_stdin();
         } else {
           on_output(tag - kFirstPipeTag);
         }
@@ -338,6 +354,9 @@ class Agent {
         stop_signal_ = signal;
         signal_all(signal, true);
         arm_timer(Timer::grace, options_.grace);
+        tell_other_nodes(
+            -1, signal == SIGINT ? 130 : 128 + signal,
+            cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
       } else {
         signal_all(SIGKILL, true);  // a stop request while stopping: no more grace
       }
@@ -403,10 +422,114 @@ class Agent {
         first_failure_ = static_cast<int>(i);
         signal_all(SIGTERM, true);
         arm_timer(Timer::grace, options_.grace);
+        tell_other_nodes(
+            worker.rank, detail::shell_exit_code(status),
+            cat("rank ", worker.rank, " failed: ", detail::describe_exit_briefly(status)));
       }
     }
     if (!any_running() && any_pipe_open() && timer_ != Timer::drain) {
       arm_timer(Timer::drain, kDrainTimeout);
+    }
+  }
+
+  // The first stop anywhere wins: remember whose it was, and wake every node.
+  void tell_other_nodes(int rank, int code, const std::string& summary) {
+    if (!multi_node()) return;
+    detail::StopRecord mine;
+    mine.node = options_.node_rank;
+    mine.host = host_;
+    mine.rank = rank;
+    mine.exit_code = code;
+    mine.summary = summary;
+    first_stop_ = group_->declare_stop(mine);
+    own_stop_ = first_stop_->node == mine.node && first_stop_->rank == mine.rank &&
+                first_stop_->summary == mine.summary;
+  }
+
+  void on_group_event() {
+    std::uint64_t count = 0;
+    (void)!::read(group_->event_fd(), &count, sizeof(count));
+    auto record = group_->stop_record();
+    if (!record || stop_ != Stop::none) return;
+    first_stop_ = record;
+    stop_ = Stop::elsewhere;
+    signal_all(SIGTERM, true);
+    arm_timer(Timer::grace, options_.grace);
+  }
+
+  void on_stdin() {
+    char buffer[256];
+    const ssize_t n =
+        detail::retry_eintr([&] { return ::read(STDIN_FILENO, buffer, sizeof(buffer)); });
+    if (n > 0 || (n < 0 && errno == EAGAIN)) return;
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, STDIN_FILENO, nullptr);
+    if (stop_ != Stop::none) return;
+    // The launcher that started this agent over ssh is gone (its connection closed).
+    stop_ = Stop::signal;
+    stop_signal_ = SIGHUP;
+    signal_all(SIGTERM, true);
+    arm_timer(Timer::grace, options_.grace);
+    tell_other_nodes(-1, 128 + SIGHUP,
+                     cat("the connection to the launcher of the agent on ", host_, " closed"));
+  }
+
+  // After this node's workers are gone: report, and (node 0) keep serving the
+  // store until the other nodes are done with it.
+  int finish_node() {
+    group_->finished();
+    if (stop_ == Stop::worker_failed && own_stop_) {
+      detail::ReportInput input = report_input(0, false);
+      input.other_nodes =
+          cat("told to stop: ", options_.nnodes - 1, " other nodes, ranks outside ",
+              placement_.rank_base, "-", placement_.rank_base + options_.nproc_per_node - 1);
+      print(detail::failure_report(input));
+    } else if (first_stop_) {
+      print(cat("cohort run [", host_, "]: stopped ranks ", placement_.rank_base, "-",
+                placement_.rank_base + options_.nproc_per_node - 1, " here: ", first_stop_->summary,
+                first_stop_->rank >= 0 && first_stop_->node != options_.node_rank
+                    ? cat(" (on ", first_stop_->host, ", node ", first_stop_->node, ")")
+                    : std::string(),
+                "; exit status ", first_stop_->exit_code, "\n"));
+    }
+    if (group_->serves_store()) await_other_nodes();
+    if (first_stop_) return first_stop_->exit_code;
+    return exit_code();
+  }
+
+  // Node 0 serves the store: it stays until every node is done, or, once the
+  // job stops, until the others had time to stop (they may be gone).
+  void await_other_nodes() {
+    const auto bound = options_.grace + 2 * options_.heartbeat_timeout;
+    if (first_stop_) {
+      group_->linger(bound);
+      return;
+    }
+    while (!group_->all_done()) {
+      epoll_event events[8];
+      const int n = epoll_wait(epoll_fd_.get(), events, 8, -1);
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == kGroupTag) {
+          std::uint64_t count = 0;
+          (void)!::read(group_->event_fd(), &count, sizeof(count));
+          if (auto record = group_->stop_record()) {
+            first_stop_ = record;
+            group_->linger(bound);
+            return;
+          }
+        } else if (events[i].data.u64 == kSignalTag) {
+          signalfd_siginfo info{};
+          while (::read(signal_fd_.get(), &info, sizeof(info)) ==
+                 static_cast<ssize_t>(sizeof(info))) {
+            const int signal = static_cast<int>(info.ssi_signo);
+            if (!stops_the_job(signal)) continue;
+            tell_other_nodes(
+                -1, signal == SIGINT ? 130 : 128 + signal,
+                cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
+            group_->linger(bound);
+            return;
+          }
+        }
+      }
     }
   }
 
@@ -436,6 +559,7 @@ class Agent {
   }
 
   int exit_code() const {
+    if (first_stop_) return first_stop_->exit_code;
     if (stop_ == Stop::signal) return stop_signal_ == SIGINT ? 130 : 128 + stop_signal_;
     if (stop_ == Stop::worker_failed) {
       return detail::shell_exit_code(
@@ -447,11 +571,13 @@ class Agent {
   RunOptions options_;
   std::vector<int> signals_;
   std::string host_;
-  std::string token_;
   Fd signal_fd_;
   Fd timer_fd_;
   Fd epoll_fd_;
-  std::unique_ptr<StoreServer> store_;
+  std::unique_ptr<detail::NodeGroup> group_;
+  detail::Placement placement_;
+  std::optional<detail::StopRecord> first_stop_;  ///< the job's first stop, on any node
+  bool own_stop_ = false;                         ///< ... and it was this node's
   std::unique_ptr<detail::Guardian> guardian_;
   std::vector<Worker> workers_;
   Stop stop_ = Stop::none;
@@ -463,7 +589,29 @@ class Agent {
 }  // namespace
 
 int run(const RunOptions& options) {
-  return Agent(options).run();
+  if (!options.hosts.empty()) {
+    if (options.entry) {
+      throw InvalidArgument(
+          "cohort::spawn: workers are forks of this process, so they cannot "
+          "start on other hosts; start one process per host instead");
+    }
+    return detail::run_over_ssh(options);
+  }
+  // Started by another launcher (one srun task per node, ...): one agent of
+  // several. Under mpirun -np 2 this refuses: every copy would run its own job.
+  RunOptions placed = options;
+  if (placed.nnodes == 1) {
+    detail::place_under_launcher(placed, detect_launch(), process_environment(), -1);
+  }
+  return Agent(placed).run();
+}
+
+int spawn(int nprocs, std::function<int()> fn, RunOptions options) {
+  if (!fn) throw InvalidArgument("cohort::spawn: no function to run");
+  options.nproc_per_node = nprocs;
+  options.entry = std::move(fn);
+  if (options.command.empty()) options.command = {"cohort::spawn"};
+  return run(options);
 }
 
 }  // namespace cohort

@@ -55,6 +55,15 @@ int parse_signal(const std::string& text) {
   return 0;
 }
 
+std::string describe_exit_briefly(int wait_status) {
+  if (WIFEXITED(wait_status)) return cat("exited with code ", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    return cat("killed by ", signal_name(WTERMSIG(wait_status)), " (signal ", WTERMSIG(wait_status),
+               ")");
+  }
+  return cat("ended with wait status ", wait_status);
+}
+
 std::string describe_exit(int wait_status) {
   if (WIFEXITED(wait_status)) {
     const int code = WEXITSTATUS(wait_status);

@@ -19,4 +19,7 @@ int parse_signal(const std::string& text);
 /// hint where one helps (SIGKILL and the OOM killer, code 127 and PATH).
 std::string describe_exit(int wait_status);
 
+/// The same without hints: "killed by SIGKILL (signal 9)", for one-line summaries.
+std::string describe_exit_briefly(int wait_status);
+
 }  // namespace cohort::detail

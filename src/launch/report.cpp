@@ -69,6 +69,7 @@ std::string failure_report(const ReportInput& input) {
     line(cat("cohort run: restarting all ", input.workers.size(), " workers (restart ",
              input.attempt + 1, " of ", input.max_restarts, ")"));
   } else {
+    if (!input.other_nodes.empty()) row("other nodes", input.other_nodes);
     row("exit status", std::to_string(input.exit_code));
   }
   return out;

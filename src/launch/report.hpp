@@ -31,6 +31,7 @@ struct ReportInput {
   std::chrono::milliseconds grace{0};
   int exit_code = 0;
   std::vector<WorkerEnd> workers;
+  std::string other_nodes;  ///< what became of the job's other nodes; "" on one node
 };
 
 /// The report, several lines, each ending in '\n'.

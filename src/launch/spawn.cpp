@@ -1,6 +1,8 @@
 #include "launch/spawn.hpp"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fcntl.h>
@@ -25,8 +27,64 @@ void write_error(const char* what, const char* detail) {
 
 }  // namespace
 
+namespace {
+
+// Fork with the worker's process group, parent-death signal, standard
+// streams and default signals; returns 0 in the worker, its pid in the parent.
+pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd) {
+  Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0)
+    throw Error(cat("fork failed: ", errno_text(errno), " (out of processes or memory?)"));
+  if (pid > 0) {
+    setpgid(pid, pid);  // also in the child: whichever runs first
+    return pid;
+  }
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);  // the agent died before prctl took effect
+  if (stdin_fd >= 0) {
+    dup2(stdin_fd, STDIN_FILENO);
+  } else {
+    dup2(dev_null.valid() ? dev_null.get() : STDIN_FILENO, STDIN_FILENO);
+  }
+  dup2(stdout_fd, STDOUT_FILENO);
+  dup2(stderr_fd, STDERR_FILENO);
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
+  }
+  return 0;
+}
+
+}  // namespace
+
+pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,
+                     int stderr_fd) {
+  const pid_t pid = fork_worker(stdout_fd, stderr_fd, -1);
+  if (pid > 0) return pid;
+  // The worker: a copy of this process, with only the forking thread.
+  clearenv();
+  for (const auto& [name, value] : env)
+    setenv(name.c_str(), value.c_str(), 1);
+  int code = 1;
+  try {
+    code = entry();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "cohort::spawn: the worker function threw: %s\n", error.what());
+  } catch (...) {
+    std::fprintf(stderr,
+                 "cohort::spawn: the worker function threw something not a std::exception\n");
+  }
+  std::fflush(nullptr);
+  _exit(code);
+}
+
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
-                   int stderr_fd) {
+                   int stderr_fd, int stdin_fd) {
   // Everything the child needs is built before fork: it may not allocate.
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
@@ -43,30 +101,8 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env,
   for (std::string& arg : args)
     c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
-  Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  const pid_t parent = getpid();
-
-  const pid_t pid = fork();
-  if (pid < 0)
-    throw Error(cat("fork failed: ", errno_text(errno), " (out of processes or memory?)"));
-  if (pid > 0) {
-    setpgid(pid, pid);  // also in the child: whichever runs first
-    return pid;
-  }
-
-  // The worker.
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);  // the agent died before prctl took effect
-  dup2(dev_null.valid() ? dev_null.get() : STDIN_FILENO, STDIN_FILENO);
-  dup2(stdout_fd, STDOUT_FILENO);
-  dup2(stderr_fd, STDERR_FILENO);
-  sigset_t all;
-  sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
-  for (int signal = 1; signal < NSIG; ++signal) {
-    if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
-  }
+  const pid_t pid = fork_worker(stdout_fd, stderr_fd, stdin_fd);
+  if (pid > 0) return pid;
   execvpe(c_argv[0], c_argv.data(), c_env.data());
   write_error(c_argv[0], std::strerror(errno));
   _exit(127);

@@ -8,7 +8,9 @@
 #include <sstream>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -54,6 +56,19 @@ bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
 
 class RunTest : public ::testing::Test {
  protected:
+  // A TCP port free on loopback a moment ago.
+  static int free_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    bind(fd, reinterpret_cast<sockaddr*>(&address), size);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+    close(fd);
+    return ntohs(address.sin_port);
+  }
+
   static std::vector<std::string> cohort_run(std::vector<std::string> args) {
     args.insert(args.begin(), {COHORT_CLI_PATH, "run"});
     return args;
@@ -340,19 +355,76 @@ TEST_F(RunTest, TwoJobsAtOnceNeverClash) {
 TEST_F(RunTest, RefusesToRunAsOneRankOfALargerWorld) {
   test::ProcessOptions inside = options();
   inside.env = process_environment();
-  inside.env->insert({{"SLURM_JOB_ID", "7"},
-                      {"SLURM_STEP_ID", "0"},
-                      {"SLURM_PROCID", "1"},
-                      {"SLURM_NTASKS", "2"},
-                      {"SLURM_LOCALID", "0"},
-                      {"SLURM_NODEID", "1"},
-                      {"SLURM_NNODES", "2"},
-                      {"SLURM_JOB_NODELIST", "n[1-2]"},
-                      {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}});
+  inside.env->insert({{"OMPI_COMM_WORLD_RANK", "1"},
+                      {"OMPI_COMM_WORLD_SIZE", "2"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   const ProcessResult result = test::run_process(cohort_run({"-n", "2", "true"}), inside);
   EXPECT_EQ(result.exit_code, 1) << test::describe(result);
-  EXPECT_EQ(result.err.rfind("cohort run: started as rank 1 of 2 by slurm (SLURM_NTASKS)", 0), 0u)
+  EXPECT_EQ(
+      result.err.rfind("cohort run: started as rank 1 of 2 by openmpi (OMPI_COMM_WORLD_SIZE)", 0),
+      0u)
       << result.err;
+}
+
+// Two "nodes" on this machine, torchrun's static form: one job of 4 ranks,
+// contiguous per node; a failure on one node stops the other.
+TEST_F(RunTest, StaticNodesMakeOneJob) {
+  const std::string port = std::to_string(free_port());
+  const auto node = [&](int rank, std::vector<std::string> program) {
+    std::vector<std::string> args{"--nnodes",
+                                  "2",
+                                  "--node-rank",
+                                  std::to_string(rank),
+                                  "--master-addr",
+                                  "127.0.0.1",
+                                  "--master-port",
+                                  port,
+                                  "-n",
+                                  "2",
+                                  "--prefix",
+                                  "[{rank}] "};
+    args.insert(args.end(), program.begin(), program.end());
+    return std::make_unique<test::Subprocess>(cohort_run(args), options());
+  };
+  {
+    auto second = node(1, {COHORT_REDUCTION_PATH});
+    auto first = node(0, {COHORT_REDUCTION_PATH});
+    const ProcessResult a = first->finish();
+    const ProcessResult b = second->finish();
+    ASSERT_EQ(a.exit_code, 0) << test::describe(a);
+    ASSERT_EQ(b.exit_code, 0) << test::describe(b);
+    for (const std::string& line : lines_of(a.out + b.out)) {
+      EXPECT_EQ(line.substr(line.size() - 11), " has data 4") << line;
+    }
+    EXPECT_EQ(lines_of(a.out).size(), 2u);
+    EXPECT_EQ(a.out.find("[2]"), std::string::npos) << a.out;  // ranks 0-1 on node 0
+    EXPECT_NE(b.out.find("[3]"), std::string::npos) << b.out;  // ranks 2-3 on node 1
+  }
+  auto second = node(1, {"sh", "-c", "[ $RANK = 3 ] && exit 3; exec sleep 60"});
+  auto first = node(0, {"sleep", "60"});
+  const ProcessResult a = first->finish();
+  const ProcessResult b = second->finish();
+  EXPECT_EQ(a.exit_code, 3) << test::describe(a);
+  EXPECT_EQ(b.exit_code, 3) << test::describe(b);
+  EXPECT_NE(b.err.find("cohort run: rank 3 failed: exited with code 3"), std::string::npos)
+      << b.err;
+  EXPECT_NE(a.err.find("stopped ranks 0-1 here: rank 3 failed: exited with code 3"),
+            std::string::npos)
+      << a.err;
+}
+
+TEST_F(RunTest, SpawnRunsTheFunctionInEachWorker) {
+  const ProcessResult result = test::run_process({COHORT_SPAWN_PATH, "3"}, options());
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const std::vector<std::string> lines = lines_of(result.out);
+  ASSERT_EQ(lines.size(), 3u) << result.out;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(result.out.find("spawned worker " + std::to_string(rank) + " (local " +
+                              std::to_string(rank) + ") of 3 has data 3"),
+              std::string::npos)
+        << result.out;
+  }
 }
 
 TEST_F(RunTest, UsageErrors) {

@@ -227,15 +227,18 @@ TEST_F(LauncherHello, UnderOpenMpi) {
   expect_hello(launch_hello({"mpirun.openmpi", "-np", "4"}), 4);
 }
 
-// The reduction example all-reduces over gloo under srun and mpirun: every
-// rank ends with the number of ranks.
-TEST_F(LauncherHello, ReductionUnderSrunAndOpenMpi) {
+// The reduction example all-reduces over gloo under srun, Open MPI's mpirun
+// and MPICH's (whose ranks find rank 0's port through PMI: MPICH exports no
+// job id to derive one from): every rank ends with the number of ranks.
+TEST_F(LauncherHello, ReductionUnderSrunOpenMpiAndMpich) {
   use_slurm_cluster();
   require_tool("mpirun.openmpi");
+  require_tool("mpirun.mpich");
   if (IsSkipped() || HasFatalFailure()) return;
   for (const std::vector<std::string>& launcher :
        {std::vector<std::string>{"srun", "--quiet", "-n3", COHORT_REDUCTION_PATH},
-        {"mpirun.openmpi", "-np", "3", COHORT_REDUCTION_PATH}}) {
+        {"mpirun.openmpi", "-np", "3", COHORT_REDUCTION_PATH},
+        {"mpirun.mpich", "-np", "3", COHORT_REDUCTION_PATH}}) {
     test::ProcessOptions options;
     options.env = env_;
     options.timeout = std::chrono::seconds(120);

@@ -1,0 +1,73 @@
+// PMIx, as Open MPI's mpirun (4.x, through its PMIx server) and srun
+// --mpi=pmix provide it: rank 0 puts its address, a fence with data
+// collection spreads it, every rank gets it.
+#include <cstring>
+
+#include <pmix.h>
+
+#include <cohort/errors.hpp>
+
+#include "comm/bootstrap/master_exchange.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+namespace {
+
+constexpr const char* kKey = "cohort.master";
+
+[[noreturn]] void fail(const char* call, pmix_status_t status) {
+  throw Error(cat("PMIx: ", call, " failed: ", PMIx_Error_string(status),
+                  " (is this process started by mpirun or srun --mpi=pmix?)"));
+}
+
+}  // namespace
+
+MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
+  pmix_proc_t self;
+  if (pmix_status_t status = PMIx_Init(&self, nullptr, 0); status != PMIX_SUCCESS) {
+    fail("PMIx_Init", status);
+  }
+  struct Finalize {
+    ~Finalize() { PMIx_Finalize(nullptr, 0); }
+  } finalize;
+  const std::string text = cat(mine.host, ":", mine.port);
+  if (rank == 0) {
+    pmix_value_t value;
+    std::memset(&value, 0, sizeof(value));
+    value.type = PMIX_STRING;
+    value.data.string = const_cast<char*>(text.c_str());
+    if (pmix_status_t status = PMIx_Put(PMIX_GLOBAL, kKey, &value); status != PMIX_SUCCESS) {
+      fail("PMIx_Put", status);
+    }
+    if (pmix_status_t status = PMIx_Commit(); status != PMIX_SUCCESS) fail("PMIx_Commit", status);
+  }
+  pmix_info_t collect;
+  PMIX_INFO_CONSTRUCT(&collect);
+  bool yes = true;
+  PMIX_INFO_LOAD(&collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+  pmix_proc_t everyone;
+  PMIX_PROC_CONSTRUCT(&everyone);
+  PMIX_LOAD_PROCID(&everyone, self.nspace, PMIX_RANK_WILDCARD);
+  const pmix_status_t fenced = PMIx_Fence(&everyone, 1, &collect, 1);
+  PMIX_INFO_DESTRUCT(&collect);
+  if (fenced != PMIX_SUCCESS) fail("PMIx_Fence", fenced);
+  if (rank == 0) return mine;
+
+  pmix_proc_t root;
+  PMIX_PROC_CONSTRUCT(&root);
+  PMIX_LOAD_PROCID(&root, self.nspace, 0);
+  pmix_value_t* value = nullptr;
+  if (pmix_status_t status = PMIx_Get(&root, kKey, nullptr, 0, &value); status != PMIX_SUCCESS) {
+    fail("PMIx_Get", status);
+  }
+  std::string published = value->type == PMIX_STRING && value->data.string != nullptr
+                              ? value->data.string
+                              : std::string();
+  PMIX_VALUE_RELEASE(value);
+  const std::size_t colon = published.rfind(':');
+  auto port = colon == std::string::npos ? std::nullopt : parse_int(published.substr(colon + 1));
+  if (!port) throw Error(cat("PMIx: rank 0 published '", published, "', expected host:port"));
+  return {published.substr(0, colon), static_cast<int>(*port)};
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,367 @@
+#include "launch/node_group.hpp"
+
+#include <mutex>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/socket.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+namespace {
+
+constexpr std::string_view kStop = "agents/stop";
+constexpr std::string_view kMasterPort = "agents/master_port";
+constexpr std::string_view kDoneCount = "agents/done";
+constexpr std::string_view kAllDone = "agents/all_done";
+constexpr std::string_view kCoordinatorWake = "agents/wake/c";
+
+std::string node_key(int node) {
+  return cat("agents/node/", node);
+}
+std::string done_key(int node) {
+  return cat("agents/done/", node);
+}
+std::string heartbeat_key(int node) {
+  return cat("agents/hb/", node);
+}
+std::string wake_key(int node) {
+  return cat("agents/wake/", node);
+}
+
+std::vector<std::string> split_tabs(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t tab = text.find('\t', start);
+    out.push_back(text.substr(start, tab - start));
+    if (tab == std::string::npos) return out;
+    start = tab + 1;
+  }
+}
+
+std::string seconds(std::chrono::milliseconds time) {
+  return time.count() % 1000 == 0 ? cat(time.count() / 1000, " s") : cat(time.count(), " ms");
+}
+
+}  // namespace
+
+std::string StopRecord::encode() const {
+  std::string clean = summary;
+  for (char& c : clean)
+    if (c == '\t' || c == '\n') c = ' ';
+  return cat(node, '\t', host, '\t', rank, '\t', exit_code, '\t', node_lost ? 1 : 0, '\t', clean);
+}
+
+std::optional<StopRecord> StopRecord::decode(const std::string& text) {
+  const std::vector<std::string> fields = split_tabs(text);
+  if (fields.size() != 6) return std::nullopt;
+  auto node = parse_int(fields[0]);
+  auto rank = parse_int(fields[2]);
+  auto code = parse_int(fields[3]);
+  if (!node || !rank || !code) return std::nullopt;
+  StopRecord record;
+  record.node = static_cast<int>(*node);
+  record.host = fields[1];
+  record.rank = static_cast<int>(*rank);
+  record.exit_code = static_cast<int>(*code);
+  record.node_lost = fields[4] == "1";
+  record.summary = fields[5];
+  return record;
+}
+
+NodeGroup::NodeGroup(NodeGroupOptions options)
+    : options_(std::move(options)), event_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!event_.valid()) throw Error(cat("cohort run: eventfd failed: ", errno_text(errno)));
+  port_ = options_.store_port;
+  if (options_.serve_store) {
+    StoreServer::Options server;
+    // One node keeps the store on loopback; several must reach it.
+    server.host = options_.nnodes > 1 || options_.node_rank < 0 ? "0.0.0.0" : "127.0.0.1";
+    server.port = options_.store_port;
+    server.token = options_.token;
+    try {
+      server_ = std::make_unique<StoreServer>(server);
+    } catch (const Error& error) {
+      throw Error(cat("cohort run: ", node_name(options_.node_rank),
+                      " serves the job's store but cannot listen on port ", options_.store_port,
+                      ": ", error.what(),
+                      options_.store_port != 0
+                          ? "; another job may hold it: choose another --master-port"
+                          : ""));
+    }
+    port_ = server_->port();
+  }
+  StoreClient::Options& client = client_;
+  client.host = options_.serve_store ? "127.0.0.1" : options_.store_host;
+  client.port = port_;
+  client.token = options_.token;
+  client.timeout = options_.rendezvous_timeout;
+  try {
+    store_ = std::make_shared<StoreClient>(client);
+  } catch (const Error& error) {
+    throw Timeout(cat("cohort run: ", node_name(options_.node_rank), " of ", options_.nnodes,
+                      " could not reach the job's store at ", options_.store_host, ":", port_,
+                      " within ", seconds(options_.rendezvous_timeout), " (", error.what(),
+                      "). Check that node 0's cohort run started with the same --nnodes, "
+                      "--master-addr and --master-port (or in the same Slurm step), that ",
+                      options_.store_host,
+                      " resolves here to node 0, and that no firewall "
+                      "blocks the port"));
+  }
+  if (options_.nnodes > 1 || options_.node_rank < 0) {
+    client.timeout = options_.heartbeat_timeout;
+    watch_store_ = std::make_shared<StoreClient>(client);
+  }
+}
+
+NodeGroup::~NodeGroup() {
+  quit_ = true;
+  if (!watcher_.joinable()) return;
+  if (!store_lost()) {
+    try {  // wake the heartbeat thread now rather than at its next tick
+      store_->set(server_ || options_.node_rank < 0 ? std::string(kCoordinatorWake)
+                                                    : wake_key(options_.node_rank),
+                  "");
+    } catch (const Error&) {  // the store is gone: the thread's calls fail and it ends
+    }
+  }
+  watcher_.join();
+}
+
+std::string NodeGroup::node_name(int node) const {
+  if (node < 0) return "the launcher";
+  const auto index = static_cast<std::size_t>(node);
+  const std::vector<std::string>& hosts = hosts_.empty() ? options_.node_hosts : hosts_;
+  if (index < hosts.size() && !hosts[index].empty())
+    return cat("node ", node, " (", hosts[index], ")");
+  return cat("node ", node);
+}
+
+Placement NodeGroup::join(int nproc, const std::string& host) {
+  if (options_.node_rank == 0) {
+    store_->set(kMasterPort, std::to_string(pick_free_port()));
+  }
+  store_->set(node_key(options_.node_rank), cat(nproc, '\t', host, '\t', getpid()));
+
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<std::size_t>(options_.nnodes));
+  for (int node = 0; node < options_.nnodes; ++node)
+    keys.push_back(node_key(node));
+  try {
+    store_->wait(keys, options_.rendezvous_timeout);
+  } catch (const Timeout&) {
+    std::vector<std::string> missing;
+    for (int node = 0; node < options_.nnodes; ++node) {
+      if (!store_->check({node_key(node)})) missing.push_back(node_name(node));
+    }
+    throw Timeout(
+        cat("cohort run: rendezvous of ", options_.nnodes, " nodes: ",
+            missing.size() == 1 ? "" : cat(missing.size(), " nodes: "), detail::join(missing, ", "),
+            " did not arrive within ", seconds(options_.rendezvous_timeout),
+            ". Each should have reached the store "
+            "at ",
+            options_.store_host, ":", port_,
+            ": check that cohort run was started there (same --nnodes, --master-addr, "
+            "--master-port), that it can resolve and reach that address, and its output"));
+  }
+  Placement placement;
+  int total = 0;
+  for (int node = 0; node < options_.nnodes; ++node) {
+    const std::vector<std::string> fields = split_tabs(store_->get(node_key(node)));
+    const int count = fields.empty() ? 0 : static_cast<int>(parse_int(fields[0]).value_or(0));
+    if (node == options_.node_rank) placement.rank_base = total;
+    total += count;
+    placement.hosts.push_back(fields.size() > 1 ? fields[1] : "");
+  }
+  placement.world_size = total;
+  placement.master_port = static_cast<int>(
+      parse_int(store_->get(kMasterPort, options_.rendezvous_timeout)).value_or(0));
+  hosts_ = placement.hosts;
+  // From now on a call that hangs means a lost store: bound it like a heartbeat.
+  client_.timeout = options_.heartbeat_timeout;
+  store_ = std::make_shared<StoreClient>(client_);
+  if (watch_store_) watcher_ = std::thread([this] { watch(); });
+  return placement;
+}
+
+void NodeGroup::start_watching() {
+  hosts_ = options_.node_hosts;
+  client_.timeout = options_.heartbeat_timeout;
+  store_ = std::make_shared<StoreClient>(client_);
+  watcher_ = std::thread([this] { watch(); });
+}
+
+void NodeGroup::notify() noexcept {
+  const std::uint64_t one = 1;
+  (void)!::write(event_.get(), &one, sizeof(one));
+}
+
+void NodeGroup::wake_everyone() {
+  for (int node = 0; node < options_.nnodes; ++node)
+    store_->set(wake_key(node), "");
+  store_->set(kCoordinatorWake, "");
+}
+
+StopRecord NodeGroup::declare_stop(const StopRecord& record) {
+  const std::string encoded = record.encode();
+  std::string first;
+  try {
+    first = store_->compare_set(kStop, "", encoded);
+    wake_everyone();
+  } catch (const Error&) {
+    return record;  // the store is gone: nobody else can be told anyway
+  }
+  return StopRecord::decode(first).value_or(record);
+}
+
+std::optional<StopRecord> NodeGroup::stop_record() {
+  std::string lost_reason;
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    lost_reason = lost_;
+  }
+  if (!lost_reason.empty()) return lost_store(lost_reason);
+  try {
+    if (!store_->check({std::string(kStop)})) return std::nullopt;
+    return StopRecord::decode(store_->get(kStop, options_.heartbeat_timeout));
+  } catch (const Error& error) {
+    return lost_store(error.what());
+  }
+}
+
+StopRecord NodeGroup::lost_store(const std::string& why) const {
+  StopRecord lost;
+  lost.node = options_.serve_store ? options_.node_rank : 0;
+  lost.host = options_.store_host;
+  lost.summary = cat(node_name(options_.node_rank), " lost the job's store at ",
+                     options_.store_host, ":", port_,
+                     " (the agent serving it was killed, its node went down, or the network "
+                     "between is cut): ",
+                     why);
+  return lost;
+}
+
+bool NodeGroup::all_done() {
+  if (all_done_) return true;
+  try {
+    return store_->check({std::string(kAllDone)});
+  } catch (const Error&) {
+    return true;  // nobody is left to wait for
+  }
+}
+
+bool NodeGroup::store_lost() {
+  std::lock_guard<std::mutex> lock(lost_mutex_);
+  return !lost_.empty();
+}
+
+void NodeGroup::finished() {
+  // A lost store would make every call wait out its deadline for nothing.
+  if (options_.node_rank < 0 || store_lost()) return;
+  try {
+    store_->set(done_key(options_.node_rank), "");
+    if (store_->add(kDoneCount, 1) == options_.nnodes) {
+      store_->set(kAllDone, "");
+      store_->set(kCoordinatorWake, "");
+    }
+  } catch (const Error&) {  // the store is gone; nothing waits for this node any more
+  }
+}
+
+void NodeGroup::linger(std::chrono::milliseconds at_most) {
+  if (!server_ && options_.node_rank >= 0) return;
+  // Every node that may still read the store says when it is done; a node
+  // known to be lost never will.
+  const auto record = stop_record();
+  std::vector<std::string> keys;
+  for (int node = 0; node < options_.nnodes; ++node) {
+    if (record && record->node_lost && record->node == node) continue;
+    keys.push_back(done_key(node));
+  }
+  try {
+    store_->wait(keys, at_most);
+  } catch (const Error&) {  // a node that vanished unnoticed never reports; leave anyway
+  }
+}
+
+// The heartbeat thread. Every interval each agent adds 1 to its counter; the
+// coordinator checks that every counter moves. It wakes early when its wake
+// key is set (a stop, or every node done).
+void NodeGroup::watch() {
+  const bool coordinator = server_ != nullptr || options_.node_rank < 0;
+  const std::string wake =
+      coordinator ? std::string(kCoordinatorWake) : wake_key(options_.node_rank);
+  std::vector<std::int64_t> last_count(static_cast<std::size_t>(options_.nnodes), -1);
+  std::vector<bool> arrived(static_cast<std::size_t>(options_.nnodes), options_.node_rank >= 0);
+  std::vector<Clock::time_point> last_change(static_cast<std::size_t>(options_.nnodes),
+                                             Clock::now());
+  bool stop_seen = false;
+  try {
+    while (!quit_) {
+      try {
+        watch_store_->wait({wake}, options_.heartbeat_interval);
+        watch_store_->delete_key(wake);
+      } catch (const Timeout&) {
+      }
+      if (quit_) return;
+      if (options_.node_rank >= 0) watch_store_->add(heartbeat_key(options_.node_rank), 1);
+      if (!stop_seen && watch_store_->check({std::string(kStop)})) {
+        stop_seen = true;
+        notify();
+        if (!coordinator) return;
+      }
+      if (!coordinator) continue;
+      if (!all_done_ && watch_store_->check({std::string(kAllDone)})) {
+        all_done_ = true;
+        notify();
+        return;
+      }
+      const auto now = Clock::now();
+      for (int node = 0; node < options_.nnodes; ++node) {
+        const auto index = static_cast<std::size_t>(node);
+        if (node == options_.node_rank) continue;
+        if (!arrived[index]) {  // the --hostfile launcher waits for each node to join
+          arrived[index] = watch_store_->check({node_key(node)});
+          last_change[index] = now;
+          continue;
+        }
+        const std::int64_t count = watch_store_->add(heartbeat_key(node), 0);
+        if (count != last_count[index]) {
+          last_count[index] = count;
+          last_change[index] = now;
+          continue;
+        }
+        if (stop_seen || now - last_change[index] < options_.heartbeat_timeout) continue;
+        if (watch_store_->check({done_key(node)})) continue;
+        StopRecord lost;
+        lost.node = node;
+        lost.node_lost = true;
+        lost.host = index < hosts_.size() ? hosts_[index] : "";
+        lost.summary = cat(node_name(node),
+                           " stopped answering: no heartbeat from its cohort run "
+                           "for ",
+                           seconds(options_.heartbeat_timeout),
+                           " (the agent was killed, the node went down, or its network is cut)");
+        watch_store_->compare_set(kStop, "", lost.encode());
+        for (int other = 0; other < options_.nnodes; ++other)
+          watch_store_->set(wake_key(other), "");
+        stop_seen = true;
+        notify();
+      }
+    }
+  } catch (const Error& error) {
+    // This agent lost the store (node 0 gone, network cut): stop_record()
+    // reports it, and the job stops here.
+    {
+      std::lock_guard<std::mutex> lock(lost_mutex_);
+      lost_ = error.what();
+    }
+    notify();
+  }
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,30 @@
+// Blocks a set of signals (to read them from a signalfd) and ignores SIGPIPE
+// for the lifetime of a scope, then restores both: cohort::run is a library
+// call and must leave the process as it found it.
+#pragma once
+
+#include <signal.h>
+
+namespace cohort::detail {
+
+class SignalGuard {
+ public:
+  explicit SignalGuard(const sigset_t& block) {
+    pthread_sigmask(SIG_BLOCK, &block, &saved_mask_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &saved_pipe_);
+  }
+  ~SignalGuard() {
+    sigaction(SIGPIPE, &saved_pipe_, nullptr);
+    pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  sigset_t saved_mask_{};
+  struct sigaction saved_pipe_ {};
+};
+
+}  // namespace cohort::detail

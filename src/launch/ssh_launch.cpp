@@ -1,0 +1,423 @@
+#include "launch/ssh_launch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/fd.hpp"
+#include "core/net_interfaces.hpp"
+#include "core/strings.hpp"
+#include "launch/exit_status.hpp"
+#include "launch/node_group.hpp"
+#include "launch/output.hpp"
+#include "launch/signal_guard.hpp"
+#include "launch/spawn.hpp"
+
+namespace cohort::detail {
+namespace {
+
+std::vector<std::string> split_words(std::string_view text, std::string_view separators) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find_first_of(separators, start), text.size());
+    if (end > start) out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int parse_slots(std::string_view text, std::string_view where) {
+  auto slots = parse_int(text);
+  if (!slots || *slots < 1 || *slots > 4096) {
+    throw InvalidArgument(cat(where, ": slots '", text, "' is not a number from 1 to 4096"));
+  }
+  return static_cast<int>(*slots);
+}
+
+// 'text' for a POSIX shell, whatever it holds.
+std::string shell_quote(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string seconds_text(std::chrono::milliseconds time) {
+  return cat(time.count() / 1000, ".", cat(1000 + time.count() % 1000).substr(1));
+}
+
+std::string random_token() {
+  std::random_device device;
+  std::string out;
+  for (int i = 0; i < 16; ++i)
+    out += cat(std::hex, (device() & 0xff) | 0x100).substr(1);
+  return out;
+}
+
+std::string own_path() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string("cohort");
+}
+
+std::string current_directory() {
+  char path[4096];
+  return getcwd(path, sizeof(path)) != nullptr ? std::string(path) : std::string("/");
+}
+
+struct Agent {
+  std::string host;
+  pid_t pid = -1;
+  Fd stdin_pipe;  // write end: closing it tells the remote agent to stop
+  bool running = false;
+  int exit_code = 0;
+};
+
+}  // namespace
+
+std::vector<RunOptions::Host> parse_hostfile(std::string_view text, std::string_view source) {
+  std::vector<RunOptions::Host> hosts;
+  int number = 0;
+  for (const std::string& raw : split_words(text, "\n")) {
+    ++number;
+    const std::string line = raw.substr(0, raw.find('#'));
+    const std::vector<std::string> words = split_words(line, " \t\r");
+    if (words.empty()) continue;
+    RunOptions::Host host{words[0], 0};
+    const std::string where = cat(source, " line ", number);
+    for (std::size_t i = 1; i < words.size(); ++i) {
+      const std::string& word = words[i];
+      if (word.rfind("slots=", 0) == 0) {
+        host.slots = parse_slots(word.substr(6), where);
+      } else if (word.rfind("max_slots=", 0) != 0) {
+        throw InvalidArgument(
+            cat(where, ": '", word, "' is not understood (expected `host [slots=N]`)"));
+      }
+    }
+    hosts.push_back(host);
+  }
+  if (hosts.empty()) {
+    throw InvalidArgument(cat(source, " names no host (expected lines `host [slots=N]`)"));
+  }
+  return hosts;
+}
+
+std::vector<RunOptions::Host> parse_host_list(std::string_view list) {
+  std::vector<RunOptions::Host> hosts;
+  for (const std::string& item : split_words(list, ",")) {
+    const std::size_t colon = item.rfind(':');
+    RunOptions::Host host{item.substr(0, colon), 0};
+    if (colon != std::string::npos) host.slots = parse_slots(item.substr(colon + 1), "--hosts");
+    if (host.name.empty()) throw InvalidArgument(cat("--hosts '", list, "': empty host name"));
+    hosts.push_back(host);
+  }
+  if (hosts.empty()) throw InvalidArgument("--hosts is empty (expected h1:2,h2:2)");
+  return hosts;
+}
+
+std::string remote_agent_command(const RunOptions& options, int node_rank,
+                                 const StoreEndpoint& store, const std::string& token,
+                                 const std::string& cwd, const std::string& cohort_path,
+                                 const Environment& env) {
+  const auto index = static_cast<std::size_t>(node_rank);
+  const int slots =
+      options.hosts[index].slots > 0 ? options.hosts[index].slots : options.nproc_per_node;
+  std::vector<std::string> words{"env"};
+  for (const auto& [name, value] : env) {
+    bool wanted = std::find(options.forward_env.begin(), options.forward_env.end(), name) !=
+                  options.forward_env.end();
+    for (const std::string& prefix : options.forward_env_prefixes)
+      wanted = wanted || name.rfind(prefix, 0) == 0;
+    if (wanted) words.push_back(cat(name, "=", value));
+  }
+  words.push_back(cat(kTokenVariable, "=", token));
+  std::vector<std::string> run{cohort_path,
+                               "run",
+                               "-n",
+                               std::to_string(slots),
+                               "--nnodes",
+                               std::to_string(options.hosts.size()),
+                               "--node-rank",
+                               std::to_string(node_rank),
+                               "--master-addr",
+                               options.hosts.front().name,
+                               "--rdzv-host",
+                               store.host,
+                               "--master-port",
+                               std::to_string(store.port),
+                               "--store-elsewhere",
+                               "--stop-on-stdin-eof",
+                               "--no-srun",
+                               "--run-id",
+                               options.run_id,
+                               "--grace",
+                               seconds_text(options.grace),
+                               "--rdzv-timeout",
+                               seconds_text(options.rendezvous_timeout),
+                               "--heartbeat-timeout",
+                               seconds_text(options.heartbeat_timeout),
+                               "--python",
+                               options.python};
+  if (!options.signals.empty()) {
+    run.insert(run.end(), {"--signals", join(options.signals, ",")});
+  }
+  if (!options.log_dir.empty()) run.insert(run.end(), {"--log-dir", options.log_dir});
+  if (options.prefix) {
+    if (options.prefix->empty()) {
+      run.emplace_back("--no-prefix");
+    } else {
+      run.insert(run.end(), {"--prefix", *options.prefix});
+    }
+  }
+  if (!options.console_ranks.empty()) {
+    std::vector<std::string> ranks;
+    for (int rank : options.console_ranks)
+      ranks.push_back(std::to_string(rank));
+    run.insert(run.end(), {"--ranks", join(ranks, ",")});
+  }
+  if (options.local_rank_arg) run.emplace_back("--local-rank-arg");
+  run.emplace_back("--");
+  run.insert(run.end(), options.command.begin(), options.command.end());
+  words.insert(words.end(), run.begin(), run.end());
+
+  std::string command = cat("cd ", shell_quote(cwd), " && exec");
+  for (const std::string& word : words)
+    command += " " + shell_quote(word);
+  return command;
+}
+
+namespace {
+
+class SshLauncher {
+ public:
+  explicit SshLauncher(RunOptions options) : options_(std::move(options)) {
+    if (options_.run_id.empty()) options_.run_id = random_token().substr(0, 16);
+    for (const RunOptions::Host& host : options_.hosts) {
+      if (host.name.empty() || host.name[0] == '-') {
+        throw InvalidArgument(cat("cohort run: '", host.name, "' is not a host name"));
+      }
+    }
+  }
+
+  int run() {
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int signal : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+      sigaddset(&handled, signal);
+    SignalGuard guard(handled);
+    signal_fd_ = Fd(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    timer_fd_ = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+    if (!signal_fd_.valid() || !timer_fd_.valid() || !epoll_fd_.valid()) {
+      throw Error(cat("cohort run: signalfd/timerfd/epoll failed: ", errno_text(errno)));
+    }
+
+    const Route route = route_to(options_.hosts.front().name);
+    if (!route.found) {
+      throw Error(cat("cohort run: cannot reach the first host, ", options_.hosts.front().name,
+                      ": ", route.error));
+    }
+    NodeGroupOptions group;
+    group.nnodes = static_cast<int>(options_.hosts.size());
+    group.node_rank = -1;
+    group.store_host = route.source_address;
+    group.token = random_token();
+    group.rendezvous_timeout = options_.rendezvous_timeout;
+    group.heartbeat_timeout = options_.heartbeat_timeout;
+    for (const RunOptions::Host& host : options_.hosts)
+      group.node_hosts.push_back(host.name);
+    group_ = std::make_unique<NodeGroup>(group);
+    group_->start_watching();
+
+    watch(signal_fd_.get(), 0);
+    watch(timer_fd_.get(), 1);
+    watch(group_->event_fd(), 2);
+    start_agents({route.source_address, group_->store_port()});
+
+    while (std::any_of(agents_.begin(), agents_.end(), [](const Agent& a) { return a.running; })) {
+      epoll_event events[8];
+      const int n = epoll_wait(epoll_fd_.get(), events, 8, -1);
+      for (int i = 0; i < n; ++i) {
+        switch (events[i].data.u64) {
+          case 0:
+            on_signals();
+            break;
+          case 1:
+            on_timer();
+            break;
+          default:
+            on_group_event();
+        }
+      }
+    }
+    if (record_ && (record_->node_lost || record_->node < 0 || record_->rank < 0)) {
+      write_fully(STDERR_FILENO, cat("cohort run: the job stopped: ", record_->summary,
+                                     "; exit status ", record_->exit_code, "\n"));
+    }
+    if (record_) return record_->exit_code;
+    int code = 0;
+    for (const Agent& agent : agents_)
+      code = std::max(code, agent.exit_code);
+    return code;
+  }
+
+ private:
+  void watch(int fd, std::uint64_t tag) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = tag;
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event);
+  }
+
+  void start_agents(const StoreEndpoint& store) {
+    const Environment env = process_environment();
+    const std::string cwd = current_directory();
+    const std::string cohort = options_.remote_cohort.empty() ? own_path() : options_.remote_cohort;
+    const std::vector<std::string> ssh = split_words(options_.ssh, " ");
+    if (ssh.empty()) throw InvalidArgument("cohort run: --ssh is empty");
+    agents_.resize(options_.hosts.size());
+    for (std::size_t node = 0; node < options_.hosts.size(); ++node) {
+      Agent& agent = agents_[node];
+      agent.host = options_.hosts[node].name;
+      int ends[2];
+      if (pipe2(ends, O_CLOEXEC) != 0) {
+        throw Error(cat("cohort run: pipe2 failed: ", errno_text(errno)));
+      }
+      Fd read_end(ends[0]);
+      agent.stdin_pipe = Fd(ends[1]);
+      std::vector<std::string> argv = ssh;
+      argv.push_back(agent.host);
+      argv.push_back(remote_agent_command(options_, static_cast<int>(node), store, group_->token(),
+                                          cwd, cohort, env));
+      agent.pid = spawn_worker(argv, env, STDOUT_FILENO, STDERR_FILENO, read_end.get());
+      agent.running = true;
+    }
+  }
+
+  void on_signals() {
+    signalfd_siginfo info{};
+    while (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      const int signal = static_cast<int>(info.ssi_signo);
+      if (signal == SIGCHLD) {
+        reap();
+      } else if (!stopping_) {
+        stop(signal == SIGINT ? 130 : 128 + signal,
+             cat("cohort run --hostfile was stopped by ", signal_name(signal)));
+      } else {
+        hang_up();  // asked twice: no more grace
+      }
+    }
+  }
+
+  void stop(int code, const std::string& summary) {
+    StopRecord mine;
+    mine.node = -1;
+    mine.exit_code = code;
+    mine.summary = summary;
+    record_ = group_->declare_stop(mine);
+    begin_stopping();
+  }
+
+  // The agents stop their workers on their own (grace included); if they do
+  // not end in time, their ssh connections are closed, then killed.
+  void begin_stopping() {
+    if (stopping_) return;
+    stopping_ = true;
+    arm(options_.grace + std::chrono::seconds(5));
+  }
+
+  void on_timer() {
+    std::uint64_t expirations = 0;
+    (void)!::read(timer_fd_.get(), &expirations, sizeof(expirations));
+    if (!hung_up_) {
+      hang_up();
+      arm(std::chrono::seconds(5));
+      return;
+    }
+    for (Agent& agent : agents_) {
+      if (agent.running) killpg(agent.pid, SIGKILL);
+    }
+  }
+
+  void hang_up() {
+    hung_up_ = true;
+    for (Agent& agent : agents_)
+      agent.stdin_pipe.reset();
+  }
+
+  void arm(std::chrono::milliseconds after) {
+    itimerspec spec{};
+    spec.it_value.tv_sec = static_cast<time_t>(after.count() / 1000);
+    spec.it_value.tv_nsec = static_cast<long>((after.count() % 1000) * 1000000);
+    timerfd_settime(timer_fd_.get(), 0, &spec, nullptr);
+  }
+
+  void on_group_event() {
+    std::uint64_t count = 0;
+    (void)!::read(group_->event_fd(), &count, sizeof(count));
+    if (auto record = group_->stop_record()) {
+      if (!record_) record_ = record;
+      begin_stopping();
+    }
+  }
+
+  void reap() {
+    for (std::size_t node = 0; node < agents_.size(); ++node) {
+      Agent& agent = agents_[node];
+      if (!agent.running) continue;
+      int status = 0;
+      if (waitpid(agent.pid, &status, WNOHANG) != agent.pid) continue;
+      agent.running = false;
+      agent.exit_code = shell_exit_code(status);
+      if (agent.exit_code == 0 || record_) continue;
+      // The agent ended badly without telling the others (ssh could not
+      // connect, cohort is missing there ...): stop the job.
+      StopRecord lost;
+      lost.node = static_cast<int>(node);
+      lost.host = agent.host;
+      lost.node_lost = true;
+      lost.exit_code = agent.exit_code;
+      lost.summary =
+          cat("the agent on ", agent.host, " (node ", node, ") ended with exit status ",
+              agent.exit_code,
+              agent.exit_code == 255 ? cat(": ssh failed; check that `", options_.ssh, " ",
+                                           agent.host, " true` works without a password")
+                                     : std::string());
+      record_ = group_->declare_stop(lost);
+      begin_stopping();
+    }
+  }
+
+  RunOptions options_;
+  Fd signal_fd_;
+  Fd timer_fd_;
+  Fd epoll_fd_;
+  std::unique_ptr<NodeGroup> group_;
+  std::vector<Agent> agents_;
+  std::optional<StopRecord> record_;
+  bool stopping_ = false;
+  bool hung_up_ = false;
+};
+
+}  // namespace
+
+int run_over_ssh(const RunOptions& options) {
+  return SshLauncher(options).run();
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,403 @@
+// Tier 3, several nodes: a real Slurm cluster of four nodes, each a network
+// namespace with its own hostname and address and its own sshd
+// (tests/harness/netns-cluster, started and stopped by CTest fixtures).
+// Every scenario of docs/launchers/ runs here with the commands shown there:
+// srun one task per rank and one agent per node, sbatch (cohort run starting
+// srun itself, srun inside, mpirun inside), Open MPI and MPICH over ssh,
+// the static form, --hostfile, cohort::spawn, and the failures: a worker
+// killed, an agent killed, a cable cut, a node that never arrives, the
+// launcher killed. Bounds on waits only separate "ended" from "hung".
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "support/files.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+const fs::path kCluster = COHORT_TEST_NETNS_DIR;
+const std::string kCohort = COHORT_CLI_PATH;
+const std::string kReduction = COHORT_REDUCTION_PATH;
+const std::string kSpawn = COHORT_SPAWN_PATH;
+
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
+// "[n3:gloo] process 5/8" -> "n3": the host each reduction line came from.
+std::multiset<std::string> hosts_of(const std::vector<std::string>& lines) {
+  std::multiset<std::string> hosts;
+  for (const std::string& line : lines) {
+    const std::size_t end = line.find(":gloo]");
+    const std::size_t start = line.rfind('[', end);
+    if (end != std::string::npos && start != std::string::npos) {
+      hosts.insert(line.substr(start + 1, end - start - 1));
+    }
+  }
+  return hosts;
+}
+
+bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+}
+
+class MultiNode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string status = test::read_file(kCluster / "status");
+    if (status.rfind("up", 0) != 0) {
+      COHORT_SKIP_MISSING("no multi-node cluster: " << (status.empty()
+                                                            ? "the netns_cluster_up fixture did "
+                                                              "not run"
+                                                            : status));
+    }
+    env_ = process_environment();
+    env_["SLURM_CONF"] = (kCluster / "etc" / "slurm.conf").string();
+    // Open MPI and Hydra on the nodes' own network only.
+    env_["OMPI_MCA_oob_tcp_if_include"] = "10.77.0.0/24";
+    env_["OMPI_MCA_btl_tcp_if_include"] = "10.77.0.0/24";
+    env_["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    env_["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+    fs::create_directories(pids_);
+  }
+
+  // Runs argv on `node` ("head", "n1" ...), in this directory.
+  test::ProcessResult on(const std::string& node, std::vector<std::string> argv,
+                         seconds timeout = seconds(120)) {
+    argv.insert(argv.begin(), {(kCluster / "bin" / "on").string(), node});
+    test::ProcessOptions options;
+    options.env = env_;
+    options.timeout = timeout;
+    return test::run_process(argv, options);
+  }
+
+  std::unique_ptr<test::Subprocess> start_on(const std::string& node, std::vector<std::string> argv,
+                                             seconds timeout = seconds(120)) {
+    argv.insert(argv.begin(), {(kCluster / "bin" / "on").string(), node});
+    test::ProcessOptions options;
+    options.env = env_;
+    options.timeout = timeout;
+    return std::make_unique<test::Subprocess>(argv, options);
+  }
+
+  std::string ssh() const { return (kCluster / "bin" / "cluster-ssh").string(); }
+  std::string hostfile() const { return (kCluster / "etc" / "hostfile").string(); }
+
+  // A batch script in the temporary directory; sbatch --wait returns its code.
+  std::string script(const std::string& name, const std::string& body) {
+    const fs::path path = temp_.path() / name;
+    std::ofstream(path) << "#!/bin/bash\n" << body;
+    fs::permissions(path, fs::perms::owner_all);
+    return path.string();
+  }
+
+  // A worker that records its pid (to check later that it is gone), then
+  // runs `then` in the shell.
+  std::vector<std::string> recording_worker(const std::string& then) const {
+    return {"sh", "-c", "echo $$ > \"$0/$RANK\"; " + then, pids_.string()};
+  }
+
+  // Waits until every recorded worker is gone; false if some outlive `bound`.
+  bool recorded_workers_end(seconds bound) const {
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    for (;;) {
+      bool any = false;
+      for (const auto& entry : fs::directory_iterator(pids_)) {
+        any = any || process_alive(std::stoi(test::read_file(entry.path())));
+      }
+      if (!any) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  std::size_t recorded_workers() const {
+    return static_cast<std::size_t>(
+        std::distance(fs::directory_iterator(pids_), fs::directory_iterator()));
+  }
+
+  // One line "has data N" per rank, from the expected hosts.
+  void expect_reduction(const test::ProcessResult& result, int ranks,
+                        const std::multiset<std::string>& hosts) {
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    const auto lines = lines_with(result.out, "has data " + std::to_string(ranks));
+    EXPECT_EQ(lines.size(), static_cast<std::size_t>(ranks)) << test::describe(result);
+    EXPECT_EQ(hosts_of(lines), hosts) << test::describe(result);
+  }
+
+  test::TempDir temp_{"cohort-multinode"};
+  fs::path pids_ = temp_.path() / "pids";
+  Environment env_;
+};
+
+const std::multiset<std::string> kFourNodesTwoEach{"n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"};
+const std::multiset<std::string> kTwoNodesTwoEach{"n1", "n1", "n2", "n2"};
+
+// docs/launchers/srun.md
+TEST_F(MultiNode, SrunOneAgentPerNodeRunsEightRanksOnFourHosts) {
+  auto result =
+      on("head", {"srun", "-N4", "--ntasks-per-node=1", kCohort, "run", "-n", "2", kReduction});
+  expect_reduction(result, 8, kFourNodesTwoEach);
+  // Ranks are contiguous per node: the console prefix is [host:rank].
+  for (auto [host, first] :
+       std::map<std::string, int>{{"n1", 0}, {"n2", 2}, {"n3", 4}, {"n4", 6}}) {
+    EXPECT_EQ(lines_with(result.out, "[" + host + ":" + std::to_string(first) + "]").size(), 1u)
+        << host << "\n"
+        << result.out;
+  }
+}
+
+TEST_F(MultiNode, SrunOneTaskPerRankNeedsNoLauncher) {
+  expect_reduction(on("head", {"srun", "-N2", "--ntasks-per-node=2", kReduction}), 4,
+                   kTwoNodesTwoEach);
+}
+
+TEST_F(MultiNode, SrunOneTaskManyWorkers) {
+  auto result = on("head", {"srun", "-N1", "-n1", kCohort, "run", "-n", "2", kReduction});
+  expect_reduction(result, 2, {"n1", "n1"});
+}
+
+TEST_F(MultiNode, SrunGeometryThatMakesNoSenseIsRefusedWithTheTwoWorkingForms) {
+  auto result =
+      on("head", {"srun", "-N2", "--ntasks-per-node=2", kCohort, "run", "-n", "2", kReduction});
+  EXPECT_NE(result.exit_code, 0) << test::describe(result);
+  EXPECT_NE(result.err.find("srun -N2 --ntasks-per-node=1 cohort run -n 4 PROGRAM"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("srun -N2 --ntasks-per-node=4 PROGRAM"), std::string::npos)
+      << result.err;
+  EXPECT_TRUE(lines_with(result.out, "has data").empty()) << result.out;
+}
+
+TEST_F(MultiNode, SpawnStartsTheWorkersOfEachNode) {
+  auto result = on("head", {"srun", "-N2", "--ntasks-per-node=1", kSpawn, "2"});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  const auto lines = lines_with(result.out, "of 4 has data 4");
+  ASSERT_EQ(lines.size(), 4u) << test::describe(result);
+  for (const char* expected :
+       {"[n1] spawned worker 0 (local 0)", "[n1] spawned worker 1 (local 1)",
+        "[n2] spawned worker 2 (local 0)", "[n2] spawned worker 3 (local 1)"}) {
+    EXPECT_NE(result.out.find(expected), std::string::npos) << expected << "\n" << result.out;
+  }
+}
+
+// docs/launchers/sbatch.md: the tutorial form, and cohort run starting srun itself.
+TEST_F(MultiNode, SbatchWithSrunInsideAndWithCohortRunAlone) {
+  const std::string out = (temp_.path() / "job.out").string();
+  for (const std::string& line : {"srun --ntasks-per-node=1 " + kCohort + " run -n 2 " + kReduction,
+                                  kCohort + " run -n 2 " + kReduction}) {
+    SCOPED_TRACE(line);
+    auto result = on("head", {"sbatch", "--wait", "-N4", "--ntasks-per-node=1", "-o", out,
+                              script("job.sh", line + "\n")});
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    test::ProcessResult job;
+    job.exit_code = 0;
+    job.out = test::read_file(out);
+    expect_reduction(job, 8, kFourNodesTwoEach);
+  }
+}
+
+TEST_F(MultiNode, SbatchPassesTheFailedWorkersExitCodeThrough) {
+  auto result = on("head", {"sbatch", "--wait", "-N2", "--ntasks-per-node=1", "-o",
+                            (temp_.path() / "job.out").string(),
+                            script("fail.sh", kCohort + " run -n 2 sh -c '[ $RANK = 3 ] && exit 3; "
+                                                        "sleep 30'\n")});
+  EXPECT_EQ(result.exit_code, 3) << test::describe(result);
+  const std::string job = test::read_file(temp_.path() / "job.out");
+  EXPECT_NE(job.find("rank 3 failed: exited with code 3"), std::string::npos) << job;
+  EXPECT_NE(job.find("host n2, rank 3"), std::string::npos) << job;
+}
+
+// docs/launchers/mpirun.md
+TEST_F(MultiNode, SbatchWithMpirunInside) {
+  const std::string out = (temp_.path() / "job.out").string();
+  auto result = on("head", {"sbatch", "--wait", "-N2", "--ntasks-per-node=2", "-o", out,
+                            script("mpi.sh", "mpirun -np 4 " + kReduction + "\n")});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  test::ProcessResult job;
+  job.exit_code = 0;
+  job.out = test::read_file(out);
+  expect_reduction(job, 4, kTwoNodesTwoEach);
+}
+
+TEST_F(MultiNode, OpenMpiOverSshFindsRankZeroThroughPmix) {
+  if (test::find_in_path("mpirun").empty()) COHORT_SKIP_MISSING("Open MPI's mpirun is missing");
+  expect_reduction(on("head", {"mpirun", "--hostfile", hostfile(), "--mca", "plm_rsh_agent", ssh(),
+                               "-np", "4", kReduction}),
+                   4, kTwoNodesTwoEach);
+}
+
+TEST_F(MultiNode, MpichOverSshFindsRankZeroThroughPmiWire) {
+  if (test::find_in_path("mpirun.mpich").empty()) COHORT_SKIP_MISSING("mpirun.mpich is missing");
+  expect_reduction(on("head", {"mpirun.mpich", "-launcher", "ssh", "-launcher-exec", ssh(),
+                               "-iface", "eth0", "-hosts", "n1:2,n2:2", "-np", "4", kReduction}),
+                   4, kTwoNodesTwoEach);
+}
+
+// docs/launchers/static.md
+TEST_F(MultiNode, StaticFormOneCommandPerNode) {
+  const std::vector<std::string> common{kCohort, "run",           "--nnodes", "2",  "--master-addr",
+                                        "n1",    "--master-port", "29400",    "-n", "2"};
+  auto second = common;
+  second.insert(second.end(), {"--node-rank", "1", kReduction});
+  auto first = common;
+  first.insert(first.end(), {"--node-rank", "0", kReduction});
+  auto node1 = start_on("n2", second);
+  auto node0 = on("n1", first);
+  auto other = node1->finish();
+  EXPECT_EQ(other.exit_code, 0) << test::describe(other);
+  node0.out += other.out;
+  expect_reduction(node0, 4, kTwoNodesTwoEach);
+  // Workers get a MASTER_PORT of their own, never the agents' store port.
+  EXPECT_EQ(node0.out.find("[n1:29400]"), std::string::npos) << node0.out;
+}
+
+TEST_F(MultiNode, ANodeThatNeverArrivesIsNamedWithTheAddress) {
+  auto result = on("n1", {kCohort, "run", "--nnodes", "3", "--node-rank", "0", "--master-addr",
+                          "n1", "--rdzv-timeout", "2", "-n", "1", "true"});
+  EXPECT_NE(result.exit_code, 0) << test::describe(result);
+  EXPECT_NE(result.err.find("node 1, node 2 did not arrive within 2 s"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("n1:29500"), std::string::npos) << result.err;
+}
+
+// docs/launchers/hostfile.md
+TEST_F(MultiNode, HostfileStartsAnAgentPerHostAndForwardsTheNamedVariables) {
+  env_["FOO_A"] = "a";
+  env_["FOO_B"] = "b";
+  env_["BAR"] = "bar";
+  env_["NOT_FORWARDED"] = "secret";
+  auto result = on("head", {kCohort, "run", "--hostfile", hostfile(), "--ssh", ssh(), "--env",
+                            "BAR", "--env-prefix", "FOO_", "-n", "2", "sh", "-c",
+                            "echo vars $FOO_A $FOO_B $BAR ${NOT_FORWARDED:-none}"});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, "vars a b bar none").size(), 8u) << test::describe(result);
+  expect_reduction(on("head", {kCohort, "run", "--hosts", "n1:2,n2:2", "--ssh", ssh(), kReduction}),
+                   4, kTwoNodesTwoEach);
+}
+
+TEST_F(MultiNode, KillingTheHostfileLauncherLeavesNoWorkerOnAnyNode) {
+  auto launcher = start_on("head", [&] {
+    std::vector<std::string> argv{kCohort, "run", "--hostfile", hostfile(),
+                                  "--ssh", ssh(), "-n",         "2"};
+    for (std::string& word : recording_worker("exec sleep 120"))
+      argv.push_back(std::move(word));
+    return argv;
+  }());
+  for (int i = 0; i < 200 && recorded_workers() < 8; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(recorded_workers(), 8u);
+  // `on` execs nsenter, which execs cohort: the Subprocess's pid is the launcher.
+  kill(launcher->pid(), SIGKILL);
+  launcher->finish();
+  EXPECT_TRUE(recorded_workers_end(seconds(30)));
+}
+
+// The one fate of a job, docs/launchers/srun.md "When something fails".
+TEST_F(MultiNode, AWorkerKilledOnOneNodeEndsTheJobOnEveryNode) {
+  auto result = on("head", [&] {
+    std::vector<std::string> argv{"srun", "-N4", "--ntasks-per-node=1", kCohort, "run", "-n", "2"};
+    for (std::string& word : recording_worker(
+             "if [ $RANK = 5 ]; then until [ $(ls \"$0\" | wc -l) = 8 ]; do sleep 0.05; done; "
+             "echo 'rank 5 goes down' >&2; kill -9 $$; fi; exec sleep 120"))
+      argv.push_back(std::move(word));
+    return argv;
+  }());
+  EXPECT_EQ(result.exit_code, 137) << test::describe(result);
+  EXPECT_NE(result.err.find("cohort run: rank 5 failed: killed by SIGKILL"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("host n3, rank 5 (local rank 1)"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("| rank 5 goes down"), std::string::npos) << result.err;
+  for (const char* host : {"n1", "n2", "n4"}) {
+    EXPECT_NE(result.err.find(std::string("cohort run [") + host + "]: stopped ranks"),
+              std::string::npos)
+        << host << "\n"
+        << result.err;
+  }
+  EXPECT_EQ(recorded_workers(), 8u);
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
+TEST_F(MultiNode, AnAgentKilledIsNoticedByHeartbeat) {
+  auto result = on("head", [&] {
+    std::vector<std::string> argv{"srun",  "-N4", "--ntasks-per-node=1",
+                                  kCohort, "run", "--heartbeat-timeout",
+                                  "2",     "-n",  "2"};
+    for (std::string& word :
+         recording_worker("if [ $RANK = 5 ]; then kill -9 $PPID; fi; exec sleep 120"))
+      argv.push_back(std::move(word));
+    return argv;
+  }());
+  EXPECT_NE(result.exit_code, 0) << test::describe(result);
+  EXPECT_NE(result.err.find("node 2 (n3) stopped answering: no heartbeat"), std::string::npos)
+      << result.err;
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
+TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
+  // Static form: the agents are this test's children, so nothing waits on
+  // the cut node's Slurm daemon.
+  std::vector<std::unique_ptr<test::Subprocess>> agents;
+  for (int node = 0; node < 4; ++node) {
+    std::vector<std::string> argv{kCohort,
+                                  "run",
+                                  "--nnodes",
+                                  "4",
+                                  "--node-rank",
+                                  std::to_string(node),
+                                  "--master-addr",
+                                  "n1",
+                                  "--master-port",
+                                  "29411",
+                                  "--heartbeat-timeout",
+                                  "2",
+                                  "--grace",
+                                  "1",
+                                  "-n",
+                                  "2"};
+    for (std::string& word : recording_worker("exec sleep 120"))
+      argv.push_back(std::move(word));
+    agents.push_back(start_on("n" + std::to_string(node + 1), argv, seconds(60)));
+  }
+  for (int i = 0; i < 200 && recorded_workers() < 8; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(recorded_workers(), 8u);
+  const std::string harness = COHORT_NETNS_HARNESS;
+  ASSERT_EQ(test::run_process({harness, "cut", kCluster.string(), "n3"}).exit_code, 0);
+  std::vector<test::ProcessResult> ends;
+  for (auto& agent : agents)
+    ends.push_back(agent->finish());
+  test::run_process({harness, "mend", kCluster.string(), "n3"});
+  for (std::size_t node = 0; node < ends.size(); ++node) {
+    EXPECT_FALSE(ends[node].timed_out) << "node " << node << ": " << test::describe(ends[node]);
+    EXPECT_NE(ends[node].exit_code, 0) << "node " << node;
+  }
+  EXPECT_NE(ends[0].err.find("node 2 (n3) stopped answering"), std::string::npos) << ends[0].err;
+  EXPECT_NE(ends[2].err.find("lost the job's store at n1:29411"), std::string::npos) << ends[2].err;
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
+}  // namespace
+}  // namespace cohort

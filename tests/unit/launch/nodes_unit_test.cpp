@@ -1,0 +1,189 @@
+// The pure pieces of running on several nodes: how cohort run places itself
+// under a Slurm step, when it starts srun, the stop record agents exchange,
+// hostfiles, and the command that starts a remote agent over ssh.
+#include <gtest/gtest.h>
+
+#include <cohort/errors.hpp>
+
+#include "launch/node_group.hpp"
+#include "launch/node_plan.hpp"
+#include "launch/ssh_launch.hpp"
+
+namespace cohort::detail {
+namespace {
+
+// What srun gives task `rank` of `nodes` nodes with `per_node` tasks each.
+Environment srun_task(int rank, int nodes, int per_node) {
+  const int tasks = nodes * per_node;
+  return {
+      {"SLURM_JOB_ID", "77"},
+      {"SLURM_STEP_ID", "0"},
+      {"SLURM_PROCID", std::to_string(rank)},
+      {"SLURM_LOCALID", std::to_string(rank % per_node)},
+      {"SLURM_NODEID", std::to_string(rank / per_node)},
+      {"SLURM_NTASKS", std::to_string(tasks)},
+      {"SLURM_STEP_NUM_TASKS", std::to_string(tasks)},
+      {"SLURM_STEP_NUM_NODES", std::to_string(nodes)},
+      {"SLURM_STEP_TASKS_PER_NODE", std::to_string(per_node) + "(x" + std::to_string(nodes) + ")"},
+      {"SLURM_STEP_NODELIST", "n[1-" + std::to_string(nodes) + "]"}};
+}
+
+RunOptions placed(const Environment& env, int nproc, int gpus = -1) {
+  RunOptions options;
+  options.command = {"./train"};
+  options.nproc_per_node = nproc;
+  place_under_launcher(options, detect_launch(env), env, gpus);
+  return options;
+}
+
+TEST(PlaceUnderLauncher, OneTaskPerNodeMakesOneAgentPerNode) {
+  const Environment env = srun_task(2, 4, 1);
+  const RunOptions options = placed(env, 2);
+  EXPECT_EQ(options.nnodes, 4);
+  EXPECT_EQ(options.node_rank, 2);
+  EXPECT_EQ(options.master_addr, "n1");
+  EXPECT_EQ(options.rdzv_port, detect_launch(env).master_port.value);
+  EXPECT_EQ(options.master_port, 0);  // workers get a port of their own
+  EXPECT_EQ(options.node_hosts, (std::vector<std::string>{"n1", "n2", "n3", "n4"}));
+  EXPECT_EQ(options.job_token, placed(srun_task(0, 4, 1), 2).job_token);
+}
+
+TEST(PlaceUnderLauncher, OneTaskOneNodeOrNoLauncherChangesNothing) {
+  for (const Environment& env : {Environment{}, srun_task(0, 1, 1)}) {
+    const RunOptions options = placed(env, 3);
+    EXPECT_EQ(options.nnodes, 1);
+    EXPECT_EQ(options.master_addr, "127.0.0.1");
+  }
+}
+
+TEST(PlaceUnderLauncher, SeveralTasksPerNodeAndSeveralWorkersIsRefusedWithBothForms) {
+  try {
+    placed(srun_task(1, 2, 2), 2);
+    FAIL() << "accepted";
+  } catch (const InvalidArgument& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("SLURM_STEP_TASKS_PER_NODE=2(x2)"), std::string::npos) << text;
+    EXPECT_NE(text.find("`srun -N2 --ntasks-per-node=1 cohort run -n 4 PROGRAM`"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("`srun -N2 --ntasks-per-node=4 PROGRAM`"), std::string::npos) << text;
+  }
+  // One worker per task is a fine geometry: each task is its own agent.
+  EXPECT_EQ(placed(srun_task(3, 2, 2), 1).node_rank, 3);
+}
+
+TEST(PlaceUnderLauncher, MoreWorkersThanTheGpusSlurmGaveIsRefused) {
+  Environment env = srun_task(0, 2, 1);
+  env["SLURM_GPUS_ON_NODE"] = "2";
+  EXPECT_EQ(placed(env, 2, 2).nnodes, 2);
+  try {
+    placed(env, 4, 2);
+    FAIL() << "accepted";
+  } catch (const InvalidArgument& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("-n 4 workers but Slurm gave this node 2 GPUs (SLURM_GPUS_ON_NODE=2)"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("--ntasks-per-node=1 cohort run"), std::string::npos) << text;
+  }
+}
+
+TEST(PlaceUnderLauncher, UnderMpirunEveryCopyWouldRunItsOwnJob) {
+  const Environment env{{"OMPI_COMM_WORLD_RANK", "1"},
+                        {"OMPI_COMM_WORLD_SIZE", "2"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                        {"OMPI_MCA_ess_base_jobid", "5"}};
+  EXPECT_THROW(placed(env, 2), InvalidArgument);
+}
+
+TEST(SrunForAllocation, OnlyInABatchScriptOrSallocShellOfSeveralNodes) {
+  const std::vector<std::string> self{"/bin/cohort", "run", "-n", "2", "./train"};
+  const Environment batch{{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NUM_NODES", "4"}};
+  EXPECT_EQ(srun_for_allocation(batch, self),
+            (std::vector<std::string>{"srun", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1",
+                                      "--kill-on-bad-exit=0", "--unbuffered", "/bin/cohort", "run",
+                                      "-n", "2", "./train"}));
+  Environment one_node = batch;
+  one_node["SLURM_JOB_NUM_NODES"] = "1";
+  EXPECT_FALSE(srun_for_allocation(one_node, self));
+  Environment in_step = batch;
+  in_step["SLURM_STEP_ID"] = "0";
+  EXPECT_FALSE(srun_for_allocation(in_step, self));
+  Environment under_mpirun = batch;
+  under_mpirun["OMPI_COMM_WORLD_SIZE"] = "4";
+  EXPECT_FALSE(srun_for_allocation(under_mpirun, self));
+  EXPECT_FALSE(srun_for_allocation({}, self));
+}
+
+TEST(StopRecord, RoundTripsAndRefusesGarbage) {
+  StopRecord record;
+  record.node = 2;
+  record.host = "n3";
+  record.rank = 5;
+  record.exit_code = 137;
+  record.node_lost = false;
+  record.summary = "rank 5 failed:\tkilled\nby SIGKILL";
+  const auto back = StopRecord::decode(record.encode());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->node, 2);
+  EXPECT_EQ(back->host, "n3");
+  EXPECT_EQ(back->rank, 5);
+  EXPECT_EQ(back->exit_code, 137);
+  EXPECT_FALSE(back->node_lost);
+  EXPECT_EQ(back->summary, "rank 5 failed: killed by SIGKILL");
+  EXPECT_FALSE(StopRecord::decode(""));
+  EXPECT_FALSE(StopRecord::decode("x\tn3\t5\t1\t0\tsummary"));
+}
+
+TEST(Hostfile, HostsSlotsCommentsAndMistakes) {
+  const auto hosts = parse_hostfile(
+      "# the cluster\nn1 slots=2\n\n  n2   # no slots\nn3 slots=4 max_slots=8\n", "hosts.txt");
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[0].name, "n1");
+  EXPECT_EQ(hosts[0].slots, 2);
+  EXPECT_EQ(hosts[1].name, "n2");
+  EXPECT_EQ(hosts[1].slots, 0);
+  EXPECT_EQ(hosts[2].slots, 4);
+  try {
+    parse_hostfile("n1\nn2 slots=two\n", "hosts.txt");
+    FAIL() << "accepted";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("hosts.txt line 2"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(parse_hostfile("n1 cpus=2\n", "f"), InvalidArgument);
+  EXPECT_THROW(parse_hostfile("# nothing\n", "f"), InvalidArgument);
+  const auto list = parse_host_list("a:2,b,c:1");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1].name, "b");
+  EXPECT_EQ(list[1].slots, 0);
+  EXPECT_THROW(parse_host_list("a:0"), InvalidArgument);
+}
+
+TEST(RemoteAgent, TheCommandCarriesTheJobAndOnlyTheNamedVariables) {
+  RunOptions options;
+  options.command = {"./train", "it's"};
+  options.nproc_per_node = 2;
+  options.hosts = {{"n1", 0}, {"n2", 3}};
+  options.run_id = "r1";
+  options.forward_env = {"BAR"};
+  options.forward_env_prefixes = {"NCCL_"};
+  const Environment env{{"BAR", "1"}, {"NCCL_DEBUG", "INFO"}, {"SECRET", "x"}};
+  const std::string node1 =
+      remote_agent_command(options, 1, {"10.0.0.1", 4242}, "tok", "/work dir", "/bin/cohort", env);
+  for (const char* part : {"cd '/work dir' && exec 'env' 'BAR=1' 'NCCL_DEBUG=INFO'",
+                           "'COHORT_RDZV_TOKEN=tok' '/bin/cohort' 'run' '-n' '3' '--nnodes' '2' "
+                           "'--node-rank' '1' '--master-addr' 'n1' '--rdzv-host' '10.0.0.1' "
+                           "'--master-port' '4242' '--store-elsewhere' '--stop-on-stdin-eof'",
+                           "'--run-id' 'r1'", "'--' './train' 'it'\\''s'"}) {
+    EXPECT_NE(node1.find(part), std::string::npos) << part << "\n" << node1;
+  }
+  EXPECT_EQ(node1.find("SECRET"), std::string::npos) << node1;
+  // A host without slots runs nproc_per_node workers.
+  EXPECT_NE(remote_agent_command(options, 0, {"h", 1}, "t", "/", "c", env).find("'-n' '2'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace cohort::detail
