@@ -342,9 +342,7 @@ class Agent {
   }
 
   void on_signals() {
-    signalfd_siginfo info{};
-    while (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      const int signal = static_cast<int>(info.ssi_signo);
+    detail::drain_signalfd(signal_fd_.get(), [this](int signal) {
       if (signal == SIGCHLD) {
         reap();
       } else if (!stops_the_job(signal)) {
@@ -354,13 +352,17 @@ class Agent {
         stop_signal_ = signal;
         signal_all(signal, true);
         arm_timer(Timer::grace, options_.grace);
-        tell_other_nodes(
-            -1, signal == SIGINT ? 130 : 128 + signal,
-            cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
+        tell_other_nodes_of(signal);
       } else {
         signal_all(SIGKILL, true);  // a stop request while stopping: no more grace
       }
-    }
+      return true;
+    });
+  }
+
+  void tell_other_nodes_of(int signal) {
+    tell_other_nodes(-1, signal == SIGINT ? 130 : 128 + signal,
+                     cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
   }
 
   void on_timer() {
@@ -517,14 +519,13 @@ class Agent {
             return;
           }
         } else if (events[i].data.u64 == kSignalTag) {
-          signalfd_siginfo info{};
-          while (::read(signal_fd_.get(), &info, sizeof(info)) ==
-                 static_cast<ssize_t>(sizeof(info))) {
-            const int signal = static_cast<int>(info.ssi_signo);
-            if (!stops_the_job(signal)) continue;
-            tell_other_nodes(
-                -1, signal == SIGINT ? 130 : 128 + signal,
-                cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
+          bool stopped = false;
+          detail::drain_signalfd(signal_fd_.get(), [&](int signal) {
+            stopped = stops_the_job(signal);
+            if (stopped) tell_other_nodes_of(signal);
+            return !stopped;
+          });
+          if (stopped) {
             group_->linger(bound);
             return;
           }

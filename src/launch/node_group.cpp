@@ -158,15 +158,13 @@ Placement NodeGroup::join(int nproc, const std::string& host) {
     for (int node = 0; node < options_.nnodes; ++node) {
       if (!store_->check({node_key(node)})) missing.push_back(node_name(node));
     }
-    throw Timeout(
-        cat("cohort run: rendezvous of ", options_.nnodes, " nodes: ",
-            missing.size() == 1 ? "" : cat(missing.size(), " nodes: "), detail::join(missing, ", "),
-            " did not arrive within ", seconds(options_.rendezvous_timeout),
-            ". Each should have reached the store "
-            "at ",
-            options_.store_host, ":", port_,
-            ": check that cohort run was started there (same --nnodes, --master-addr, "
-            "--master-port), that it can resolve and reach that address, and its output"));
+    throw Timeout(cat("cohort run: ", missing.size(), " of ", options_.nnodes,
+                      " nodes did not arrive within ", seconds(options_.rendezvous_timeout), ": ",
+                      detail::join(missing, ", "), ". Each should have reached the store at ",
+                      options_.store_host, ":", port_,
+                      ": check that cohort run was started there (same --nnodes, --master-addr, "
+                      "--master-port), that it can resolve and reach that address, and its "
+                      "output"));
   }
   Placement placement;
   int total = 0;
@@ -237,11 +235,11 @@ StopRecord NodeGroup::lost_store(const std::string& why) const {
   StopRecord lost;
   lost.node = options_.serve_store ? options_.node_rank : 0;
   lost.host = options_.store_host;
-  lost.summary = cat(node_name(options_.node_rank), " lost the job's store at ",
-                     options_.store_host, ":", port_,
-                     " (the agent serving it was killed, its node went down, or the network "
-                     "between is cut): ",
-                     why);
+  lost.summary = cat(
+      node_name(options_.node_rank), " lost the job's store at ", options_.store_host, ":", port_,
+      " (the cohort run serving it, on node 0 or the --hostfile launcher, was killed, "
+      "its host went down, or the network between is cut): ",
+      why);
   return lost;
 }
 

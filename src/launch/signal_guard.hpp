@@ -1,9 +1,11 @@
 // Blocks a set of signals (to read them from a signalfd) and ignores SIGPIPE
 // for the lifetime of a scope, then restores both: cohort::run is a library
-// call and must leave the process as it found it.
+// call and must leave the process as it found it. And reading that signalfd.
 #pragma once
 
 #include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 namespace cohort::detail {
 
@@ -26,5 +28,15 @@ class SignalGuard {
   sigset_t saved_mask_{};
   struct sigaction saved_pipe_ {};
 };
+
+/// Calls `on_signal(number)` for every signal waiting in the (non-blocking)
+/// signalfd `fd`; stops early when it returns false.
+template <class OnSignal>
+void drain_signalfd(int fd, OnSignal on_signal) {
+  signalfd_siginfo info{};
+  while (::read(fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    if (!on_signal(static_cast<int>(info.ssi_signo))) return;
+  }
+}
 
 }  // namespace cohort::detail

@@ -310,9 +310,7 @@ class SshLauncher {
   }
 
   void on_signals() {
-    signalfd_siginfo info{};
-    while (::read(signal_fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      const int signal = static_cast<int>(info.ssi_signo);
+    drain_signalfd(signal_fd_.get(), [this](int signal) {
       if (signal == SIGCHLD) {
         reap();
       } else if (!stopping_) {
@@ -321,7 +319,8 @@ class SshLauncher {
       } else {
         hang_up();  // asked twice: no more grace
       }
-    }
+      return true;
+    });
   }
 
   void stop(int code, const std::string& summary) {

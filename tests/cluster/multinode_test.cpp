@@ -105,12 +105,18 @@ class MultiNode : public ::testing::Test {
   std::string ssh() const { return (kCluster / "bin" / "cluster-ssh").string(); }
   std::string hostfile() const { return (kCluster / "etc" / "hostfile").string(); }
 
-  // A batch script in the temporary directory; sbatch --wait returns its code.
-  std::string script(const std::string& name, const std::string& body) {
-    const fs::path path = temp_.path() / name;
-    std::ofstream(path) << "#!/bin/bash\n" << body;
-    fs::permissions(path, fs::perms::owner_all);
-    return path.string();
+  // `sbatch --wait ARGS` of a script holding `body`, from the login node:
+  // sbatch's result (the job's exit code), with the job's output as `out`.
+  test::ProcessResult sbatch(std::vector<std::string> args, const std::string& body) {
+    const fs::path script = temp_.path() / "job.sh";
+    const fs::path output = temp_.path() / "job.out";
+    std::ofstream(script) << "#!/bin/bash\n" << body << "\n";
+    fs::permissions(script, fs::perms::owner_all);
+    args.insert(args.begin(), {"sbatch", "--wait", "-o", output.string()});
+    args.push_back(script.string());
+    test::ProcessResult result = on("head", args);
+    result.out = test::read_file(output);
+    return result;
   }
 
   // A worker that records its pid (to check later that it is gone), then
@@ -205,41 +211,25 @@ TEST_F(MultiNode, SpawnStartsTheWorkersOfEachNode) {
 
 // docs/launchers/sbatch.md: the tutorial form, and cohort run starting srun itself.
 TEST_F(MultiNode, SbatchWithSrunInsideAndWithCohortRunAlone) {
-  const std::string out = (temp_.path() / "job.out").string();
   for (const std::string& line : {"srun --ntasks-per-node=1 " + kCohort + " run -n 2 " + kReduction,
                                   kCohort + " run -n 2 " + kReduction}) {
     SCOPED_TRACE(line);
-    auto result = on("head", {"sbatch", "--wait", "-N4", "--ntasks-per-node=1", "-o", out,
-                              script("job.sh", line + "\n")});
-    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
-    test::ProcessResult job;
-    job.exit_code = 0;
-    job.out = test::read_file(out);
-    expect_reduction(job, 8, kFourNodesTwoEach);
+    expect_reduction(sbatch({"-N4", "--ntasks-per-node=1"}, line), 8, kFourNodesTwoEach);
   }
 }
 
 TEST_F(MultiNode, SbatchPassesTheFailedWorkersExitCodeThrough) {
-  auto result = on("head", {"sbatch", "--wait", "-N2", "--ntasks-per-node=1", "-o",
-                            (temp_.path() / "job.out").string(),
-                            script("fail.sh", kCohort + " run -n 2 sh -c '[ $RANK = 3 ] && exit 3; "
-                                                        "sleep 30'\n")});
+  const auto result = sbatch({"-N2", "--ntasks-per-node=1"},
+                             kCohort + " run -n 2 sh -c '[ $RANK = 3 ] && exit 3; sleep 30'");
   EXPECT_EQ(result.exit_code, 3) << test::describe(result);
-  const std::string job = test::read_file(temp_.path() / "job.out");
-  EXPECT_NE(job.find("rank 3 failed: exited with code 3"), std::string::npos) << job;
-  EXPECT_NE(job.find("host n2, rank 3"), std::string::npos) << job;
+  EXPECT_NE(result.out.find("rank 3 failed: exited with code 3"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("host n2, rank 3"), std::string::npos) << result.out;
 }
 
 // docs/launchers/mpirun.md
 TEST_F(MultiNode, SbatchWithMpirunInside) {
-  const std::string out = (temp_.path() / "job.out").string();
-  auto result = on("head", {"sbatch", "--wait", "-N2", "--ntasks-per-node=2", "-o", out,
-                            script("mpi.sh", "mpirun -np 4 " + kReduction + "\n")});
-  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
-  test::ProcessResult job;
-  job.exit_code = 0;
-  job.out = test::read_file(out);
-  expect_reduction(job, 4, kTwoNodesTwoEach);
+  expect_reduction(sbatch({"-N2", "--ntasks-per-node=2"}, "mpirun -np 4 " + kReduction), 4,
+                   kTwoNodesTwoEach);
 }
 
 TEST_F(MultiNode, OpenMpiOverSshFindsRankZeroThroughPmix) {
@@ -278,7 +268,8 @@ TEST_F(MultiNode, ANodeThatNeverArrivesIsNamedWithTheAddress) {
   auto result = on("n1", {kCohort, "run", "--nnodes", "3", "--node-rank", "0", "--master-addr",
                           "n1", "--rdzv-timeout", "2", "-n", "1", "true"});
   EXPECT_NE(result.exit_code, 0) << test::describe(result);
-  EXPECT_NE(result.err.find("node 1, node 2 did not arrive within 2 s"), std::string::npos)
+  EXPECT_NE(result.err.find("2 of 3 nodes did not arrive within 2 s: node 1, node 2."),
+            std::string::npos)
       << result.err;
   EXPECT_NE(result.err.find("n1:29500"), std::string::npos) << result.err;
 }
