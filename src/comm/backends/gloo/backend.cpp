@@ -363,6 +363,29 @@ class GlooBackend final : public Backend {
     }
   }
 
+  // The rank the group's first blame fell on: the one recorded in the store,
+  // else a peer on this host whose process is gone (waiting a moment: the
+  // kernel resets a SIGKILLed process's connections before it marks it
+  // dead), else the peer the error names. Records its own blame. -1 when no
+  // peer can be told (a timeout with nothing recorded).
+  int first_blame(bool timed_out, const std::string& gloo_error, int& blamed) {
+    constexpr int kChecks = 50;  // every 4 ms: 200 ms at most, on the failure path only
+    const bool can_see_deaths = peers_.any_on_this_host();
+    for (int check = 1;; ++check) {
+      if (options_.store->check({"lost"})) {
+        return std::stoi(options_.store->get("lost", std::chrono::milliseconds(500)));
+      }
+      if (timed_out) return -1;
+      blamed = peers_.gone_on_this_host();
+      if (blamed < 0 && (!can_see_deaths || check == kChecks)) blamed = peers_.named_in(gloo_error);
+      if (blamed >= 0) {
+        return std::stoi(options_.store->compare_set("lost", "", std::to_string(blamed)));
+      }
+      if (check >= kChecks) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    }
+  }
+
   [[noreturn]] void fail(const char* collective, const std::string& gloo_error) {
     // "Timed out waiting ... for recv operation", "Read timeout [addr]:port".
     std::string lower = gloo_error;
@@ -372,16 +395,14 @@ class GlooBackend final : public Backend {
         lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
     // The first rank to pin an error on a peer records it, so that the ranks
     // that then see only the cascade (or a timeout) name the rank that failed.
-    const int blamed = timed_out ? -1 : peers_.blame(gloo_error);
+    int blamed = -1;
     int lost = -1;
     try {
-      if (blamed >= 0) {
-        lost = std::stoi(options_.store->compare_set("lost", "", std::to_string(blamed)));
-      } else if (options_.store->check({"lost"})) {
-        lost = std::stoi(options_.store->get("lost", std::chrono::milliseconds(500)));
-      }
+      lost = first_blame(timed_out, gloo_error, blamed);
     } catch (const std::exception&) {
-      lost = blamed;  // the store is gone too: it may have lived in the lost rank
+      // The store is gone too. Without a launcher it lived in rank 0, which
+      // may have exited after its own PeerLost: another dead peer went first.
+      lost = blamed >= 0 ? blamed : peers_.gone_on_this_host(0);
     }
     const std::string where = cat(collective, " on rank ", rank(), " of ", size());
     if (lost < 0 && timed_out) {

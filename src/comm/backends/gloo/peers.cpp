@@ -1,5 +1,6 @@
 #include "comm/backends/gloo/peers.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -23,6 +24,17 @@ std::string ip_of(const std::string& address) {
   return address.substr(open + 1, close - open - 1);
 }
 
+// "[1.2.3.4]:5678" from a text that holds it.
+std::string address_in(const std::string& text) {
+  const std::size_t open = text.find('[');
+  const std::size_t close = text.find("]:", open);
+  if (open == std::string::npos || close == std::string::npos) return {};
+  std::size_t end = close + 2;
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])))
+    ++end;
+  return text.substr(open, end - open);
+}
+
 }  // namespace
 
 void Peers::publish(Store& store, int rank) {
@@ -35,6 +47,7 @@ Peers::Peers(Store& store, int rank, std::vector<std::string> addresses,
   for (std::size_t r = 0; r < addresses.size(); ++r) {
     Peer& peer = peers_[r];
     peer.ip = ip_of(addresses[r]);
+    peer.address = address_in(addresses[r]);
     std::istringstream entry(store.get(cat("peer/", r), timeout));
     entry >> peer.host >> peer.pid;
   }
@@ -52,19 +65,33 @@ bool Peers::is_gone(const Peer& peer) const {
   return state == 'Z' || state == 'X';
 }
 
-int Peers::blame(const std::string& gloo_error) const {
+int Peers::gone_on_this_host(int unlikely) const {
+  int found = -1;
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (static_cast<int>(r) == rank_ || !is_gone(peers_[r])) continue;
+    if (static_cast<int>(r) != unlikely) return static_cast<int>(r);
+    found = static_cast<int>(r);
+  }
+  return found;
+}
+
+bool Peers::any_on_this_host() const {
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (static_cast<int>(r) != rank_ && peers_[r].host == host_) return true;
+  }
+  return false;
+}
+
+int Peers::named_in(const std::string& gloo_error) const {
+  const std::string address = address_in(gloo_error);
   const std::string ip = ip_of(gloo_error);
   std::vector<int> at_ip;
   for (std::size_t r = 0; r < peers_.size(); ++r) {
-    if (static_cast<int>(r) != rank_ && !ip.empty() && peers_[r].ip == ip) {
-      at_ip.push_back(static_cast<int>(r));
-    }
+    if (static_cast<int>(r) == rank_) continue;
+    if (!address.empty() && peers_[r].address == address) return static_cast<int>(r);
+    if (!ip.empty() && peers_[r].ip == ip) at_ip.push_back(static_cast<int>(r));
   }
-  if (at_ip.size() == 1) return at_ip.front();
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
-    if (static_cast<int>(r) != rank_ && is_gone(peers_[r])) return static_cast<int>(r);
-  }
-  return -1;
+  return at_ip.size() == 1 ? at_ip.front() : -1;
 }
 
 std::string Peers::describe(int rank) const {

@@ -1,9 +1,8 @@
 // Who a Gloo transport error is about. Gloo's messages name a socket address
 // ("Connection closed by peer [10.0.0.2]:41234"), often an ephemeral port no
 // rank published; cohort needs a rank and a host. Every rank publishes its
-// host name and pid before connecting; an error is then pinned on the one
-// peer at the address's IP, or, among peers on this host, on the one whose
-// process is gone.
+// host name and pid before connecting; an error is then pinned on a peer on
+// this host whose process is gone, or else on the peer the error names.
 #pragma once
 
 #include <string>
@@ -24,8 +23,17 @@ class Peers {
   Peers(Store& store, int rank, std::vector<std::string> addresses,
         std::chrono::milliseconds timeout);
 
-  /// The rank `gloo_error` is about, or -1 when it cannot be told.
-  int blame(const std::string& gloo_error) const;
+  /// A peer on this host whose process is gone, or -1; one other than
+  /// `unlikely` when there are several. A SIGKILLed process resets its
+  /// connections a moment before the kernel marks it dead.
+  int gone_on_this_host(int unlikely = -1) const;
+  /// Whether any peer runs on this host (so that gone_on_this_host can tell).
+  bool any_on_this_host() const;
+  /// The peer `gloo_error` names: by its listener's address (when this rank
+  /// connected to it), or by its IP when no other peer shares it; else -1.
+  /// The peer that reset a connection may only be cascading someone else's
+  /// failure, so this is the last resort.
+  int named_in(const std::string& gloo_error) const;
 
   /// " (host H, pid P)" for `rank`.
   std::string describe(int rank) const;
@@ -34,7 +42,8 @@ class Peers {
   struct Peer {
     std::string host;
     long pid = 0;
-    std::string ip;  // of its Gloo listener
+    std::string ip;       // of its Gloo listener
+    std::string address;  // "[ip]:port" of that listener
   };
   bool is_gone(const Peer& peer) const;
 
