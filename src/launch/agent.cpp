@@ -229,8 +229,12 @@ class Agent {
   }
 
   void spawn_all(int attempt) {
-    const int master_port =
-        options_.master_port != 0 && !multi_node() ? options_.master_port : placement_.master_port;
+    // One node: a port free now for each attempt (a restart must not meet the
+    // last attempt's rank 0 still closing it); several: node 0's, agreed once.
+    const int master_port = multi_node()                ? placement_.master_port
+                            : options_.master_port != 0 ? options_.master_port
+                                                        : detail::pick_free_port();
+    master_port_ = master_port;
     const Environment base = process_environment();
     workers_.clear();
     workers_.resize(static_cast<std::size_t>(options_.nproc_per_node));
@@ -544,6 +548,7 @@ class Agent {
     input.first_failure = first_failure_;
     input.grace = options_.grace;
     input.exit_code = exit_code();
+    input.master_port = master_port_;
     for (const Worker& worker : workers_) {
       detail::ReportInput::WorkerEnd end;
       end.rank = worker.rank;
@@ -579,6 +584,7 @@ class Agent {
   detail::Placement placement_;
   std::optional<detail::StopRecord> first_stop_;  ///< the job's first stop, on any node
   bool own_stop_ = false;                         ///< ... and it was this node's
+  int master_port_ = 0;                           ///< the workers' MASTER_PORT
   std::unique_ptr<detail::Guardian> guardian_;
   std::vector<Worker> workers_;
   Stop stop_ = Stop::none;

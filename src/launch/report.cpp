@@ -23,6 +23,22 @@ std::string format_utc(std::chrono::system_clock::time_point time) {
   return with_millis;
 }
 
+namespace {
+
+// PyTorch's rank 0 binds MASTER_PORT for its TCPStore; when something else
+// holds it, its RuntimeError says errno 98 deep in a traceback.
+bool says_port_taken(const std::vector<std::string>& tail) {
+  for (const std::string& line : tail) {
+    if (line.find("Address already in use") != std::string::npos ||
+        line.find("EADDRINUSE") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string failure_report(const ReportInput& input) {
   std::string out;
   const auto line = [&out](const std::string& text) { out += text + "\n"; };
@@ -44,6 +60,11 @@ std::string failure_report(const ReportInput& input) {
                                : cat("last ", count, " lines of rank ", failed.rank, ":"));
       for (const std::string& text : failed.stderr_tail)
         line("    | " + text);
+    }
+    if (input.master_port != 0 && says_port_taken(failed.stderr_tail)) {
+      row("why", cat("MASTER_PORT ", input.master_port, " on ", input.host,
+                     " is taken by another process, so rank 0 could not listen there: drop "
+                     "--master-port (cohort picks a free port) or choose another"));
     }
   } else if (input.stop_signal != 0) {
     line(cat("cohort run: stopped by ", signal_name(input.stop_signal),

@@ -32,6 +32,7 @@ struct ReportInput {
   int exit_code = 0;
   std::vector<WorkerEnd> workers;
   std::string other_nodes;  ///< what became of the job's other nodes; "" on one node
+  int master_port = 0;      ///< the workers' MASTER_PORT, for the hint when it was taken
 };
 
 /// The report, several lines, each ending in '\n'.

@@ -306,6 +306,27 @@ TEST_F(MultiNode, KillingTheHostfileLauncherLeavesNoWorkerOnAnyNode) {
   EXPECT_TRUE(recorded_workers_end(seconds(30)));
 }
 
+// An unmodified PyTorch script across nodes, under srun and over ssh.
+TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
+  const std::string python = "/usr/bin/python3";
+  if (test::run_process({python, "-c", "import torch.distributed"}).exit_code != 0) {
+    COHORT_SKIP_MISSING(python << " cannot import torch (scripts/install-deps test)");
+  }
+  const std::string script = std::string(COHORT_SOURCE_DIR) + "/examples/python/reduction.py";
+  for (const auto& command :
+       {std::vector<std::string>{"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "--python",
+                                 python, "-n", "2", script},
+        std::vector<std::string>{kCohort, "run", "--hosts", "n1:2,n2:2", "--ssh", ssh(), "--python",
+                                 python, script}}) {
+    SCOPED_TRACE(command.front());
+    const auto result = on("head", command);
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    const auto lines = lines_with(result.out, "has data tensor([4.])");
+    EXPECT_EQ(lines.size(), 4u) << test::describe(result);
+    EXPECT_EQ(hosts_of(lines), kTwoNodesTwoEach) << result.out;
+  }
+}
+
 // The one fate of a job, docs/launchers/srun.md "When something fails".
 TEST_F(MultiNode, AWorkerKilledOnOneNodeEndsTheJobOnEveryNode) {
   auto result = on("head", [&] {

@@ -179,6 +179,31 @@ TEST(Report, NamesTheFailureItsPlaceAndItsLastWords) {
   EXPECT_NE(report.find("exit status   137"), std::string::npos);
 }
 
+TEST(Report, ATakenMasterPortAndOtherNodesGetALineEach) {
+  ReportInput input;
+  input.host = "n1";
+  input.first_failure = 0;
+  input.exit_code = 1;
+  input.master_port = 29777;
+  input.other_nodes = "told to stop: 3 other nodes, ranks outside 0-1";
+  input.workers.resize(1);
+  input.workers[0].wait_status = exited(1);
+  input.workers[0].stderr_tail = {
+      "RuntimeError: The server socket has failed to listen on any local network address. The "
+      "server socket has failed to bind to 0.0.0.0:29777 (errno: 98 - Address already in use)."};
+  std::string report = failure_report(input);
+  EXPECT_NE(report.find("  why           MASTER_PORT 29777 on n1 is taken by another process"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("  other nodes   told to stop: 3 other nodes, ranks outside 0-1\n"
+                        "  exit status   1"),
+            std::string::npos)
+      << report;
+  input.workers[0].stderr_tail = {"ValueError: bad batch"};
+  report = failure_report(input);
+  EXPECT_EQ(report.find("why"), std::string::npos) << report;
+}
+
 TEST(Report, UtcTimestamps) {
   EXPECT_EQ(format_utc(std::chrono::system_clock::time_point(std::chrono::milliseconds(1234))),
             "1970-01-01 00:00:01.234 UTC");
