@@ -549,6 +549,9 @@ class Agent {
     input.grace = options_.grace;
     input.exit_code = exit_code();
     input.master_port = master_port_;
+    if (!options_.entry && detail::worker_argv(options_, 0).front() == options_.python) {
+      input.interpreter = options_.python;
+    }
     for (const Worker& worker : workers_) {
       detail::ReportInput::WorkerEnd end;
       end.rank = worker.rank;

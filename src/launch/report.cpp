@@ -27,12 +27,9 @@ namespace {
 
 // PyTorch's rank 0 binds MASTER_PORT for its TCPStore; when something else
 // holds it, its RuntimeError says errno 98 deep in a traceback.
-bool says_port_taken(const std::vector<std::string>& tail) {
+bool says(const std::vector<std::string>& tail, std::string_view what) {
   for (const std::string& line : tail) {
-    if (line.find("Address already in use") != std::string::npos ||
-        line.find("EADDRINUSE") != std::string::npos) {
-      return true;
-    }
+    if (line.find(what) != std::string::npos) return true;
   }
   return false;
 }
@@ -61,10 +58,18 @@ std::string failure_report(const ReportInput& input) {
       for (const std::string& text : failed.stderr_tail)
         line("    | " + text);
     }
-    if (input.master_port != 0 && says_port_taken(failed.stderr_tail)) {
+    if (input.master_port != 0 && (says(failed.stderr_tail, "Address already in use") ||
+                                   says(failed.stderr_tail, "EADDRINUSE"))) {
       row("why", cat("MASTER_PORT ", input.master_port, " on ", input.host,
                      " is taken by another process, so rank 0 could not listen there: drop "
                      "--master-port (cohort picks a free port) or choose another"));
+    }
+    // A .py PROGRAM run by the first python3 on PATH, which may not be the
+    // one with PyTorch (a venv, pyenv, conda ...).
+    if (!input.interpreter.empty() && says(failed.stderr_tail, "ModuleNotFoundError")) {
+      row("why", cat("the script ran with ", input.interpreter,
+                     ", which lacks a module it imports: give --python with the interpreter "
+                     "that has it (Debian's PyTorch is /usr/bin/python3's)"));
     }
   } else if (input.stop_signal != 0) {
     line(cat("cohort run: stopped by ", signal_name(input.stop_signal),

@@ -33,6 +33,8 @@ struct ReportInput {
   std::vector<WorkerEnd> workers;
   std::string other_nodes;  ///< what became of the job's other nodes; "" on one node
   int master_port = 0;      ///< the workers' MASTER_PORT, for the hint when it was taken
+  std::string
+      interpreter;  ///< what ran a .py PROGRAM ("python3"), for the hint when it lacks a module
 };
 
 /// The report, several lines, each ending in '\n'.

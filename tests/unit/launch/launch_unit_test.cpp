@@ -202,6 +202,13 @@ TEST(Report, ATakenMasterPortAndOtherNodesGetALineEach) {
   input.workers[0].stderr_tail = {"ValueError: bad batch"};
   report = failure_report(input);
   EXPECT_EQ(report.find("why"), std::string::npos) << report;
+  input.interpreter = "python3";
+  input.workers[0].stderr_tail = {"ModuleNotFoundError: No module named 'torch'"};
+  report = failure_report(input);
+  EXPECT_NE(report.find("  why           the script ran with python3, which lacks a module it "
+                        "imports: give --python"),
+            std::string::npos)
+      << report;
 }
 
 TEST(Report, UtcTimestamps) {
