@@ -22,26 +22,19 @@
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
+#include "support/text.hpp"
 
 namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::seconds;
+using test::lines_with;
 
 const fs::path kCluster = COHORT_TEST_NETNS_DIR;
 const std::string kCohort = COHORT_CLI_PATH;
 const std::string kReduction = COHORT_REDUCTION_PATH;
 const std::string kSpawn = COHORT_SPAWN_PATH;
-
-std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
-  std::vector<std::string> out;
-  std::istringstream stream(text);
-  for (std::string line; std::getline(stream, line);) {
-    if (line.find(needle) != std::string::npos) out.push_back(line);
-  }
-  return out;
-}
 
 // "[n3:gloo] process 5/8" -> "n3": the host each reduction line came from.
 std::multiset<std::string> hosts_of(const std::vector<std::string>& lines) {

@@ -14,25 +14,18 @@
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
+#include "support/text.hpp"
 
 namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
+using test::lines_with;
 using namespace std::chrono_literals;
 
 const std::string kPython = "/usr/bin/python3";  // Debian's, with python3-torch
 const fs::path kExamples = fs::path(COHORT_SOURCE_DIR) / "examples" / "python";
 const fs::path kTests = fs::path(COHORT_SOURCE_DIR) / "tests" / "python";
-
-std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
-  std::vector<std::string> out;
-  std::istringstream stream(text);
-  for (std::string line; std::getline(stream, line);) {
-    if (line.find(needle) != std::string::npos) out.push_back(line);
-  }
-  return out;
-}
 
 class PyTorch : public ::testing::Test {
  protected:
@@ -92,11 +85,7 @@ TEST_F(PyTorch, TheExamplesRunUnderTorchrunToo) {
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   // Counted as text, not lines: torchrun's workers share one stdout, and
   // print() writes the text and its newline separately, so lines can mix.
-  std::size_t count = 0;
-  for (std::size_t at = result.out.find("has data tensor([2.])"); at != std::string::npos;
-       at = result.out.find("has data tensor([2.])", at + 1))
-    ++count;
-  EXPECT_EQ(count, 2u) << result.out;
+  EXPECT_EQ(test::count_of(result.out, "has data tensor([2.])"), 2u) << result.out;
 }
 
 TEST_F(PyTorch, LegacyLocalRankArgument) {
