@@ -1,0 +1,186 @@
+// DistributedDataParallel on cohort's communicator. Each parameter's
+// AccumulateGrad node gets a post-hook (LibTorch 1.13's C++ API has no
+// post-accumulate hook of its own; this is what c10d's Reducer does), so a
+// gradient is copied into its bucket once it is complete; a bucket whose
+// gradients are all in is all-reduced on the communicator's queue while
+// backward goes on, buckets strictly in order so every rank issues the same
+// collectives; an end-of-backward callback finishes the rest and copies the
+// averages back.
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include <cohort/errors.hpp>
+#include <cohort/torch.hpp>
+
+#include "core/strings.hpp"
+
+namespace cohort::torch {
+
+using detail::cat;
+
+struct DistributedDataParallel::Bucket {
+  at::Tensor flat;                    // the gradients of its parameters, end to end
+  std::vector<std::int64_t> offsets;  // where each parameter's gradient starts in `flat`
+  std::vector<bool> ready;
+  std::size_t pending = 0;  // gradients not yet copied in this backward
+  bool launched = false;
+  Work work;
+};
+
+namespace {
+
+// Reverse registration order (roughly the order backward produces the
+// gradients), a small first bucket, one dtype per bucket.
+std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<at::Tensor>& parameters,
+                                                     const DdpOptions& options) {
+  std::vector<std::vector<std::size_t>> buckets;
+  std::size_t bytes = 0;
+  for (std::size_t i = parameters.size(); i-- > 0;) {
+    const at::Tensor& parameter = parameters[i];
+    const std::size_t cap = buckets.size() == 1 ? options.first_bucket_bytes : options.bucket_bytes;
+    const bool new_dtype = !buckets.empty() && parameters[buckets.back().front()].scalar_type() !=
+                                                   parameter.scalar_type();
+    if (buckets.empty() || bytes >= cap || new_dtype) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(i);
+    bytes += static_cast<std::size_t>(parameter.numel()) * parameter.element_size();
+  }
+  return buckets;
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Module> module,
+                                                 Communicator& comm, DdpOptions options)
+    : module_(std::move(module)), comm_(comm), options_(options) {
+  if (!module_) throw InvalidArgument("DistributedDataParallel: no module");
+  for (at::Tensor& parameter : module_->parameters()) {
+    if (parameter.requires_grad()) parameters_.push_back(parameter);
+  }
+  {
+    // Every rank starts from rank 0's parameters and buffers.
+    ::torch::NoGradGuard no_grad;
+    for (at::Tensor& parameter : module_->parameters()) {
+      at::Tensor data = parameter.detach();
+      broadcast(comm_, data, 0);
+    }
+    for (at::Tensor& buffer_tensor : module_->buffers()) {
+      at::Tensor data = buffer_tensor.detach();
+      broadcast(comm_, data, 0);
+    }
+  }
+  buckets_ = assign_buckets(parameters_, options_);
+  bucket_of_.assign(parameters_.size(), 0);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    auto bucket = std::make_unique<Bucket>();
+    std::int64_t size = 0;
+    for (std::size_t index : buckets_[b]) {
+      bucket_of_[index] = b;
+      bucket->offsets.push_back(size);
+      size += parameters_[index].numel();
+    }
+    bucket->flat = at::zeros({size}, parameters_[buckets_[b].front()].options());
+    bucket->ready.assign(buckets_[b].size(), false);
+    state_.push_back(std::move(bucket));
+  }
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    auto accumulator = ::torch::autograd::impl::grad_accumulator(parameters_[i]);
+    accumulator->add_post_hook(std::make_unique<::torch::autograd::utils::LambdaPostHook>(
+        [this, i](const ::torch::autograd::variable_list& outputs,
+                  const ::torch::autograd::variable_list&) {
+          on_gradient(i);
+          return outputs;
+        }));
+    accumulators_.push_back(std::move(accumulator));  // the parameter only holds a weak_ptr
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  // The hooks capture `this`: a backward after this point must not reach them.
+  for (auto& accumulator : accumulators_) {
+    auto& hooks = accumulator->post_hooks();
+    hooks.clear();
+  }
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (!options_.broadcast_buffers) return;
+  ::torch::NoGradGuard no_grad;
+  for (at::Tensor& buffer_tensor : module_->buffers()) {
+    at::Tensor data = buffer_tensor.detach();
+    broadcast(comm_, data, 0);
+  }
+}
+
+void DistributedDataParallel::on_gradient(std::size_t parameter) {
+  if (!syncing_) return;
+  if (!in_backward_) {
+    in_backward_ = true;
+    next_launch_ = 0;
+    for (auto& bucket : state_) {
+      bucket->pending = bucket->ready.size();
+      std::fill(bucket->ready.begin(), bucket->ready.end(), false);
+      bucket->launched = false;
+    }
+    ::torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+  }
+  const std::size_t b = bucket_of_[parameter];
+  Bucket& bucket = *state_[b];
+  const auto position = static_cast<std::size_t>(
+      std::find(buckets_[b].begin(), buckets_[b].end(), parameter) - buckets_[b].begin());
+  if (bucket.ready[position]) return;  // a parameter used twice: its gradient is complete now
+  const at::Tensor& gradient = parameters_[parameter].grad();
+  at::Tensor slice =
+      bucket.flat.narrow(0, bucket.offsets[position], parameters_[parameter].numel());
+  if (gradient.defined()) {
+    slice.copy_(gradient.reshape({-1}));
+  } else {
+    slice.zero_();
+  }
+  bucket.ready[position] = true;
+  --bucket.pending;
+  launch_ready_buckets();
+}
+
+void DistributedDataParallel::launch_ready_buckets() {
+  while (next_launch_ < state_.size() && state_[next_launch_]->pending == 0) {
+    Bucket& bucket = *state_[next_launch_];
+    bucket.work = all_reduce_async(comm_, bucket.flat, ReduceOp::avg);
+    bucket.launched = true;
+    ++next_launch_;
+  }
+}
+
+void DistributedDataParallel::finish_backward() {
+  in_backward_ = false;
+  // Parameters the graph did not reach contribute zeros, so that every rank
+  // all-reduces every bucket, in the same order.
+  for (std::size_t b = 0; b < state_.size(); ++b) {
+    Bucket& bucket = *state_[b];
+    for (std::size_t k = 0; k < bucket.ready.size(); ++k) {
+      if (bucket.ready[k]) continue;
+      bucket.flat.narrow(0, bucket.offsets[k], parameters_[buckets_[b][k]].numel()).zero_();
+      bucket.ready[k] = true;
+      --bucket.pending;
+    }
+  }
+  launch_ready_buckets();
+  for (std::size_t b = 0; b < state_.size(); ++b) {
+    Bucket& bucket = *state_[b];
+    bucket.work.wait();
+    for (std::size_t k = 0; k < buckets_[b].size(); ++k) {
+      at::Tensor& parameter = parameters_[buckets_[b][k]];
+      at::Tensor average =
+          bucket.flat.narrow(0, bucket.offsets[k], parameter.numel()).view(parameter.sizes());
+      if (parameter.grad().defined()) {
+        parameter.mutable_grad().copy_(average);
+      } else {
+        parameter.mutable_grad() = average.clone();
+      }
+    }
+  }
+}
+
+}  // namespace cohort::torch
