@@ -9,6 +9,9 @@
 #include <cohort/cohort.hpp>
 #include <cohort/torch.hpp>
 
+#include "support/subprocess.hpp"
+#include "support/text.hpp"
+
 namespace {
 
 namespace ct = cohort::torch;
@@ -185,6 +188,20 @@ TEST(Ddp, TensorCollectivesAndTheirTypes) {
            gathered.sizes() == at::IntArrayRef({kRanks, 2}) && gathered[1][0].item<double>() == 1 &&
            refused;
   }));
+}
+
+// The check: the ResNet-50 example under cohort run.
+TEST(Ddp, ResNet50ExampleTrainsUnderCohortRun) {
+  cohort::test::ProcessOptions options;
+  options.timeout = std::chrono::seconds(300);
+  const auto result = cohort::test::run_process(
+      {COHORT_CLI_PATH, "run", "-n", "2", COHORT_RESNET50_PATH, "--synthetic", "--steps", "3",
+       "--batch-size", "2", "--image-size", "64"},
+      options);
+  ASSERT_EQ(result.exit_code, 0) << cohort::test::describe(result);
+  EXPECT_EQ(cohort::test::lines_with(result.out, ": loss ").size(), 3u) << result.out;
+  EXPECT_EQ(cohort::test::lines_with(result.out, " images/s").size(), 3u) << result.out;
+  EXPECT_EQ(cohort::test::lines_with(result.out, "total: ").size(), 1u) << result.out;
 }
 
 TEST(DistributedSampler, ShardsAreDisjointPaddedAndShuffledPerEpoch) {
