@@ -115,7 +115,9 @@ class MultiNode : public ::testing::Test {
   // A worker that records its pid (to check later that it is gone), then
   // runs `then` in the shell.
   std::vector<std::string> recording_worker(const std::string& then) const {
-    return {"sh", "-c", "echo $$ > \"$0/$RANK\"; " + then, pids_.string()};
+    // Written aside, then renamed: a reader never sees a half-written file.
+    return {"sh", "-c", "echo $$ > \"$0/.$RANK\" && mv \"$0/.$RANK\" \"$0/$RANK\"; " + then,
+            pids_.string()};
   }
 
   // Waits until every recorded worker is gone; false if some outlive `bound`.
@@ -124,6 +126,7 @@ class MultiNode : public ::testing::Test {
     for (;;) {
       bool any = false;
       for (const auto& entry : fs::directory_iterator(pids_)) {
+        if (entry.path().filename().string().front() == '.') continue;
         any = any || process_alive(std::stoi(test::read_file(entry.path())));
       }
       if (!any) return true;
@@ -133,8 +136,10 @@ class MultiNode : public ::testing::Test {
   }
 
   std::size_t recorded_workers() const {
-    return static_cast<std::size_t>(
-        std::distance(fs::directory_iterator(pids_), fs::directory_iterator()));
+    std::size_t count = 0;
+    for (const auto& entry : fs::directory_iterator(pids_))
+      count += entry.path().filename().string().front() != '.';
+    return count;
   }
 
   // One line "has data N" per rank, from the expected hosts.
