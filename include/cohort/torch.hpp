@@ -95,7 +95,8 @@ class DistributedDataParallel {
   std::vector<at::Tensor> parameters_;
   std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators_;  // keep the hooks alive
   std::vector<std::vector<std::size_t>> buckets_;
-  std::vector<std::size_t> bucket_of_;  ///< parameter -> bucket
+  std::vector<std::size_t> bucket_of_;    ///< parameter -> bucket
+  std::vector<std::size_t> position_of_;  ///< parameter -> its place in that bucket
   std::vector<std::unique_ptr<Bucket>> state_;
   std::size_t next_launch_ = 0;  ///< buckets launch in order, the same on every rank
   bool in_backward_ = false;

@@ -16,6 +16,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/host_probe.hpp"
+#include "core/fd.hpp"
 #include "core/strings.hpp"
 #include "launch/node_plan.hpp"
 #include "launch/ssh_launch.hpp"
@@ -205,10 +206,10 @@ std::vector<std::string> own_argv() {
   std::string item;
   while (std::getline(file, item, '\0'))
     argv.push_back(item);
-  if (!argv.empty()) argv.front() = "/proc/self/exe";
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n > 0 && !argv.empty()) argv.front().assign(path, static_cast<std::size_t>(n));
+  if (!argv.empty()) {
+    const std::string path = detail::executable_path();
+    argv.front() = path.empty() ? "/proc/self/exe" : path;
+  }
   return argv;
 }
 

@@ -30,4 +30,10 @@ std::string errno_text(int error) {
   return strerror_r(error, buffer, sizeof(buffer));
 }
 
+std::string executable_path() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string();
+}
+
 }  // namespace cohort::detail

@@ -46,4 +46,7 @@ void set_nonblocking(int fd, const char* what);
 /// strerror(error) as a string, thread-safe.
 std::string errno_text(int error);
 
+/// This process's executable (/proc/self/exe resolved), or "" when unknown.
+std::string executable_path();
+
 }  // namespace cohort::detail

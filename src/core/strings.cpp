@@ -1,6 +1,7 @@
 #include "core/strings.hpp"
 
 #include <charconv>
+#include <random>
 
 namespace cohort::detail {
 
@@ -18,6 +19,14 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
     if (i != 0) out += separator;
     out += parts[i];
   }
+  return out;
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::random_device device;
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i)
+    out += cat(std::hex, (device() & 0xff) | 0x100).substr(1);
   return out;
 }
 

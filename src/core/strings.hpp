@@ -25,4 +25,8 @@ std::optional<std::int64_t> parse_int(std::string_view text) noexcept;
 /// `parts` joined with `separator` in between.
 std::string join(std::span<const std::string> parts, std::string_view separator);
 
+/// `bytes` random bytes from std::random_device, as 2 * bytes hex digits
+/// (run ids, job tokens).
+std::string random_hex(std::size_t bytes);
+
 }  // namespace cohort::detail

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
-#include <random>
 
 #include <fcntl.h>
 #include <sched.h>
@@ -55,14 +54,6 @@ bool stops_the_job(int signal) {
   return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
 }
 
-std::string random_hex(std::size_t bytes) {
-  std::random_device device;
-  std::string out;
-  for (std::size_t i = 0; i < bytes; ++i)
-    out += cat(std::hex, (device() & 0xff) | 0x100).substr(1);
-  return out;
-}
-
 int usable_cpus() {
   cpu_set_t mask;
   CPU_ZERO(&mask);
@@ -106,7 +97,7 @@ class Agent {
       signals_.push_back(signal);
     }
     check_nodes();
-    if (options_.run_id.empty()) options_.run_id = random_hex(8);
+    if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
     if (!options_.prefix) {
       options_.prefix = options_.nnodes > 1           ? "[{host}:{rank}] "
                         : options_.nproc_per_node > 1 ? "[{rank}] "
@@ -190,7 +181,7 @@ class Agent {
     group.node_hosts = options_.node_hosts;
     if (!multi_node()) {
       // One node: the store is private to this machine, on a free port.
-      group.token = random_hex(16);
+      group.token = detail::random_hex(16);
       return group;
     }
     group.store_host = options_.rdzv_host.empty() ? options_.master_addr : options_.rdzv_host;
@@ -365,7 +356,7 @@ class Agent {
   }
 
   void tell_other_nodes_of(int signal) {
-    tell_other_nodes(-1, signal == SIGINT ? 130 : 128 + signal,
+    tell_other_nodes(-1, detail::stop_exit_code(signal),
                      cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
   }
 
@@ -475,7 +466,7 @@ class Agent {
     stop_signal_ = SIGHUP;
     signal_all(SIGTERM, true);
     arm_timer(Timer::grace, options_.grace);
-    tell_other_nodes(-1, 128 + SIGHUP,
+    tell_other_nodes(-1, detail::stop_exit_code(SIGHUP),
                      cat("the connection to the launcher of the agent on ", host_, " closed"));
   }
 
@@ -569,7 +560,7 @@ class Agent {
 
   int exit_code() const {
     if (first_stop_) return first_stop_->exit_code;
-    if (stop_ == Stop::signal) return stop_signal_ == SIGINT ? 130 : 128 + stop_signal_;
+    if (stop_ == Stop::signal) return detail::stop_exit_code(stop_signal_);
     if (stop_ == Stop::worker_failed) {
       return detail::shell_exit_code(
           workers_[static_cast<std::size_t>(first_failure_)].wait_status);

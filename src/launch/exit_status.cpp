@@ -55,6 +55,10 @@ int parse_signal(const std::string& text) {
   return 0;
 }
 
+int stop_exit_code(int signal) noexcept {
+  return signal == SIGINT ? 130 : 128 + signal;
+}
+
 std::string describe_exit_briefly(int wait_status) {
   if (WIFEXITED(wait_status)) return cat("exited with code ", WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {

@@ -9,6 +9,10 @@ namespace cohort::detail {
 /// (computed from WTERMSIG, so a core dump does not change it).
 int shell_exit_code(int wait_status) noexcept;
 
+/// The exit status of a job stopped by `signal`: 130 after SIGINT (Ctrl-C),
+/// else 128 + signal.
+int stop_exit_code(int signal) noexcept;
+
 /// "SIGKILL", "SIGSEGV", ... or "signal 42".
 std::string signal_name(int signal);
 

@@ -142,7 +142,9 @@ std::string NodeGroup::node_name(int node) const {
 }
 
 Placement NodeGroup::join(int nproc, const std::string& host) {
-  if (options_.node_rank == 0) {
+  // One node picks its workers' port per attempt itself (Agent::spawn_all).
+  const bool several = options_.nnodes > 1;
+  if (several && options_.node_rank == 0) {
     store_->set(kMasterPort, std::to_string(pick_free_port()));
   }
   store_->set(node_key(options_.node_rank), cat(nproc, '\t', host, '\t', getpid()));
@@ -176,8 +178,10 @@ Placement NodeGroup::join(int nproc, const std::string& host) {
     placement.hosts.push_back(fields.size() > 1 ? fields[1] : "");
   }
   placement.world_size = total;
-  placement.master_port = static_cast<int>(
-      parse_int(store_->get(kMasterPort, options_.rendezvous_timeout)).value_or(0));
+  if (several) {
+    placement.master_port = static_cast<int>(
+        parse_int(store_->get(kMasterPort, options_.rendezvous_timeout)).value_or(0));
+  }
   hosts_ = placement.hosts;
   // From now on a call that hangs means a lost store: bound it like a heartbeat.
   client_.timeout = options_.heartbeat_timeout;

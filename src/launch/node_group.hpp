@@ -45,7 +45,7 @@ struct NodeGroupOptions {
 struct Placement {
   int rank_base = 0;               ///< global rank of local worker 0
   int world_size = 1;              ///< workers in the whole job
-  int master_port = 0;             ///< MASTER_PORT for every worker, picked by node 0
+  int master_port = 0;             ///< several nodes: every worker's MASTER_PORT, picked by node 0
   std::vector<std::string> hosts;  ///< the host of each node rank, as each reported it
 };
 

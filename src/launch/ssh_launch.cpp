@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -59,20 +58,6 @@ std::string shell_quote(std::string_view text) {
 
 std::string seconds_text(std::chrono::milliseconds time) {
   return cat(time.count() / 1000, ".", cat(1000 + time.count() % 1000).substr(1));
-}
-
-std::string random_token() {
-  std::random_device device;
-  std::string out;
-  for (int i = 0; i < 16; ++i)
-    out += cat(std::hex, (device() & 0xff) | 0x100).substr(1);
-  return out;
-}
-
-std::string own_path() {
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string("cohort");
 }
 
 std::string current_directory() {
@@ -206,7 +191,7 @@ namespace {
 class SshLauncher {
  public:
   explicit SshLauncher(RunOptions options) : options_(std::move(options)) {
-    if (options_.run_id.empty()) options_.run_id = random_token().substr(0, 16);
+    if (options_.run_id.empty()) options_.run_id = random_hex(8);
     for (const RunOptions::Host& host : options_.hosts) {
       if (host.name.empty() || host.name[0] == '-') {
         throw InvalidArgument(cat("cohort run: '", host.name, "' is not a host name"));
@@ -236,7 +221,7 @@ class SshLauncher {
     group.nnodes = static_cast<int>(options_.hosts.size());
     group.node_rank = -1;
     group.store_host = route.source_address;
-    group.token = random_token();
+    group.token = random_hex(16);
     group.rendezvous_timeout = options_.rendezvous_timeout;
     group.heartbeat_timeout = options_.heartbeat_timeout;
     for (const RunOptions::Host& host : options_.hosts)
@@ -287,7 +272,9 @@ class SshLauncher {
   void start_agents(const StoreEndpoint& store) {
     const Environment env = process_environment();
     const std::string cwd = current_directory();
-    const std::string cohort = options_.remote_cohort.empty() ? own_path() : options_.remote_cohort;
+    std::string cohort =
+        options_.remote_cohort.empty() ? executable_path() : options_.remote_cohort;
+    if (cohort.empty()) cohort = "cohort";
     const std::vector<std::string> ssh = split_words(options_.ssh, " ");
     if (ssh.empty()) throw InvalidArgument("cohort run: --ssh is empty");
     agents_.resize(options_.hosts.size());
@@ -314,7 +301,7 @@ class SshLauncher {
       if (signal == SIGCHLD) {
         reap();
       } else if (!stopping_) {
-        stop(signal == SIGINT ? 130 : 128 + signal,
+        stop(stop_exit_code(signal),
              cat("cohort run --hostfile was stopped by ", signal_name(signal)));
       } else {
         hang_up();  // asked twice: no more grace

@@ -73,11 +73,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
   }
   buckets_ = assign_buckets(parameters_, options_);
   bucket_of_.assign(parameters_.size(), 0);
+  position_of_.assign(parameters_.size(), 0);
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     auto bucket = std::make_unique<Bucket>();
     std::int64_t size = 0;
     for (std::size_t index : buckets_[b]) {
       bucket_of_[index] = b;
+      position_of_[index] = bucket->offsets.size();
       bucket->offsets.push_back(size);
       size += parameters_[index].numel();
     }
@@ -128,8 +130,7 @@ void DistributedDataParallel::on_gradient(std::size_t parameter) {
   }
   const std::size_t b = bucket_of_[parameter];
   Bucket& bucket = *state_[b];
-  const auto position = static_cast<std::size_t>(
-      std::find(buckets_[b].begin(), buckets_[b].end(), parameter) - buckets_[b].begin());
+  const std::size_t position = position_of_[parameter];
   if (bucket.ready[position]) return;  // a parameter used twice: its gradient is complete now
   const at::Tensor& gradient = parameters_[parameter].grad();
   at::Tensor slice =
