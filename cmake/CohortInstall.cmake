@@ -1,7 +1,7 @@
 # `make install` / `cmake --install`: the CLI, the libraries, the public headers
 # and a package config, so that users write
 #   find_package(cohort REQUIRED)
-#   target_link_libraries(app PRIVATE cohort::cohort)
+#   target_link_libraries(app PRIVATE cohort::cohort)   # + cohort::torch with LibTorch
 include(CMakePackageConfigHelpers)
 
 install(TARGETS cohort_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -10,6 +10,12 @@ install(TARGETS cohort cohort_core cohort_env cohort_store cohort_comm cohort_la
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# cohort::torch, when built: its users find LibTorch through this package.
+if(COHORT_WITH_TORCH)
+  install(TARGETS cohort_torch EXPORT cohortTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
 install(DIRECTORY include/cohort ${PROJECT_BINARY_DIR}/include/cohort
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 install(EXPORT cohortTargets NAMESPACE cohort::

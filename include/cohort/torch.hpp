@@ -27,6 +27,10 @@ Buffer buffer(const at::Tensor& tensor);
 void all_reduce(Communicator& comm, at::Tensor& tensor, ReduceOp op = ReduceOp::sum);
 Work all_reduce_async(Communicator& comm, at::Tensor& tensor, ReduceOp op = ReduceOp::sum);
 void broadcast(Communicator& comm, at::Tensor& tensor, int root);
+/// Broadcasts many tensors (of any shapes, contiguous or not) with one
+/// collective per dtype instead of one per tensor, through a flat copy:
+/// c10d's broadcast_coalesced, for a module's parameters or buffers.
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root);
 /// Every rank's `tensor`, stacked: shape [comm.size(), ...].
 at::Tensor all_gather(Communicator& comm, const at::Tensor& tensor);
 
@@ -40,14 +44,21 @@ struct DdpOptions {
   /// Broadcast the buffers (batch-norm statistics) from rank 0 before every
   /// forward, as PyTorch's DDP does; see sync_buffers().
   bool broadcast_buffers = true;
+  /// After their first backward, parameters' .grad() tensors share memory
+  /// with the buckets, so gradients are neither copied into a bucket before
+  /// the all-reduce nor back after it (PyTorch's gradient_as_bucket_view,
+  /// which is off there by default). Replacing a .grad() is allowed: the
+  /// next backward copies it in and shares again.
+  bool gradient_as_bucket_view = true;
 };
 
 /// Wraps a module for data-parallel training. At construction its parameters
 /// and buffers are broadcast from rank 0, so every rank starts alike. During
-/// backward each gradient, once accumulated, is copied into its bucket; a
-/// full bucket is all-reduced asynchronously (buckets strictly in order, the
-/// same on every rank), and at the end of backward the averaged gradients are
-/// copied back, before backward() returns, so optimizer.step() sees them.
+/// backward each gradient, once accumulated, is in its bucket (it lives
+/// there, see DdpOptions::gradient_as_bucket_view, or is copied in); a full
+/// bucket is all-reduced asynchronously (buckets strictly in order, the same
+/// on every rank), and at the end of backward, before backward() returns,
+/// every gradient holds the average, so optimizer.step() sees it.
 /// Parameters that got no gradient in a backward contribute zeros (and their
 /// gradient becomes the average of the others'), so a model whose graph
 /// skips a parameter does not hang. Use from one thread; every rank must

@@ -1,11 +1,12 @@
 // DistributedDataParallel on cohort's communicator. Each parameter's
 // AccumulateGrad node gets a post-hook (LibTorch 1.13's C++ API has no
-// post-accumulate hook of its own; this is what c10d's Reducer does), so a
-// gradient is copied into its bucket once it is complete; a bucket whose
-// gradients are all in is all-reduced on the communicator's queue while
-// backward goes on, buckets strictly in order so every rank issues the same
-// collectives; an end-of-backward callback finishes the rest and copies the
-// averages back.
+// post-accumulate hook of its own; this is what c10d's Reducer does), which
+// marks the gradient ready in its bucket once it is complete (copying it in
+// unless it already lives there as a view); a bucket whose gradients are all
+// in is all-reduced on the communicator's queue while backward goes on,
+// buckets strictly in order so every rank issues the same collectives; an
+// end-of-backward callback finishes the rest and copies the averages back to
+// gradients that do not live in their bucket.
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
@@ -19,11 +20,10 @@ namespace cohort::torch {
 using detail::cat;
 
 struct DistributedDataParallel::Bucket {
-  at::Tensor flat;                    // the gradients of its parameters, end to end
-  std::vector<std::int64_t> offsets;  // where each parameter's gradient starts in `flat`
+  at::Tensor flat;                // the gradients of its parameters, end to end
+  std::vector<at::Tensor> views;  // each parameter's part of `flat`, shaped like it
   std::vector<bool> ready;
-  std::size_t pending = 0;  // gradients not yet copied in this backward
-  bool launched = false;
+  std::size_t pending = 0;  // gradients not yet ready in this backward
   Work work;
 };
 
@@ -59,31 +59,30 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
   for (at::Tensor& parameter : module_->parameters()) {
     if (parameter.requires_grad()) parameters_.push_back(parameter);
   }
-  {
-    // Every rank starts from rank 0's parameters and buffers.
-    ::torch::NoGradGuard no_grad;
-    for (at::Tensor& parameter : module_->parameters()) {
-      at::Tensor data = parameter.detach();
-      broadcast(comm_, data, 0);
-    }
-    for (at::Tensor& buffer_tensor : module_->buffers()) {
-      at::Tensor data = buffer_tensor.detach();
-      broadcast(comm_, data, 0);
-    }
-  }
+  // Every rank starts from rank 0's parameters and buffers.
+  broadcast_coalesced(comm_, module_->parameters(), 0);
+  broadcast_coalesced(comm_, module_->buffers(), 0);
   buckets_ = assign_buckets(parameters_, options_);
   bucket_of_.assign(parameters_.size(), 0);
   position_of_.assign(parameters_.size(), 0);
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     auto bucket = std::make_unique<Bucket>();
+    std::vector<std::int64_t> offsets;
     std::int64_t size = 0;
     for (std::size_t index : buckets_[b]) {
       bucket_of_[index] = b;
-      position_of_[index] = bucket->offsets.size();
-      bucket->offsets.push_back(size);
+      position_of_[index] = offsets.size();
+      offsets.push_back(size);
       size += parameters_[index].numel();
     }
     bucket->flat = at::zeros({size}, parameters_[buckets_[b].front()].options());
+    for (std::size_t k = 0; k < buckets_[b].size(); ++k) {
+      // Shares `flat`'s storage without being an autograd view, which
+      // Optimizer::zero_grad's detach_() would refuse.
+      bucket->views.push_back(
+          at::empty({0}, bucket->flat.options())
+              .set_(bucket->flat.storage(), offsets[k], parameters_[buckets_[b][k]].sizes()));
+    }
     bucket->ready.assign(buckets_[b].size(), false);
     state_.push_back(std::move(bucket));
   }
@@ -108,12 +107,7 @@ DistributedDataParallel::~DistributedDataParallel() {
 }
 
 void DistributedDataParallel::sync_buffers() {
-  if (!options_.broadcast_buffers) return;
-  ::torch::NoGradGuard no_grad;
-  for (at::Tensor& buffer_tensor : module_->buffers()) {
-    at::Tensor data = buffer_tensor.detach();
-    broadcast(comm_, data, 0);
-  }
+  if (options_.broadcast_buffers) broadcast_coalesced(comm_, module_->buffers(), 0);
 }
 
 void DistributedDataParallel::on_gradient(std::size_t parameter) {
@@ -124,7 +118,6 @@ void DistributedDataParallel::on_gradient(std::size_t parameter) {
     for (auto& bucket : state_) {
       bucket->pending = bucket->ready.size();
       std::fill(bucket->ready.begin(), bucket->ready.end(), false);
-      bucket->launched = false;
     }
     ::torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
   }
@@ -132,14 +125,14 @@ void DistributedDataParallel::on_gradient(std::size_t parameter) {
   Bucket& bucket = *state_[b];
   const std::size_t position = position_of_[parameter];
   if (bucket.ready[position]) return;  // a parameter used twice: its gradient is complete now
-  const at::Tensor& gradient = parameters_[parameter].grad();
-  at::Tensor slice =
-      bucket.flat.narrow(0, bucket.offsets[position], parameters_[parameter].numel());
-  if (gradient.defined()) {
-    slice.copy_(gradient.reshape({-1}));
-  } else {
-    slice.zero_();
-  }
+  at::Tensor& view = bucket.views[position];
+  at::Tensor& gradient = parameters_[parameter].mutable_grad();
+  if (!gradient.defined()) {
+    view.zero_();
+  } else if (!gradient.is_same(view)) {
+    view.copy_(gradient);
+    if (options_.gradient_as_bucket_view) gradient = view;
+  }  // else: backward accumulated straight into the bucket
   bucket.ready[position] = true;
   --bucket.pending;
   launch_ready_buckets();
@@ -149,7 +142,6 @@ void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < state_.size() && state_[next_launch_]->pending == 0) {
     Bucket& bucket = *state_[next_launch_];
     bucket.work = all_reduce_async(comm_, bucket.flat, ReduceOp::avg);
-    bucket.launched = true;
     ++next_launch_;
   }
 }
@@ -162,7 +154,7 @@ void DistributedDataParallel::finish_backward() {
     Bucket& bucket = *state_[b];
     for (std::size_t k = 0; k < bucket.ready.size(); ++k) {
       if (bucket.ready[k]) continue;
-      bucket.flat.narrow(0, bucket.offsets[k], parameters_[buckets_[b][k]].numel()).zero_();
+      bucket.views[k].zero_();
       bucket.ready[k] = true;
       --bucket.pending;
     }
@@ -172,13 +164,13 @@ void DistributedDataParallel::finish_backward() {
     Bucket& bucket = *state_[b];
     bucket.work.wait();
     for (std::size_t k = 0; k < buckets_[b].size(); ++k) {
-      at::Tensor& parameter = parameters_[buckets_[b][k]];
-      at::Tensor average =
-          bucket.flat.narrow(0, bucket.offsets[k], parameter.numel()).view(parameter.sizes());
-      if (parameter.grad().defined()) {
-        parameter.mutable_grad().copy_(average);
+      const at::Tensor& average = bucket.views[k];
+      at::Tensor& gradient = parameters_[buckets_[b][k]].mutable_grad();
+      if (gradient.is_same(average)) continue;  // averaged in place
+      if (gradient.defined()) {
+        gradient.copy_(average);
       } else {
-        parameter.mutable_grad() = average.clone();
+        gradient = options_.gradient_as_bucket_view ? average : average.clone();
       }
     }
   }

@@ -60,6 +60,33 @@ void broadcast(Communicator& comm, at::Tensor& tensor, int root) {
   comm.broadcast(buffer(tensor), root);
 }
 
+void broadcast_coalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root) {
+  ::torch::NoGradGuard no_grad;
+  std::vector<bool> done(tensors.size(), false);
+  for (std::size_t first = 0; first < tensors.size(); ++first) {
+    if (done[first]) continue;
+    // Every tensor of this one's dtype, in order (the same on every rank).
+    std::vector<at::Tensor> group;
+    for (std::size_t i = first; i < tensors.size(); ++i) {
+      if (done[i] || tensors[i].scalar_type() != tensors[first].scalar_type()) continue;
+      group.push_back(tensors[i].detach());
+      done[i] = true;
+    }
+    std::vector<at::Tensor> flat_parts;
+    flat_parts.reserve(group.size());
+    for (const at::Tensor& tensor : group)
+      flat_parts.push_back(tensor.reshape({-1}));
+    at::Tensor flat = at::cat(flat_parts);
+    broadcast(comm, flat, root);
+    if (comm.rank() == root) continue;
+    std::int64_t offset = 0;
+    for (at::Tensor& tensor : group) {
+      tensor.copy_(flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+      offset += tensor.numel();
+    }
+  }
+}
+
 at::Tensor all_gather(Communicator& comm, const at::Tensor& tensor) {
   std::vector<std::int64_t> shape{comm.size()};
   for (std::int64_t size : tensor.sizes())

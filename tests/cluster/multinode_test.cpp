@@ -325,6 +325,28 @@ TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
   }
 }
 
+// The cohort::torch example, unchanged, one rank per task: srun across two
+// nodes, Open MPI's mpirun over ssh.
+TEST_F(MultiNode, ResNet50ExampleUnderSrunAndMpirun) {
+  const std::string resnet50 = COHORT_RESNET50_PATH;
+  if (resnet50.empty()) COHORT_SKIP_MISSING("built without LibTorch: no resnet50_ddp");
+  const std::vector<std::string> args{resnet50,       "--synthetic", "--steps",      "2",
+                                      "--batch-size", "2",           "--image-size", "32"};
+  std::vector<std::vector<std::string>> commands{{"srun", "-N2", "--ntasks-per-node=1"}};
+  if (!test::find_in_path("mpirun").empty()) {
+    commands.push_back({"mpirun", "--hostfile", hostfile(), "--mca", "plm_rsh_agent", ssh(),
+                        "--map-by", "node", "-np", "2"});
+  }
+  for (auto& command : commands) {
+    SCOPED_TRACE(command.front());
+    command.insert(command.end(), args.begin(), args.end());
+    const auto result = on("head", command);
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    EXPECT_EQ(lines_with(result.out, ": loss ").size(), 2u) << test::describe(result);
+    EXPECT_EQ(lines_with(result.out, "images/s on 2 ranks").size(), 1u) << test::describe(result);
+  }
+}
+
 // The one fate of a job, docs/launchers/srun.md "When something fails".
 TEST_F(MultiNode, AWorkerKilledOnOneNodeEndsTheJobOnEveryNode) {
   auto result = on("head", [&] {

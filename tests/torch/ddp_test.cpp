@@ -3,14 +3,21 @@
 // single-process reference computed locally from the same seeds. A rank's
 // exit code is its verdict; the test passes when both ranks pass.
 #include <cstdio>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
 #include <cohort/cohort.hpp>
 #include <cohort/torch.hpp>
 
+#include "support/files.hpp"
+#include "support/skip.hpp"
 #include "support/subprocess.hpp"
 #include "support/text.hpp"
+
+#if COHORT_TEST_WITH_STB
+#include <stb_image_write.h>
+#endif
 
 namespace {
 
@@ -75,13 +82,19 @@ bool on_ranks(const std::function<bool(World&)>& body) {
              options) == 0;
 }
 
-TEST(Ddp, TwoRanksEndWhereOneRankOnTheCombinedBatchEnds) {
-  EXPECT_TRUE(on_ranks([](World& world) {
+// Both ways of holding gradients: as views of the buckets, and apart.
+class DdpGradients : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(AsBucketView, DdpGradients, ::testing::Bool());
+
+TEST_P(DdpGradients, TwoRanksEndWhereOneRankOnTheCombinedBatchEnds) {
+  const bool as_view = GetParam();
+  EXPECT_TRUE(on_ranks([as_view](World& world) {
     const int rank = world.rank();
     Net model = make_net();
     ct::DdpOptions small;  // several buckets for a small model
     small.first_bucket_bytes = 64;
     small.bucket_bytes = 256;
+    small.gradient_as_bucket_view = as_view;
     ct::DistributedDataParallel ddp(model.ptr(), world.communicator(), small);
     ::torch::optim::SGD optimizer(model->parameters(), 0.1);
     Net reference = make_net();
@@ -111,22 +124,29 @@ TEST(Ddp, TwoRanksEndWhereOneRankOnTheCombinedBatchEnds) {
 
 // Two micro-batches under no_sync, then a synchronized one: the sum of all
 // three local gradients is averaged once.
-TEST(Ddp, GradientAccumulationUnderNoSync) {
-  EXPECT_TRUE(on_ranks([](World& world) {
+// Twice: the second time the gradients already exist (as bucket views, by
+// default) and zero_grad() clears them in place.
+TEST_P(DdpGradients, GradientAccumulationUnderNoSync) {
+  const bool as_view = GetParam();
+  EXPECT_TRUE(on_ranks([as_view](World& world) {
     const int rank = world.rank();
     Net model = make_net();
-    ct::DistributedDataParallel ddp(model.ptr(), world.communicator());
+    ct::DdpOptions options;
+    options.gradient_as_bucket_view = as_view;
+    ct::DistributedDataParallel ddp(model.ptr(), world.communicator(), options);
     ::torch::optim::SGD optimizer(model->parameters(), 0.1);
     Net reference = make_net();
     ::torch::optim::SGD reference_optimizer(reference->parameters(), 0.1);
-    optimizer.zero_grad();
-    reference_optimizer.zero_grad();
-    for (int micro = 0; micro < 3; ++micro) {
+    for (int micro = 0; micro < 6; ++micro) {
+      if (micro % 3 == 0) {
+        optimizer.zero_grad();
+        reference_optimizer.zero_grad();
+      }
       auto [inputs, targets] = batch(micro);
       const auto loss = [&](Net& net, int r) {
         return ::torch::mse_loss(net->forward(slice(inputs, r, kRanks)), slice(targets, r, kRanks));
       };
-      if (micro < 2) {
+      if (micro % 3 < 2) {
         auto guard = ddp.no_sync();
         loss(model, rank).backward();
       } else {
@@ -134,9 +154,11 @@ TEST(Ddp, GradientAccumulationUnderNoSync) {
       }
       for (int r = 0; r < kRanks; ++r)
         (loss(reference, r) / kRanks).backward();  // the average over ranks
+      if (micro % 3 == 2) {
+        optimizer.step();
+        reference_optimizer.step();
+      }
     }
-    optimizer.step();
-    reference_optimizer.step();
     const double difference = largest_difference(model, reference);
     std::printf("rank %d: largest difference %.3g\n", rank, difference);
     return difference < kTolerance;
@@ -177,6 +199,16 @@ TEST(Ddp, TensorCollectivesAndTheirTypes) {
     ct::broadcast(comm, value, 0);
     const at::Tensor gathered =
         ct::all_gather(comm, ::torch::full({2}, double(world.rank()), ::torch::kFloat64));
+    // Mixed dtypes, one tensor not contiguous: one broadcast per dtype.
+    const int fill = world.rank() == 0 ? 5 : 0;
+    std::vector<at::Tensor> several{::torch::full({2, 3}, fill, ::torch::kFloat32).t(),
+                                    ::torch::full({4}, fill, ::torch::kInt64),
+                                    ::torch::full({1}, fill, ::torch::kFloat32)};
+    ct::broadcast_coalesced(comm, several, 0);
+    bool coalesced = true;
+    for (const at::Tensor& tensor : several)
+      coalesced = coalesced && (tensor == 5).all().item<bool>();
+    coalesced = coalesced && several[0].sizes() == at::IntArrayRef({3, 2});
     bool refused = false;
     try {
       ct::data_type(::torch::ones({2}, ::torch::kBool));
@@ -186,7 +218,7 @@ TEST(Ddp, TensorCollectivesAndTheirTypes) {
     return ones.equal(::torch::full({3}, kRanks, ::torch::kInt64)) &&
            value.equal(::torch::full({2}, 7.0, ::torch::kBFloat16)) &&
            gathered.sizes() == at::IntArrayRef({kRanks, 2}) && gathered[1][0].item<double>() == 1 &&
-           refused;
+           coalesced && refused;
   }));
 }
 
@@ -202,6 +234,92 @@ TEST(Ddp, ResNet50ExampleTrainsUnderCohortRun) {
   EXPECT_EQ(cohort::test::lines_with(result.out, ": loss ").size(), 3u) << result.out;
   EXPECT_EQ(cohort::test::lines_with(result.out, " images/s").size(), 3u) << result.out;
   EXPECT_EQ(cohort::test::lines_with(result.out, "total: ").size(), 1u) << result.out;
+}
+
+#if COHORT_TEST_WITH_STB
+// A w x h image with a gradient, so decoding is not all zeros.
+std::vector<unsigned char> pixels(int width, int height, int channels) {
+  std::vector<unsigned char> data(static_cast<std::size_t>(width * height * channels));
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<unsigned char>(i * 7);
+  return data;
+}
+
+void write_png(const std::filesystem::path& path, int width, int height, int channels) {
+  std::filesystem::create_directories(path.parent_path());
+  ASSERT_NE(stbi_write_png(path.c_str(), width, height, channels,
+                           pixels(width, height, channels).data(), width * channels),
+            0);
+}
+
+void write_jpg(const std::filesystem::path& path, int width, int height) {
+  std::filesystem::create_directories(path.parent_path());
+  ASSERT_NE(stbi_write_jpg(path.c_str(), width, height, 3, pixels(width, height, 3).data(), 90), 0);
+}
+
+// Binary PPM (P6), written by hand.
+void write_ppm(const std::filesystem::path& path, int width, int height) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream file(path, std::ios::binary);
+  file << "P6\n" << width << " " << height << "\n255\n";
+  const auto data = pixels(width, height, 3);
+  file.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+#endif
+
+// --data: 5 images of 4 formats and odd shapes in 2 classes, one in a
+// nested folder, one grey; 2 ranks take 3 each per epoch (padded), one batch
+// of 2 (the incomplete one dropped), so 4 steps are 4 epochs.
+TEST(Ddp, ResNet50ExampleTrainsOnAnImageFolder) {
+#if !COHORT_TEST_WITH_STB
+  COHORT_SKIP_MISSING("libstb-dev is not installed: resnet50_ddp cannot decode images");
+#else
+  cohort::test::TempDir dir("cohort-images");
+  const auto root = dir.path() / "train";
+  write_png(root / "ants" / "a.png", 40, 30, 3);
+  write_jpg(root / "ants" / "more" / "b.JPG", 30, 50);
+  write_ppm(root / "bees" / "c.ppm", 20, 20);
+  write_png(root / "bees" / "d.png", 33, 17, 1);
+  write_jpg(root / "bees" / "e.jpeg", 64, 48);
+  std::ofstream(root / "bees" / "notes.txt") << "not an image, skipped\n";
+  cohort::test::ProcessOptions options;
+  options.timeout = std::chrono::seconds(300);
+  const auto result = cohort::test::run_process(
+      {COHORT_CLI_PATH, "run", "-n", "2", COHORT_RESNET50_PATH, "--data", root.string(), "--steps",
+       "4", "--batch-size", "2", "--image-size", "32"},
+      options);
+  ASSERT_EQ(result.exit_code, 0) << cohort::test::describe(result);
+  EXPECT_EQ(cohort::test::lines_with(result.out, "data: 5 images in 2 classes").size(), 1u)
+      << result.out;
+  EXPECT_EQ(cohort::test::lines_with(result.out, "3 per rank per epoch").size(), 1u) << result.out;
+  EXPECT_EQ(cohort::test::lines_with(result.out, ": loss ").size(), 4u) << result.out;
+  EXPECT_EQ(cohort::test::lines_with(result.out, "total: ").size(), 1u) << result.out;
+
+  // A file that is not what its name says: the error names it.
+  std::ofstream(root / "bees" / "broken.png") << "not a png";
+  const auto broken =
+      cohort::test::run_process({COHORT_RESNET50_PATH, "--data", root.string(), "--steps", "3",
+                                 "--batch-size", "6", "--image-size", "32"},
+                                options);
+  EXPECT_EQ(broken.exit_code, 1) << cohort::test::describe(broken);
+  EXPECT_NE(broken.err.find("broken.png: cannot decode"), std::string::npos)
+      << cohort::test::describe(broken);
+#endif
+}
+
+TEST(Ddp, ResNet50ExampleSaysWhatIsWrongWithTheDataFolder) {
+  cohort::test::TempDir dir("cohort-images");
+  const auto empty = cohort::test::run_process(
+      {COHORT_RESNET50_PATH, "--data", dir.path().string(), "--steps", "1"});
+  EXPECT_EQ(empty.exit_code, COHORT_TEST_WITH_STB ? 1 : 2) << cohort::test::describe(empty);
+  EXPECT_NE(empty.err.find(COHORT_TEST_WITH_STB ? "no subfolders" : "install libstb-dev"),
+            std::string::npos)
+      << cohort::test::describe(empty);
+  const auto both = cohort::test::run_process(
+      {COHORT_RESNET50_PATH, "--synthetic", "--data", dir.path().string()});
+  EXPECT_EQ(both.exit_code, 2) << cohort::test::describe(both);
+  EXPECT_NE(both.err.find("exactly one of --synthetic and --data"), std::string::npos)
+      << cohort::test::describe(both);
 }
 
 TEST(DistributedSampler, ShardsAreDisjointPaddedAndShuffledPerEpoch) {
