@@ -68,10 +68,14 @@ std::pair<torch::Tensor, torch::Tensor> ImageFolder::batch(const std::vector<std
   images.reserve(indices.size());
   labels.reserve(indices.size());
   for (const std::size_t index : indices) {
-    images.push_back(load(samples_.at(index), size));
-    labels.push_back(samples_[index].label);
+    const Sample& sample = samples_.at(index);
+    images.push_back(load(sample, size));
+    labels.push_back(sample.label);
   }
-  return {torch::stack(images), torch::tensor(labels, torch::kInt64)};
+  // ImageNet's mean and standard deviation, once for the whole batch.
+  const torch::Tensor mean = torch::tensor({0.485f, 0.456f, 0.406f}).view({1, 3, 1, 1});
+  const torch::Tensor stddev = torch::tensor({0.229f, 0.224f, 0.225f}).view({1, 3, 1, 1});
+  return {(torch::stack(images) - mean) / stddev, torch::tensor(labels, torch::kInt64)};
 }
 
 torch::Tensor ImageFolder::load(const Sample& sample, int64_t size) const {
@@ -97,10 +101,9 @@ torch::Tensor ImageFolder::load(const Sample& sample, int64_t size) const {
                                     .size(std::vector<int64_t>{scaled_h, scaled_w})
                                     .mode(torch::kBilinear)
                                     .align_corners(false));
-  image = image.narrow(2, (scaled_h - size) / 2, size).narrow(3, (scaled_w - size) / 2, size);
-  const torch::Tensor mean = torch::tensor({0.485f, 0.456f, 0.406f}).view({1, 3, 1, 1});
-  const torch::Tensor stddev = torch::tensor({0.229f, 0.224f, 0.225f}).view({1, 3, 1, 1});
-  return ((image - mean) / stddev).squeeze(0).contiguous();
+  return image.narrow(2, (scaled_h - size) / 2, size)
+      .narrow(3, (scaled_w - size) / 2, size)
+      .squeeze(0);
 #else
   (void)size;
   throw std::runtime_error(sample.path +

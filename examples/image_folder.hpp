@@ -42,6 +42,7 @@ class ImageFolder {
     std::string path;
     int64_t label;
   };
+  /// Decoded, scaled and cropped: 3 x size x size floats in [0, 1].
   torch::Tensor load(const Sample& sample, int64_t size) const;
 
   std::string root_;

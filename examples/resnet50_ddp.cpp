@@ -113,17 +113,18 @@ class Batches {
   std::pair<torch::Tensor, torch::Tensor> next() {
     if (!folder_) return {images_, labels_};
     const auto batch = static_cast<std::size_t>(options_.batch_size);
-    if (position_ + batch > indices_.size() && !(position_ == 0 && !indices_.empty())) {
+    // A share smaller than one batch is one batch.
+    const std::size_t per_epoch = std::max<std::size_t>(1, sampler_->size() / batch);
+    if (batch_in_epoch_ == per_epoch || indices_.empty()) {
       sampler_->set_epoch(epoch_++);
       indices_ = sampler_->indices();
-      position_ = 0;
+      batch_in_epoch_ = 0;
     }
-    // A share smaller than one batch is one batch.
-    const std::size_t end = std::min(indices_.size(), position_ + batch);
-    std::vector<std::size_t> take(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
-                                  indices_.begin() + static_cast<std::ptrdiff_t>(end));
-    position_ = end;
-    return folder_->batch(take, options_.image_size);
+    const std::size_t begin = batch_in_epoch_++ * batch;
+    const std::size_t end = std::min(indices_.size(), begin + batch);
+    return folder_->batch({indices_.begin() + static_cast<std::ptrdiff_t>(begin),
+                           indices_.begin() + static_cast<std::ptrdiff_t>(end)},
+                          options_.image_size);
   }
 
  private:
@@ -131,8 +132,8 @@ class Batches {
   torch::Tensor images_, labels_;
   std::optional<ImageFolder> folder_;
   std::optional<cohort::torch::DistributedSampler> sampler_;
-  std::vector<std::size_t> indices_;
-  std::size_t position_ = 0;
+  std::vector<std::size_t> indices_;  ///< this epoch's share
+  std::size_t batch_in_epoch_ = 0;
   std::uint64_t epoch_ = 0;
 };
 

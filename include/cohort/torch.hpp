@@ -73,8 +73,9 @@ class DistributedDataParallel {
 
   ::torch::nn::Module& module() { return *module_; }
 
-  /// Broadcasts the module's buffers from rank 0 (call before forward when
-  /// DdpOptions::broadcast_buffers; a no-op otherwise).
+  /// Broadcasts the module's buffers (those it had at construction, updated
+  /// in place as batch norm does) from rank 0, one collective per dtype; call
+  /// before forward when DdpOptions::broadcast_buffers, a no-op otherwise.
   void sync_buffers();
 
   /// While one lives, backward only accumulates gradients locally (gradient
@@ -104,6 +105,7 @@ class DistributedDataParallel {
   Communicator& comm_;
   DdpOptions options_;
   std::vector<at::Tensor> parameters_;
+  std::vector<at::Tensor> buffers_;  ///< the module's, as at construction (as PyTorch's DDP)
   std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators_;  // keep the hooks alive
   std::vector<std::vector<std::size_t>> buckets_;
   std::vector<std::size_t> bucket_of_;    ///< parameter -> bucket

@@ -61,7 +61,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
   }
   // Every rank starts from rank 0's parameters and buffers.
   broadcast_coalesced(comm_, module_->parameters(), 0);
-  broadcast_coalesced(comm_, module_->buffers(), 0);
+  buffers_ = module_->buffers();
+  broadcast_coalesced(comm_, buffers_, 0);
   buckets_ = assign_buckets(parameters_, options_);
   bucket_of_.assign(parameters_.size(), 0);
   position_of_.assign(parameters_.size(), 0);
@@ -107,7 +108,7 @@ DistributedDataParallel::~DistributedDataParallel() {
 }
 
 void DistributedDataParallel::sync_buffers() {
-  if (options_.broadcast_buffers) broadcast_coalesced(comm_, module_->buffers(), 0);
+  if (options_.broadcast_buffers) broadcast_coalesced(comm_, buffers_, 0);
 }
 
 void DistributedDataParallel::on_gradient(std::size_t parameter) {
