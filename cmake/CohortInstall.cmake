@@ -5,7 +5,8 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS cohort_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS cohort cohort_core cohort_env cohort_store cohort_comm cohort_launch
+install(TARGETS cohort cohort_core cohort_env cohort_store cohort_bootstrap cohort_comm
+                cohort_launch
         EXPORT cohortTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -15,5 +15,6 @@ device = init(args)
 data = torch.ones(1, device=device)
 dist.all_reduce(data, op=dist.ReduceOp.SUM)
 print(f"[{master()}] [{socket.gethostname()}:{args.backend}] process "
-      f"{dist.get_rank()}/{dist.get_world_size()} has data {data.cpu()}", flush=True)
+      f"{dist.get_rank()}/{dist.get_world_size()} has data {data.cpu()} "
+      f"(local rank {args.local_rank})", flush=True)
 dist.destroy_process_group()

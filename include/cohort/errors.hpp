@@ -37,6 +37,17 @@ class StoreError : public Error {
   using Error::Error;
 };
 
+/// PROGRAM cannot be started here: it is not found, or not executable.
+/// `exit_code()` is the shell's status for that: 127 or 126.
+class ProgramError : public Error {
+ public:
+  ProgramError(const std::string& message, int exit_code) : Error(message), exit_code_(exit_code) {}
+  int exit_code() const noexcept { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
 /// The launch environment is partial or inconsistent (RANK without WORLD_SIZE,
 /// RANK >= WORLD_SIZE, a Slurm nodelist that does not parse, a non-number ...).
 /// `variables()` lists each variable involved with its value ("" when unset),

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,13 +16,18 @@
 namespace cohort {
 
 struct RunOptions {
-  /// PROGRAM and its arguments. A PROGRAM ending in ".py" runs with `python`.
+  /// PROGRAM and its arguments. A PROGRAM ending in ".py" runs with `python`
+  /// (see `module`, `no_python`, `run_path` for torchrun's other forms).
   std::vector<std::string> command;
   int nproc_per_node = 1;
-  /// What workers get as MASTER_ADDR / MASTER_PORT (rank 0 binds it, as under
-  /// torchrun). Port 0: a port free at start, never the agent store's own.
+  /// MASTER_ADDR / MASTER_PORT on one node. With `agent_store` the agent
+  /// serves PyTorch's TCPStore protocol there (port 0: a free port); without,
+  /// it is rank 0's to bind, as under torchrun 1.x (port 0: one free at start).
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
+  /// TORCHELASTIC_USE_AGENT_STORE=True: the agent's store serves the workers'
+  /// PyTorch rendezvous (every rank a client, so none races rank 0's listen).
+  bool agent_store = true;
   /// Restarts of the whole worker group after a failure, for the whole job.
   int max_restarts = 0;
   /// Between SIGTERM and SIGKILL, on every stop path.
@@ -38,12 +44,29 @@ struct RunOptions {
   std::optional<std::string> prefix;
   /// Ranks whose output reaches the console; empty: all. Log files get all.
   std::set<int> console_ranks;
-  /// Legacy torch.distributed.launch: append --local_rank=N to the arguments.
-  bool local_rank_arg = false;
+  /// The same by local rank (torchrun's --local-ranks-filter); empty: all.
+  std::set<int> console_local_ranks;
+  /// torchrun's --redirects / --tee, by local rank (-1: every local rank not
+  /// named): 1 stdout, 2 stderr, 3 both. A redirected stream goes to its log
+  /// file only, a teed one to the console and its file (log_dir, or a
+  /// directory made for the job when log_dir is "").
+  std::map<int, int> redirects;
+  std::map<int, int> tee;
+  /// Legacy torch.distributed.launch: append the local rank to the arguments,
+  /// as `--local_rank=N` (PyTorch 1.x) or `--local-rank=N` (2.x).
+  enum class LocalRankArg { none, underscore, dash };
+  LocalRankArg local_rank_arg = LocalRankArg::none;
+  /// ROLE_NAME of the workers.
+  std::string role = "default";
   /// COHORT_RUN_ID / TORCHELASTIC_RUN_ID; "": a random id.
   std::string run_id;
   /// Interpreter for .py programs.
   std::string python = "python3";
+  /// `python -m PROGRAM` (torchrun -m); PROGRAM run as it is, .py or not
+  /// (torchrun --no-python); `python PROGRAM` whatever its name (--run-path).
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
 
   // --- several nodes: one agent (one cohort::run) per node -------------------
   /// Agents in the job and this one's rank among them. With nnodes > 1 the
@@ -51,11 +74,16 @@ struct RunOptions {
   /// agent (or, with store_served_elsewhere, by whoever started the agents);
   /// ranks are contiguous per node, in node order; the first failure on any
   /// node stops every node; master_addr is node 0's address as every node
-  /// reaches it, and MASTER_PORT is a port node 0's agent finds free.
+  /// reaches it. node_rank -1: the rank comes from the launcher that started
+  /// this process (srun, mpirun: one agent per task), else, with nnodes > 1,
+  /// from the rendezvous (the agent on rdzv_host serves the store and is 0,
+  /// the others follow in order of arrival: torchrun's c10d form).
   int nnodes = 1;
-  int node_rank = 0;
+  int node_rank = -1;
   std::string rdzv_host;  ///< "": master_addr
-  int rdzv_port = 29500;
+  int rdzv_port = 0;      ///< 0: 29500, or under Slurm a port derived from the job
+  /// This host's address for the other nodes' messages (torchrun --local-addr).
+  std::string local_addr;
   bool store_served_elsewhere = false;
   /// The secret every agent and worker of the job presents to the store; "":
   /// derived from the rendezvous address (enough to keep two jobs apart).

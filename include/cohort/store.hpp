@@ -71,6 +71,12 @@ class StoreServer {
     int port = 0;                               ///< 0: any free port (see port())
     std::string token;                          ///< the job token clients must present
     std::uint32_t max_frame_bytes = 64u << 20;  ///< largest request accepted
+    /// Also serve PyTorch's TCPStore protocol (PyTorch 1.13's; see
+    /// docs/store-protocol.md) on a second port: -1 none, 0 any free port.
+    /// PyTorch's clients present no token, so their keys live apart, under
+    /// "torch:", where they can neither read nor change cohort's own.
+    int torch_port = -1;
+    std::string torch_host;  ///< where that port listens; "" = `host`
   };
 
   /// Binds, then serves until destroyed. Throws cohort::Error naming
@@ -82,6 +88,8 @@ class StoreServer {
 
   /// The port it listens on.
   int port() const noexcept;
+  /// The TCPStore-protocol port, or -1 when there is none.
+  int torch_port() const noexcept;
 
   /// Connections currently open (for tests and diagnostics).
   std::size_t connection_count() const noexcept;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <cohort/errors.hpp>
+
 namespace CLI {
 class App;
 }
@@ -20,6 +22,16 @@ using Runner = std::function<int()>;
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  ///< any error but a usage error
 inline constexpr int kExitUsage = 2;    ///< unknown option, missing argument, ...
+
+/// A usage error found after parsing (a bad option value, a geometry that
+/// makes no sense): main() prints it in one line and exits kExitUsage.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The subcommands, for "unknown command" messages.
+inline constexpr const char* kCommands[] = {"run", "env", "hostlist", "bench"};
 
 void add_env_command(CLI::App& app, Runner& run);
 void add_hostlist_command(CLI::App& app, Runner& run);

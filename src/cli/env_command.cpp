@@ -10,11 +10,12 @@
 #include <cohort/config.hpp>
 #include <cohort/launch_env.hpp>
 
+#include "bootstrap/interface_choice.hpp"
 #include "cli/commands.hpp"
 #include "cli/host_probe.hpp"
-#include "comm/interface_choice.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
+#include "launch/thread_budget.hpp"
 
 namespace cohort::cli {
 namespace {
@@ -90,7 +91,16 @@ Json build_report(const Environment& env) {
   }
 
   const CpuInfo cpus = probe_cpus();
-  report["cpus"] = {{"usable", cpus.usable}, {"online", cpus.online}, {"affinity", cpus.affinity}};
+  const detail::CpuFacts facts = detail::probe_cpu_facts();
+  report["cpus"] = {{"usable", cpus.usable},
+                    {"online", cpus.online},
+                    {"affinity", cpus.affinity},
+                    {"cgroup_quota", facts.cgroup_quota > 0 ? Json(facts.cgroup_quota) : Json()}};
+  // What `cohort run` would give a worker here as OMP_NUM_THREADS (when unset):
+  // one worker per task of this launcher, sharing the node with the others.
+  const int here = info.local_world_size.value > 0 ? info.local_world_size.value : 1;
+  const detail::ThreadBudget budget = detail::thread_budget(env, facts, 1, here);
+  report["threads"] = {{"per_worker", budget.threads}, {"source", budget.source}};
   const GpuInfo gpus = probe_gpus();
   report["gpus"] = {{"driver", gpus.driver}, {"devices", gpus.devices}};
   if (!gpus.absent_reason.empty()) report["gpus"]["absent"] = gpus.absent_reason;
@@ -157,7 +167,13 @@ void print_text(const Json& report, std::ostream& out) {
   const Json& cpus = report["cpus"];
   row(out, "cpus",
       detail::cat(cpus["usable"].get<int>(), " usable of ", cpus["online"].get<int>(),
-                  " online (affinity ", text(cpus["affinity"]), ")"));
+                  " online (affinity ", text(cpus["affinity"]), ")",
+                  cpus["cgroup_quota"].is_null()
+                      ? std::string()
+                      : detail::cat(", cgroup quota ", text(cpus["cgroup_quota"]))));
+  row(out, "threads per worker", text(report["threads"]["per_worker"]),
+      detail::cat("OMP_NUM_THREADS from cohort run when unset: ",
+                  text(report["threads"]["source"])));
   const Json& gpus = report["gpus"];
   if (gpus.contains("absent")) {
     row(out, "gpus", "none: " + text(gpus["absent"]));

@@ -49,6 +49,13 @@ int main(int argc, char** argv) {
   app.footer("Exit status: 0 success, 1 error, 2 usage error. 'cohort COMMAND --help' for more.");
 
   std::vector<std::string> args(argv, argv + argc);
+  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-' &&
+      std::find(std::begin(cohort::cli::kCommands), std::end(cohort::cli::kCommands), args[1]) ==
+          std::end(cohort::cli::kCommands)) {
+    std::cerr << "cohort: unknown command '" << args[1]
+              << "' (the commands are run, env, hostlist and bench; see 'cohort --help')\n";
+    return cohort::cli::kExitUsage;
+  }
   auto program = cohort::cli::take_program_after_separator(args);
 
   cohort::cli::Runner run;
@@ -83,6 +90,12 @@ int main(int argc, char** argv) {
   };
   try {
     return run ? run() : cohort::cli::kExitUsage;
+  } catch (const cohort::cli::UsageError& error) {
+    std::cerr << prefixed(one_line(error.what())) << " (see '" << path << " --help')\n";
+    return cohort::cli::kExitUsage;
+  } catch (const cohort::ProgramError& error) {
+    std::cerr << prefixed(one_line(error.what())) << "\n";
+    return error.exit_code();
   } catch (const cohort::Error& error) {
     std::cerr << prefixed(one_line(error.what())) << "\n";
   } catch (const std::exception& error) {

@@ -3,8 +3,8 @@
 #include <cohort/errors.hpp>
 #include <cohort/world.hpp>
 
-#include "comm/bootstrap/master_exchange.hpp"
-#include "comm/interface_choice.hpp"
+#include "bootstrap/interface_choice.hpp"
+#include "bootstrap/master_exchange.hpp"
 #include "comm/registry.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"

@@ -43,4 +43,16 @@ std::optional<std::vector<int>> parse_slurm_counts(std::string_view text) {
   return counts;
 }
 
+std::string format_slurm_counts(std::span<const int> counts) {
+  std::string out;
+  for (std::size_t i = 0; i < counts.size();) {
+    std::size_t run = 1;
+    while (i + run < counts.size() && counts[i + run] == counts[i])
+      ++run;
+    out += cat(out.empty() ? "" : ",", counts[i], run > 1 ? cat("(x", run, ")") : "");
+    i += run;
+  }
+  return out;
+}
+
 }  // namespace cohort::detail

@@ -22,15 +22,20 @@
 #include "core/fd.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "launch/error_file.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/guardian.hpp"
+#include "launch/job_files.hpp"
+#include "launch/launcher_variables.hpp"
 #include "launch/node_group.hpp"
 #include "launch/node_plan.hpp"
 #include "launch/output.hpp"
+#include "launch/program_check.hpp"
 #include "launch/report.hpp"
 #include "launch/signal_guard.hpp"
 #include "launch/spawn.hpp"
 #include "launch/ssh_launch.hpp"
+#include "launch/thread_budget.hpp"
 #include "launch/worker_setup.hpp"
 
 namespace cohort {
@@ -49,22 +54,23 @@ constexpr std::uint64_t kFirstPipeTag = 4;  // then 2 per worker: stdout, stderr
 // grandchild that left the process group may hold them).
 constexpr std::chrono::milliseconds kDrainTimeout{2000};
 constexpr std::size_t kTailLines = 20;
+constexpr int kRecordedFrames = 3;  // traceback frames of an error file in the report
 
 bool stops_the_job(int signal) {
   return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
-}
-
-int usable_cpus() {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return 1;
-  return std::max(1, CPU_COUNT(&mask));
 }
 
 std::string host_name() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+// torchrun's --redirects / --tee value for one local rank: 1 stdout, 2 stderr, 3 both.
+int streams_for(const std::map<int, int>& spec, int local_rank) {
+  if (auto found = spec.find(local_rank); found != spec.end()) return found->second;
+  if (auto all = spec.find(-1); all != spec.end()) return all->second;
+  return 0;
 }
 
 struct Worker {
@@ -75,13 +81,15 @@ struct Worker {
   bool signalled_by_us = false;  // we sent it a stopping signal
   int wait_status = 0;
   std::chrono::system_clock::time_point ended;
-  Fd pipes[2];  // read ends: stdout, stderr (invalid once at EOF)
+  std::string error_file;  // its TORCHELASTIC_ERROR_FILE
+  Fd pipes[2];             // read ends: stdout, stderr (invalid once at EOF)
   std::unique_ptr<detail::OutputStream> streams[2];
 };
 
 class Agent {
  public:
-  explicit Agent(const RunOptions& options) : options_(options) {
+  Agent(const RunOptions& options, detail::AgentPlan plan)
+      : options_(options), plan_(std::move(plan)) {
     if (options_.command.empty()) throw InvalidArgument("cohort run: no PROGRAM to run");
     if (options_.nproc_per_node < 1) {
       throw InvalidArgument(
@@ -96,14 +104,13 @@ class Agent {
       }
       signals_.push_back(signal);
     }
-    check_nodes();
-    if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
-    if (!options_.prefix) {
-      options_.prefix = options_.nnodes > 1           ? "[{host}:{rank}] "
-                        : options_.nproc_per_node > 1 ? "[{rank}] "
-                                                      : "";
+    if (plan_.group.nnodes > 1 && options_.max_restarts > 0) {
+      throw InvalidArgument(
+          "cohort run: --max-restarts works on one node only for now; across nodes the first "
+          "failure ends the job (drop --max-restarts, or requeue the job with your scheduler)");
     }
-    host_ = host_name();
+    if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
+    host_ = options_.local_addr.empty() ? host_name() : options_.local_addr;
   }
 
   // Reached with workers still running only when the agent itself fails
@@ -137,10 +144,36 @@ class Agent {
     watch(signal_fd_.get(), kSignalTag);
     watch(timer_fd_.get(), kTimerTag);
 
-    group_ = std::make_unique<detail::NodeGroup>(group_options());
-    placement_ = group_->join(options_.nproc_per_node, host_);
+    group_ = std::make_unique<detail::NodeGroup>(plan_.group);
+    placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
     if (multi_node()) watch(group_->event_fd(), kGroupTag);
     if (options_.stop_on_stdin_eof) watch(STDIN_FILENO, kStdinTag);
+    choose_prefix();
+    for (int rank : options_.console_ranks) {
+      if (rank >= placement_.world_size) {
+        throw InvalidArgument(cat("--ranks: rank ", rank, " is not in the job, whose ranks are 0-",
+                                  placement_.world_size - 1));
+      }
+    }
+    if (multi_node() && !options_.entry) {
+      // Each node checks PROGRAM where it runs; a node that cannot run it
+      // stops the job for everyone at once.
+      try {
+        detail::check_program(options_, process_environment());
+      } catch (const ProgramError& error) {
+        print(cat(error.what(), "\n"));
+        tell_other_nodes(-1, error.exit_code(), cat(error.what(), " (on ", host_, ")"));
+        return finish_node();
+      }
+    }
+    const bool keep_logs = !options_.redirects.empty() || !options_.tee.empty();
+    files_ = std::make_unique<detail::JobFiles>(options_.log_dir, placement_.run_id, keep_logs);
+    if (keep_logs && files_->made_for_the_job()) {
+      print(cat("cohort run: redirected output goes to ", files_->dir(), "\n"));
+    }
+    const detail::WorkerPlace& first = placement_.layout.mine.front();
+    threads_ = detail::thread_budget(process_environment(), detail::probe_cpu_facts(),
+                                     options_.nproc_per_node, first.local_world_size);
     guardian_ = std::make_unique<detail::Guardian>();
 
     for (int attempt = 0;; ++attempt) {
@@ -157,40 +190,43 @@ class Agent {
   enum class Stop { none, worker_failed, signal, elsewhere };
   enum class Timer { none, grace, drain };
 
-  bool multi_node() const { return options_.nnodes > 1; }
+  bool multi_node() const { return plan_.group.nnodes > 1; }
 
-  void check_nodes() const {
-    if (options_.nnodes < 1 || options_.node_rank < 0 || options_.node_rank >= options_.nnodes) {
-      throw InvalidArgument(cat("cohort run: --node-rank ", options_.node_rank,
-                                " must be from 0 to --nnodes - 1 (--nnodes is ", options_.nnodes,
-                                ")"));
+  // What this agent calls its node at the rendezvous (see AgentPlan).
+  std::string node_name() const {
+    switch (plan_.node_name) {
+      case detail::AgentPlan::NodeName::host:
+        return cat("host ", host_);
+      case detail::AgentPlan::NodeName::launcher_node:
+        return cat("node ", plan_.launcher_node);
+      case detail::AgentPlan::NodeName::agent:
+        break;
     }
-    if (options_.nnodes > 1 && options_.max_restarts > 0) {
-      throw InvalidArgument(
-          "cohort run: --max-restarts works on one node only for now; across nodes the first "
-          "failure ends the job (drop --max-restarts, or requeue the job with your scheduler)");
-    }
+    return cat("agent ", group_->node_rank());
   }
 
-  detail::NodeGroupOptions group_options() const {
-    detail::NodeGroupOptions group;
-    group.nnodes = options_.nnodes;
-    group.node_rank = options_.node_rank;
-    group.rendezvous_timeout = options_.rendezvous_timeout;
-    group.heartbeat_timeout = options_.heartbeat_timeout;
-    group.node_hosts = options_.node_hosts;
+  // "[{host}:{rank}] " when the job spans hosts, "[{rank}] " for several
+  // workers on one, nothing for one worker.
+  void choose_prefix() {
+    if (options_.prefix) return;
+    const std::set<std::string> hosts(placement_.hosts.begin(), placement_.hosts.end());
+    options_.prefix = hosts.size() > 1            ? "[{host}:{rank}] "
+                      : placement_.world_size > 1 ? "[{rank}] "
+                                                  : "";
+  }
+
+  // MASTER_ADDR and MASTER_PORT of the workers in this attempt.
+  std::pair<std::string, int> master_of(bool agent_store) const {
     if (!multi_node()) {
-      // One node: the store is private to this machine, on a free port.
-      group.token = detail::random_hex(16);
-      return group;
+      // One node: a port free now for each attempt (a restart must not meet
+      // the last attempt's rank 0 still closing it), unless the agent serves it.
+      return {options_.master_addr, agent_store                 ? group_->torch_port()
+                                    : options_.master_port != 0 ? options_.master_port
+                                                                : detail::pick_free_port()};
     }
-    group.store_host = options_.rdzv_host.empty() ? options_.master_addr : options_.rdzv_host;
-    group.store_port = options_.rdzv_port;
-    group.serve_store = options_.node_rank == 0 && !options_.store_served_elsewhere;
-    group.token = options_.job_token.empty()
-                      ? cat("cohort:", group.store_host, ":", group.store_port)
-                      : options_.job_token;
-    return group;
+    const std::string& addr =
+        agent_store || plan_.master_addr.empty() ? group_->store_host() : plan_.master_addr;
+    return {addr, placement_.master_port};
   }
 
   void watch(int fd, std::uint64_t tag) {
@@ -204,50 +240,37 @@ class Agent {
 
   void print(const std::string& text) { detail::write_fully(STDERR_FILENO, text); }
 
-  Fd open_log(int attempt, int rank, const char* stream) {
-    if (options_.log_dir.empty()) return Fd();
-    const std::filesystem::path dir =
-        std::filesystem::path(options_.log_dir) / cat("attempt_", attempt) / cat("rank_", rank);
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    const std::string path = (dir / cat(stream, ".log")).string();
-    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) {
-      throw Error(cat("cohort run: cannot write the log file ", path, ": ",
-                      detail::errno_text(errno), " (check --log-dir)"));
-    }
-    return fd;
-  }
-
   void spawn_all(int attempt) {
-    // One node: a port free now for each attempt (a restart must not meet the
-    // last attempt's rank 0 still closing it); several: node 0's, agreed once.
-    const int master_port = multi_node()                ? placement_.master_port
-                            : options_.master_port != 0 ? options_.master_port
-                                                        : detail::pick_free_port();
+    const bool agent_store = options_.agent_store;
+    const auto [master_addr, master_port] = master_of(agent_store);
     master_port_ = master_port;
     const Environment base = process_environment();
     workers_.clear();
     workers_.resize(static_cast<std::size_t>(options_.nproc_per_node));
     for (int local = 0; local < options_.nproc_per_node; ++local) {
       Worker& worker = workers_[static_cast<std::size_t>(local)];
-      worker.rank = placement_.rank_base + local;
-      worker.local_rank = local;
+      const detail::WorkerPlace& place = placement_.layout.mine[static_cast<std::size_t>(local)];
+      worker.rank = place.rank;
+      worker.local_rank = place.local_rank;
       detail::WorkerIdentity identity;
-      identity.rank = worker.rank;
-      identity.local_rank = local;
+      identity.rank = place.rank;
+      identity.local_rank = place.local_rank;
       identity.world_size = placement_.world_size;
-      identity.local_world_size = options_.nproc_per_node;
-      identity.node_rank = options_.node_rank;
-      identity.num_nodes = options_.nnodes;
+      identity.local_world_size = place.local_world_size;
+      identity.node_rank = place.node_rank;
+      identity.num_nodes = placement_.layout.num_nodes;
       identity.restart_count = attempt;
       identity.max_restarts = options_.max_restarts;
-      identity.run_id = options_.run_id;
-      identity.master_addr = options_.master_addr;
+      identity.run_id = placement_.run_id;
+      identity.role = options_.role;
+      identity.master_addr = master_addr;
       identity.master_port = master_port;
+      identity.agent_store = agent_store;
       identity.store_addr = group_->store_host();
       identity.store_port = group_->store_port();
       identity.job_token = group_->token();
+      identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
+      identity.omp_threads = threads_.threads;
 
       Fd write_ends[2];
       for (int stream = 0; stream < 2; ++stream) {
@@ -258,17 +281,29 @@ class Agent {
         }
         worker.pipes[stream] = Fd(ends[0]);
         write_ends[stream] = Fd(ends[1]);
+        const int bit = stream == 0 ? 1 : 2;
+        const bool redirected = (streams_for(options_.redirects, local) & bit) != 0;
+        const bool teed = (streams_for(options_.tee, local) & bit) != 0;
         const bool to_console =
-            options_.console_ranks.empty() || options_.console_ranks.count(worker.rank) != 0;
+            !redirected &&
+            (options_.console_ranks.empty() || options_.console_ranks.count(worker.rank) != 0) &&
+            (options_.console_local_ranks.empty() ||
+             options_.console_local_ranks.count(worker.local_rank) != 0);
+        const char* name = stream == 0 ? "stdout" : "stderr";
         worker.streams[stream] = std::make_unique<detail::OutputStream>(
             to_console ? (stream == 0 ? STDOUT_FILENO : STDERR_FILENO) : -1,
             detail::format_prefix(*options_.prefix, worker.rank, worker.local_rank, host_),
-            open_log(attempt, worker.rank, stream == 0 ? "stdout" : "stderr"),
+            !options_.log_dir.empty() || redirected || teed
+                ? files_->open_log(attempt, worker.rank, name)
+                : Fd(),
             stream == 1 ? kTailLines : 0);
         watch(worker.pipes[stream].get(), kFirstPipeTag + 2 * static_cast<std::uint64_t>(local) +
                                               static_cast<std::uint64_t>(stream));
       }
-      const Environment env = detail::worker_environment(base, identity, usable_cpus());
+      Environment env = detail::worker_environment(base, identity);
+      if (!plan_.one_worker_per_task) {
+        detail::describe_worker_to_launchers(env, place, placement_.layout);
+      }
       worker.pid = options_.entry ? detail::spawn_function(options_.entry, env, write_ends[0].get(),
                                                            write_ends[1].get())
                                   : detail::spawn_worker(detail::worker_argv(options_, local), env,
@@ -433,7 +468,7 @@ class Agent {
   void tell_other_nodes(int rank, int code, const std::string& summary) {
     if (!multi_node()) return;
     detail::StopRecord mine;
-    mine.node = options_.node_rank;
+    mine.node = group_->node_rank();
     mine.host = host_;
     mine.rank = rank;
     mine.exit_code = code;
@@ -474,19 +509,22 @@ class Agent {
   // store until the other nodes are done with it.
   int finish_node() {
     group_->finished();
+    const std::string mine = options_.nproc_per_node == 1
+                                 ? cat("rank ", placement_.rank_base)
+                                 : cat("ranks ", placement_.rank_base, "-",
+                                       placement_.rank_base + options_.nproc_per_node - 1);
     if (stop_ == Stop::worker_failed && own_stop_) {
       detail::ReportInput input = report_input(0, false);
-      input.other_nodes =
-          cat("told to stop: ", options_.nnodes - 1, " other nodes, ranks outside ",
-              placement_.rank_base, "-", placement_.rank_base + options_.nproc_per_node - 1);
+      input.other_nodes = cat("told to stop: ", plan_.group.nnodes - 1, " other ", plan_.group.unit,
+                              "s, the ranks other than ", mine.substr(mine.find(' ') + 1));
       print(detail::failure_report(input));
-    } else if (first_stop_) {
-      print(cat("cohort run [", host_, "]: stopped ranks ", placement_.rank_base, "-",
-                placement_.rank_base + options_.nproc_per_node - 1, " here: ", first_stop_->summary,
-                first_stop_->rank >= 0 && first_stop_->node != options_.node_rank
-                    ? cat(" (on ", first_stop_->host, ", node ", first_stop_->node, ")")
-                    : std::string(),
-                "; exit status ", first_stop_->exit_code, "\n"));
+    } else if (first_stop_ && !own_stop_) {
+      print(cat(
+          "cohort run [", host_, "]: stopped ", mine, " here: ", first_stop_->summary,
+          first_stop_->rank >= 0 && first_stop_->node != group_->node_rank()
+              ? cat(" (on ", first_stop_->host, ", ", plan_.group.unit, " ", first_stop_->node, ")")
+              : std::string(),
+          "; exit status ", first_stop_->exit_code, "\n"));
     }
     if (group_->serves_store()) await_other_nodes();
     if (first_stop_) return first_stop_->exit_code;
@@ -540,8 +578,13 @@ class Agent {
     input.grace = options_.grace;
     input.exit_code = exit_code();
     input.master_port = master_port_;
-    if (!options_.entry && detail::worker_argv(options_, 0).front() == options_.python) {
-      input.interpreter = options_.python;
+    input.master_port_given = options_.master_port != 0;
+    input.agent_store = options_.agent_store;
+    input.under_mpirun = plan_.used_mpi_service;
+    if (!options_.entry && detail::runs_with_python(options_)) input.interpreter = options_.python;
+    if (first_failure_ >= 0) {
+      input.recorded = detail::read_error_file(
+          workers_[static_cast<std::size_t>(first_failure_)].error_file, kRecordedFrames);
     }
     for (const Worker& worker : workers_) {
       detail::ReportInput::WorkerEnd end;
@@ -569,6 +612,7 @@ class Agent {
   }
 
   RunOptions options_;
+  detail::AgentPlan plan_;
   std::vector<int> signals_;
   std::string host_;
   Fd signal_fd_;
@@ -579,6 +623,8 @@ class Agent {
   std::optional<detail::StopRecord> first_stop_;  ///< the job's first stop, on any node
   bool own_stop_ = false;                         ///< ... and it was this node's
   int master_port_ = 0;                           ///< the workers' MASTER_PORT
+  std::unique_ptr<detail::JobFiles> files_;
+  detail::ThreadBudget threads_;
   std::unique_ptr<detail::Guardian> guardian_;
   std::vector<Worker> workers_;
   Stop stop_ = Stop::none;
@@ -590,6 +636,7 @@ class Agent {
 }  // namespace
 
 int run(const RunOptions& options) {
+  if (options.command.empty()) throw InvalidArgument("cohort run: no PROGRAM to run");
   if (!options.hosts.empty()) {
     if (options.entry) {
       throw InvalidArgument(
@@ -598,13 +645,15 @@ int run(const RunOptions& options) {
     }
     return detail::run_over_ssh(options);
   }
-  // Started by another launcher (one srun task per node, ...): one agent of
-  // several. Under mpirun -np 2 this refuses: every copy would run its own job.
-  RunOptions placed = options;
-  if (placed.nnodes == 1) {
-    detail::place_under_launcher(placed, detect_launch(), process_environment(), -1);
-  }
-  return Agent(placed).run();
+  // Started by another launcher (srun, mpirun): one agent per task, placed
+  // by it; else alone, or one of several nodes placed by flags or at the
+  // rendezvous.
+  const Environment env = process_environment();
+  detail::AgentPlan plan = detail::plan_agent(options, detect_launch(env), env);
+  // PROGRAM is checked here on one node, on each node after the rendezvous
+  // on several (so that the others hear of it at once).
+  if (plan.group.nnodes == 1 && !options.entry) detail::check_program(options, env);
+  return Agent(options, std::move(plan)).run();
 }
 
 int spawn(int nprocs, std::function<int()> fn, RunOptions options) {

@@ -9,6 +9,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "store/torch_wire.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -18,6 +19,8 @@ constexpr std::string_view kMasterPort = "agents/master_port";
 constexpr std::string_view kDoneCount = "agents/done";
 constexpr std::string_view kAllDone = "agents/all_done";
 constexpr std::string_view kCoordinatorWake = "agents/wake/c";
+constexpr std::string_view kNextNode = "agents/next_node";
+constexpr std::string_view kRunId = "agents/run_id";
 
 std::string node_key(int node) {
   return cat("agents/node/", node);
@@ -77,26 +80,18 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     : options_(std::move(options)), event_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (!event_.valid()) throw Error(cat("cohort run: eventfd failed: ", errno_text(errno)));
   port_ = options_.store_port;
-  if (options_.serve_store) {
-    StoreServer::Options server;
-    // One node keeps the store on loopback; several must reach it.
-    server.host = options_.nnodes > 1 || options_.node_rank < 0 ? "0.0.0.0" : "127.0.0.1";
-    server.port = options_.store_port;
-    server.token = options_.token;
-    try {
-      server_ = std::make_unique<StoreServer>(server);
-    } catch (const Error& error) {
-      throw Error(cat("cohort run: ", node_name(options_.node_rank),
-                      " serves the job's store but cannot listen on port ", options_.store_port,
-                      ": ", error.what(),
-                      options_.store_port != 0
-                          ? "; another job may hold it: choose another --master-port"
-                          : ""));
-    }
-    port_ = server_->port();
+  if (options_.serve_store || options_.serve_if_bindable) {
+    options_.serve_store = start_server(!options_.serve_if_bindable);
+  }
+  if (options_.exchange) {
+    const StoreAddress store =
+        options_.exchange(server_ ? StoreAddress{options_.store_host, port_} : StoreAddress{});
+    options_.store_host = store.host;
+    port_ = store.port;
   }
   StoreClient::Options& client = client_;
-  client.host = options_.serve_store ? "127.0.0.1" : options_.store_host;
+  const bool every_interface = options_.bind_host.empty() || options_.bind_host == "0.0.0.0";
+  client.host = !server_ ? options_.store_host : every_interface ? "127.0.0.1" : options_.bind_host;
   client.port = port_;
   client.token = options_.token;
   client.timeout = options_.rendezvous_timeout;
@@ -107,15 +102,75 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
                       " could not reach the job's store at ", options_.store_host, ":", port_,
                       " within ", seconds(options_.rendezvous_timeout), " (", error.what(),
                       "). Check that node 0's cohort run started with the same --nnodes, "
-                      "--master-addr and --master-port (or in the same Slurm step), that ",
+                      "--master-addr and --master-port (or --rdzv-endpoint, or in the same Slurm "
+                      "step), that ",
                       options_.store_host,
                       " resolves here to node 0, and that no firewall "
                       "blocks the port"));
   }
+  if (server_ && options_.torch_port >= 0 && options_.nnodes > 1) {
+    // Every worker's MASTER_PORT: PyTorch's clients meet in this store.
+    store_->set(kMasterPort, std::to_string(server_->torch_port()));
+  }
+  if (options_.node_rank == kNodeRankAtJoin) take_node_rank();
   if (options_.nnodes > 1 || options_.node_rank < 0) {
     client.timeout = options_.heartbeat_timeout;
     watch_store_ = std::make_shared<StoreClient>(client);
   }
+}
+
+// Returns whether this process now serves the store; when it must and
+// cannot, throws naming the port.
+bool NodeGroup::start_server(bool required) {
+  StoreServer::Options server;
+  server.host = options_.bind_host.empty() ? "0.0.0.0" : options_.bind_host;
+  server.port = options_.store_port;
+  server.token = options_.token;
+  server.torch_port = options_.torch_port;
+  server.torch_host = options_.torch_host;
+  try {
+    server_ = std::make_unique<StoreServer>(server);
+  } catch (const torch_wire::PortError& error) {
+    if (!required) return false;
+    throw Error(
+        cat("cohort run: the workers' MASTER_PORT, where the agent serves PyTorch's "
+            "TCPStore: ",
+            error.what(),
+            options_.torch_port != 0 ? "; it comes from --master-port: drop it (cohort "
+                                       "picks a free port) or choose another"
+                                     : ""));
+  } catch (const Error& error) {
+    if (!required) return false;  // someone else on this host serves it, or it is elsewhere
+    throw Error(
+        cat("cohort run: ", node_name(options_.node_rank),
+            " serves the job's store but cannot listen on ", server.host, ":", options_.store_port,
+            ": ", error.what(),
+            options_.store_port != 0
+                ? "; another job may hold it: choose another --master-port or --rdzv-endpoint"
+                : ""));
+  }
+  port_ = server_->port();
+  return true;
+}
+
+// torchrun's c10d form: node ranks in order of arrival, 0 for the server.
+void NodeGroup::take_node_rank() {
+  if (server_) {
+    options_.node_rank = 0;
+    return;
+  }
+  const std::int64_t rank = store_->add(kNextNode, 1);
+  if (rank >= options_.nnodes) {
+    throw Error(cat("cohort run: more than ", options_.nnodes, " agents joined the rendezvous at ",
+                    options_.store_host, ":", port_,
+                    ": --nnodes is too small, or another job uses the same --rdzv-endpoint (give "
+                    "each job its own --rdzv-id and port)"));
+  }
+  options_.node_rank = static_cast<int>(rank);
+}
+
+int NodeGroup::torch_port() const noexcept {
+  return server_ ? server_->torch_port() : -1;
 }
 
 NodeGroup::~NodeGroup() {
@@ -133,35 +188,38 @@ NodeGroup::~NodeGroup() {
 }
 
 std::string NodeGroup::node_name(int node) const {
+  if (node == kNodeRankAtJoin) return cat("a ", options_.unit);
   if (node < 0) return "the launcher";
   const auto index = static_cast<std::size_t>(node);
   const std::vector<std::string>& hosts = hosts_.empty() ? options_.node_hosts : hosts_;
   if (index < hosts.size() && !hosts[index].empty())
-    return cat("node ", node, " (", hosts[index], ")");
-  return cat("node ", node);
+    return cat(options_.unit, " ", node, " (", hosts[index], ")");
+  return cat(options_.unit, " ", node);
 }
 
-Placement NodeGroup::join(int nproc, const std::string& host) {
+Placement NodeGroup::join(int nproc, const std::string& host, const std::string& node,
+                          const std::string& run_id) {
   // One node picks its workers' port per attempt itself (Agent::spawn_all).
   const bool several = options_.nnodes > 1;
   if (several && options_.node_rank == 0) {
-    store_->set(kMasterPort, std::to_string(pick_free_port()));
+    store_->set(kRunId, run_id);
+    if (options_.torch_port < 0) store_->set(kMasterPort, std::to_string(pick_free_port()));
   }
-  store_->set(node_key(options_.node_rank), cat(nproc, '\t', host, '\t', getpid()));
+  store_->set(node_key(options_.node_rank), cat(nproc, '\t', host, '\t', getpid(), '\t', node));
 
   std::vector<std::string> keys;
   keys.reserve(static_cast<std::size_t>(options_.nnodes));
-  for (int node = 0; node < options_.nnodes; ++node)
-    keys.push_back(node_key(node));
+  for (int other = 0; other < options_.nnodes; ++other)
+    keys.push_back(node_key(other));
   try {
     store_->wait(keys, options_.rendezvous_timeout);
   } catch (const Timeout&) {
     std::vector<std::string> missing;
-    for (int node = 0; node < options_.nnodes; ++node) {
-      if (!store_->check({node_key(node)})) missing.push_back(node_name(node));
+    for (int other = 0; other < options_.nnodes; ++other) {
+      if (!store_->check({node_key(other)})) missing.push_back(node_name(other));
     }
-    throw Timeout(cat("cohort run: ", missing.size(), " of ", options_.nnodes,
-                      " nodes did not arrive within ", seconds(options_.rendezvous_timeout), ": ",
+    throw Timeout(cat("cohort run: ", missing.size(), " of ", options_.nnodes, " ", options_.unit,
+                      "s did not arrive within ", seconds(options_.rendezvous_timeout), ": ",
                       detail::join(missing, ", "), ". Each should have reached the store at ",
                       options_.store_host, ":", port_,
                       ": check that cohort run was started there (same --nnodes, --master-addr, "
@@ -169,18 +227,23 @@ Placement NodeGroup::join(int nproc, const std::string& host) {
                       "output"));
   }
   Placement placement;
-  int total = 0;
-  for (int node = 0; node < options_.nnodes; ++node) {
-    const std::vector<std::string> fields = split_tabs(store_->get(node_key(node)));
-    const int count = fields.empty() ? 0 : static_cast<int>(parse_int(fields[0]).value_or(0));
-    if (node == options_.node_rank) placement.rank_base = total;
-    total += count;
+  std::vector<AgentEntry> agents;
+  for (int other = 0; other < options_.nnodes; ++other) {
+    const std::vector<std::string> fields = split_tabs(store_->get(node_key(other)));
+    AgentEntry agent;
+    agent.nproc = fields.empty() ? 0 : static_cast<int>(parse_int(fields[0]).value_or(0));
+    agent.node = fields.size() > 3 ? fields[3] : cat("agent ", other);
+    agents.push_back(agent);
     placement.hosts.push_back(fields.size() > 1 ? fields[1] : "");
   }
-  placement.world_size = total;
+  placement.layout = lay_out_workers(agents, options_.node_rank);
+  placement.rank_base = placement.layout.mine.empty() ? 0 : placement.layout.mine.front().rank;
+  placement.world_size = placement.layout.world_size;
+  placement.run_id = run_id;
   if (several) {
     placement.master_port = static_cast<int>(
         parse_int(store_->get(kMasterPort, options_.rendezvous_timeout)).value_or(0));
+    placement.run_id = store_->get(kRunId, options_.rendezvous_timeout);
   }
   hosts_ = placement.hosts;
   // From now on a call that hangs means a lost store: bound it like a heartbeat.

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,18 +22,48 @@
 #include <cohort/store.hpp>
 
 #include "core/fd.hpp"
+#include "launch/worker_layout.hpp"
 
 namespace cohort::detail {
 
+/// Where a store is reached.
+struct StoreAddress {
+  std::string host;
+  int port = 0;
+};
+
+/// Node rank of an agent that learns it at the rendezvous (torchrun's c10d
+/// form): the agent that serves the store is 0, the others follow in the
+/// order they arrive.
+inline constexpr int kNodeRankAtJoin = -2;
+
 struct NodeGroupOptions {
+  /// Agents in the job ("nodes"; one per task under `mpirun ... cohort run`).
   int nnodes = 1;
-  /// This agent's node rank; -1 for a coordinator that runs no workers.
+  /// This agent's node rank; -1 for a coordinator that runs no workers;
+  /// kNodeRankAtJoin to be given one.
   int node_rank = 0;
-  /// Where the store is reached (and, when this process serves it, bound:
-  /// every interface for several nodes, loopback for one).
+  /// Where the store is reached.
   std::string store_host = "127.0.0.1";
   int store_port = 0;  ///< 0: any free port (only when this process serves it)
   bool serve_store = true;
+  /// Serve the store if its address can be bound here, else connect to it
+  /// (torchrun's c10d form: the agent on the endpoint's host serves).
+  bool serve_if_bindable = false;
+  /// Where a store this process serves listens: "0.0.0.0", or one address.
+  std::string bind_host = "127.0.0.1";
+  /// Also serve PyTorch's TCPStore protocol (the workers' MASTER_PORT under
+  /// TORCHELASTIC_USE_AGENT_STORE=True): -1 no, 0 a free port, else this port,
+  /// on `torch_host` ("": bind_host).
+  int torch_port = -1;
+  std::string torch_host;
+  /// Under mpirun, no address is known in advance: the agent that serves
+  /// passes its own and every agent gets the server's (one collective call
+  /// through the launcher's key-value service).
+  std::function<StoreAddress(const StoreAddress& mine)> exchange;
+  /// What one agent is called in messages: "node", or "task" when several
+  /// agents share a node.
+  std::string unit = "node";
   std::string token;
   std::chrono::milliseconds rendezvous_timeout{300000};
   std::chrono::milliseconds heartbeat_interval{1000};
@@ -46,7 +77,9 @@ struct Placement {
   int rank_base = 0;               ///< global rank of local worker 0
   int world_size = 1;              ///< workers in the whole job
   int master_port = 0;             ///< several nodes: every worker's MASTER_PORT, picked by node 0
+  std::string run_id;              ///< the job's run id, node 0's
   std::vector<std::string> hosts;  ///< the host of each node rank, as each reported it
+  WorkerLayout layout;             ///< local ranks, nodes
 };
 
 /// Why the job stops, as the first agent to know wrote it. Encoded in the
@@ -72,10 +105,13 @@ class NodeGroup {
   NodeGroup(const NodeGroup&) = delete;
   NodeGroup& operator=(const NodeGroup&) = delete;
 
-  /// Waits until every node rank reported (`nproc` workers on `host`), then
-  /// starts the heartbeats. Throws cohort::Timeout naming the node ranks (and
-  /// hosts) that never arrived and the address they should have reached.
-  Placement join(int nproc, const std::string& host);
+  /// Waits until every node rank reported (`nproc` workers on `host`, on the
+  /// node called `node`: agents that name the same node share its local
+  /// ranks), then starts the heartbeats. Node 0's `run_id` becomes the job's.
+  /// Throws cohort::Timeout naming the node ranks (and hosts) that never
+  /// arrived and the address they should have reached.
+  Placement join(int nproc, const std::string& host, const std::string& node,
+                 const std::string& run_id);
 
   /// For a coordinator with no node rank (the --hostfile launcher): starts
   /// watching the heartbeats of the nodes as they arrive.
@@ -99,15 +135,21 @@ class NodeGroup {
   void finished();
   void linger(std::chrono::milliseconds at_most);
 
+  /// This agent's node rank (assigned by now under kNodeRankAtJoin).
+  int node_rank() const noexcept { return options_.node_rank; }
   /// For the workers: how they reach the store.
   const std::string& store_host() const noexcept { return options_.store_host; }
   int store_port() const noexcept { return port_; }
+  /// The TCPStore-protocol port this process serves, or -1.
+  int torch_port() const noexcept;
   const std::string& token() const noexcept { return options_.token; }
   bool serves_store() const noexcept { return server_ != nullptr; }
   const NodeGroupOptions& options() const noexcept { return options_; }
 
  private:
   std::string node_name(int node) const;  // "node 2 (n3)"
+  bool start_server(bool required);
+  void take_node_rank();
   void wake_everyone();
   void watch();  // the heartbeat thread
   void notify() noexcept;

@@ -1,5 +1,6 @@
 #include "launch/report.hpp"
 
+#include <algorithm>
 #include <ctime>
 
 #include <signal.h>
@@ -34,6 +35,22 @@ bool says(const std::vector<std::string>& tail, std::string_view what) {
   return false;
 }
 
+// Why rank 0 could not listen on MASTER_PORT, and what to do.
+std::string port_taken(const ReportInput& input) {
+  if (input.agent_store) {
+    return cat("MASTER_PORT ", input.master_port, " on ", input.host,
+               " is served by cohort's agent (TORCHELASTIC_USE_AGENT_STORE=True), and the "
+               "script tried to listen there itself (its own TCPStore server, or a tcp:// "
+               "init_method): let every rank connect as a client, or run with --no-agent-store");
+  }
+  return cat("MASTER_PORT ", input.master_port, " on ", input.host,
+             " is taken by another process, so rank 0 could not listen there",
+             input.master_port_given
+                 ? ": drop --master-port (cohort picks a free port) or choose another"
+                 : ": another job, or a second rank 0 of this one (a script that takes its rank "
+                   "from elsewhere than RANK?)");
+}
+
 }  // namespace
 
 std::string failure_report(const ReportInput& input) {
@@ -49,7 +66,30 @@ std::string failure_report(const ReportInput& input) {
     line(cat("cohort run: rank ", failed.rank, " failed: ", describe_exit(failed.wait_status)));
     row("where", cat("host ", input.host, ", rank ", failed.rank, " (local rank ",
                      failed.local_rank, "), pid ", failed.pid, ", at ", format_utc(failed.ended)));
-    if (failed.stderr_tail.empty()) {
+    if (input.recorded) {
+      const RecordedError& recorded = *input.recorded;
+      const std::size_t newline = recorded.message.find('\n');
+      row("error", recorded.message.substr(0, newline));
+      if (newline != std::string::npos) {
+        for (std::size_t start = newline + 1; start < recorded.message.size();) {
+          const std::size_t end =
+              std::min(recorded.message.find('\n', start), recorded.message.size());
+          line("    | " + recorded.message.substr(start, end - start));
+          start = end + 1;
+        }
+      }
+      if (!recorded.frames.empty()) {
+        const std::size_t shown =
+            std::count_if(recorded.frames.begin(), recorded.frames.end(),
+                          [](const std::string& text) { return text.rfind("File ", 0) == 0; });
+        row("traceback", cat(shown == static_cast<std::size_t>(recorded.frame_count)
+                                 ? cat(shown == 1 ? "its frame" : cat("its ", shown, " frames"))
+                                 : cat("last ", shown, " of ", recorded.frame_count, " frames"),
+                             " (from TORCHELASTIC_ERROR_FILE, written by @record):"));
+        for (const std::string& text : recorded.frames)
+          line("    | " + text);
+      }
+    } else if (failed.stderr_tail.empty()) {
       row("stderr", cat("(rank ", failed.rank, " wrote nothing to stderr)"));
     } else {
       const std::size_t count = failed.stderr_tail.size();
@@ -60,9 +100,16 @@ std::string failure_report(const ReportInput& input) {
     }
     if (input.master_port != 0 && (says(failed.stderr_tail, "Address already in use") ||
                                    says(failed.stderr_tail, "EADDRINUSE"))) {
-      row("why", cat("MASTER_PORT ", input.master_port, " on ", input.host,
-                     " is taken by another process, so rank 0 could not listen there: drop "
-                     "--master-port (cohort picks a free port) or choose another"));
+      row("why", port_taken(input));
+    }
+    if (input.under_mpirun &&
+        (says(failed.stderr_tail, "MPI_Init") || says(failed.stderr_tail, "MPI_INIT") ||
+         says(failed.stderr_tail, "PMI_Init"))) {
+      row("why",
+          "PROGRAM is an MPI program, and cohort run, one task of mpirun, already used "
+          "this rank's connection to mpirun to find rank 0: start MPI programs with "
+          "mpirun alone (mpirun -np N PROGRAM); cohort run under mpirun is for programs "
+          "that are not MPI processes (PyTorch over gloo or NCCL, cohort programs)");
     }
     // A .py PROGRAM run by the first python3 on PATH, which may not be the
     // one with PyTorch (a venv, pyenv, conda ...).

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <sys/types.h>
+
+#include "launch/error_file.hpp"
 
 namespace cohort::detail {
 
@@ -31,10 +34,18 @@ struct ReportInput {
   std::chrono::milliseconds grace{0};
   int exit_code = 0;
   std::vector<WorkerEnd> workers;
-  std::string other_nodes;  ///< what became of the job's other nodes; "" on one node
-  int master_port = 0;      ///< the workers' MASTER_PORT, for the hint when it was taken
+  std::string other_nodes;         ///< what became of the job's other nodes; "" on one node
+  int master_port = 0;             ///< the workers' MASTER_PORT, for the hint when it was taken
+  bool master_port_given = false;  ///< ... and the user chose it (--master-port)
+  bool agent_store = false;        ///< ... and the agent serves it (TORCHELASTIC_USE_AGENT_STORE)
+  /// The agent is one task of mpirun and used its rank's PMI connection, so
+  /// a worker that is itself an MPI program cannot (the hint when MPI_Init fails).
+  bool under_mpirun = false;
   std::string
       interpreter;  ///< what ran a .py PROGRAM ("python3"), for the hint when it lacks a module
+  /// What the first failed worker wrote to its TORCHELASTIC_ERROR_FILE (@record):
+  /// quoted instead of its stderr lines.
+  std::optional<RecordedError> recorded;
 };
 
 /// The report, several lines, each ending in '\n'.

@@ -102,6 +102,14 @@ std::vector<RunOptions::Host> parse_hostfile(std::string_view text, std::string_
   return hosts;
 }
 
+std::string format_stream_spec(const std::map<int, int>& spec) {
+  if (spec.size() == 1 && spec.begin()->first == -1) return std::to_string(spec.begin()->second);
+  std::vector<std::string> items;
+  for (const auto& [local_rank, streams] : spec)
+    if (local_rank >= 0) items.push_back(cat(local_rank, ":", streams));
+  return join(items, ",");
+}
+
 std::vector<RunOptions::Host> parse_host_list(std::string_view list) {
   std::vector<RunOptions::Host> hosts;
   for (const std::string& item : split_words(list, ",")) {
@@ -175,7 +183,26 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
       ranks.push_back(std::to_string(rank));
     run.insert(run.end(), {"--ranks", join(ranks, ",")});
   }
-  if (options.local_rank_arg) run.emplace_back("--local-rank-arg");
+  if (options.local_rank_arg == RunOptions::LocalRankArg::underscore) {
+    run.emplace_back("--local-rank-arg");
+  } else if (options.local_rank_arg == RunOptions::LocalRankArg::dash) {
+    run.emplace_back("--local-rank-arg=dash");
+  }
+  if (!options.agent_store) run.emplace_back("--no-agent-store");
+  if (options.module) run.emplace_back("--module");
+  if (options.no_python) run.emplace_back("--no-python");
+  if (options.run_path) run.emplace_back("--run-path");
+  if (options.role != "default") run.insert(run.end(), {"--role", options.role});
+  for (const auto& [flag, spec] :
+       {std::pair{"--redirects", &options.redirects}, std::pair{"--tee", &options.tee}}) {
+    if (!spec->empty()) run.insert(run.end(), {flag, format_stream_spec(*spec)});
+  }
+  if (!options.console_local_ranks.empty()) {
+    std::vector<std::string> ranks;
+    for (int rank : options.console_local_ranks)
+      ranks.push_back(std::to_string(rank));
+    run.insert(run.end(), {"--local-ranks-filter", join(ranks, ",")});
+  }
   run.emplace_back("--");
   run.insert(run.end(), options.command.begin(), options.command.end());
   words.insert(words.end(), run.begin(), run.end());
@@ -221,6 +248,8 @@ class SshLauncher {
     group.nnodes = static_cast<int>(options_.hosts.size());
     group.node_rank = -1;
     group.store_host = route.source_address;
+    group.bind_host = "0.0.0.0";
+    group.torch_port = options_.agent_store ? 0 : -1;  // the workers' MASTER_PORT
     group.token = random_hex(16);
     group.rendezvous_timeout = options_.rendezvous_timeout;
     group.heartbeat_timeout = options_.heartbeat_timeout;

@@ -6,6 +6,7 @@
 // end and stops by itself. Nothing is ever killed by name.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ std::vector<RunOptions::Host> parse_hostfile(std::string_view text, std::string_
 
 /// "h1:2,h2:2,h3" (slots after the colon, optional).
 std::vector<RunOptions::Host> parse_host_list(std::string_view list);
+
+/// torchrun's --redirects / --tee syntax for a parsed spec: "3", or "0:1,1:2".
+std::string format_stream_spec(const std::map<int, int>& spec);
 
 /// Where the remote agents reach this process's store.
 struct StoreEndpoint {

@@ -1,24 +1,28 @@
 #include "launch/worker_setup.hpp"
 
-#include <algorithm>
-
 #include "core/strings.hpp"
 
 namespace cohort::detail {
 
+bool runs_with_python(const RunOptions& options) {
+  if (options.no_python) return false;
+  if (options.module || options.run_path) return true;
+  const std::string& program = options.command.front();
+  return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+}
+
 std::vector<std::string> worker_argv(const RunOptions& options, int local_rank) {
   std::vector<std::string> argv;
-  const std::string& program = options.command.front();
-  if (program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0) {
-    argv.push_back(options.python);
-  }
+  if (runs_with_python(options)) argv.push_back(options.python);
+  if (options.module && !options.no_python) argv.emplace_back("-m");
   argv.insert(argv.end(), options.command.begin(), options.command.end());
-  if (options.local_rank_arg) argv.push_back(cat("--local_rank=", local_rank));
+  using Style = RunOptions::LocalRankArg;
+  if (options.local_rank_arg == Style::underscore) argv.push_back(cat("--local_rank=", local_rank));
+  if (options.local_rank_arg == Style::dash) argv.push_back(cat("--local-rank=", local_rank));
   return argv;
 }
 
-Environment worker_environment(const Environment& base, const WorkerIdentity& worker,
-                               int usable_cpus) {
+Environment worker_environment(const Environment& base, const WorkerIdentity& worker) {
   Environment env = base;
   const auto put = [&env](const char* name, const auto& value) { env[name] = cat(value); };
   put("RANK", worker.rank);
@@ -29,20 +33,33 @@ Environment worker_environment(const Environment& base, const WorkerIdentity& wo
   put("GROUP_WORLD_SIZE", worker.num_nodes);
   put("ROLE_RANK", worker.rank);
   put("ROLE_WORLD_SIZE", worker.world_size);
-  put("ROLE_NAME", "default");
+  put("ROLE_NAME", worker.role);
   put("MASTER_ADDR", worker.master_addr);
   put("MASTER_PORT", worker.master_port);
   put("TORCHELASTIC_RUN_ID", worker.run_id);
   put("TORCHELASTIC_RESTART_COUNT", worker.restart_count);
   put("TORCHELASTIC_MAX_RESTARTS", worker.max_restarts);
-  // MASTER_PORT is rank 0's to bind, not an agent's store (torch reads this).
-  put("TORCHELASTIC_USE_AGENT_STORE", "False");
+  // True: every rank is a client of the agent's store on MASTER_PORT; False:
+  // MASTER_PORT is rank 0's to bind (torch reads exactly "True").
+  put("TORCHELASTIC_USE_AGENT_STORE", worker.agent_store ? "True" : "False");
+  if (worker.error_file.empty()) {
+    env.erase("TORCHELASTIC_ERROR_FILE");  // another launcher's file is not this worker's
+  } else {
+    put("TORCHELASTIC_ERROR_FILE", worker.error_file);
+  }
+  // As torchrun: a NCCL error ends the process instead of hanging it. Both
+  // spellings (PyTorch 2.2 renamed it); a user's own setting of either wins.
+  if (env.count("NCCL_ASYNC_ERROR_HANDLING") == 0 &&
+      env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING") == 0) {
+    put("NCCL_ASYNC_ERROR_HANDLING", 1);
+    put("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1);
+  }
   put("COHORT_RUN_ID", worker.run_id);
   put("COHORT_STORE_ADDR", worker.store_addr);
   put("COHORT_STORE_PORT", worker.store_port);
   put("COHORT_JOB_TOKEN", worker.job_token);
-  if (env.count("OMP_NUM_THREADS") == 0) {
-    put("OMP_NUM_THREADS", std::max(1, usable_cpus / std::max(1, worker.local_world_size)));
+  if (env.count("OMP_NUM_THREADS") == 0 && worker.omp_threads > 0) {
+    put("OMP_NUM_THREADS", worker.omp_threads);
   }
   return env;
 }

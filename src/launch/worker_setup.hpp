@@ -16,30 +16,38 @@ struct WorkerIdentity {
   int local_rank = 0;
   int world_size = 1;
   int local_world_size = 1;
-  int node_rank = 0;
-  int num_nodes = 1;
+  int node_rank = 0;  ///< GROUP_RANK: its node
+  int num_nodes = 1;  ///< GROUP_WORLD_SIZE
   int restart_count = 0;
   int max_restarts = 0;
   std::string run_id;
+  std::string role = "default";
   std::string master_addr;
   int master_port = 0;
-  std::string store_addr;  ///< the agent's store, never MASTER_PORT
+  bool agent_store = false;  ///< MASTER_ADDR:MASTER_PORT is the agent's TCPStore
+  std::string store_addr;    ///< the agent's cohort store
   int store_port = 0;
   std::string job_token;
+  std::string error_file;  ///< TORCHELASTIC_ERROR_FILE; "" for none
+  int omp_threads = 0;     ///< OMP_NUM_THREADS when it is unset; 0 leaves it unset
 };
 
-/// PROGRAM ARGS, with `python PROGRAM ARGS` for a .py program and
-/// `--local_rank=N` appended under `local_rank_arg`.
+/// PROGRAM ARGS: `python PROGRAM ARGS` for a .py program (or with
+/// `run_path`), `python -m PROGRAM ARGS` with `module`, PROGRAM as it is with
+/// `no_python`; the local rank appended under `local_rank_arg`.
 std::vector<std::string> worker_argv(const RunOptions& options, int local_rank);
+
+/// Whether worker_argv runs PROGRAM with the Python interpreter.
+bool runs_with_python(const RunOptions& options);
 
 /// `base` plus torchrun's variables (RANK LOCAL_RANK WORLD_SIZE
 /// LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE ROLE_RANK ROLE_WORLD_SIZE
 /// ROLE_NAME MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID
 /// TORCHELASTIC_RESTART_COUNT TORCHELASTIC_MAX_RESTARTS
-/// TORCHELASTIC_USE_AGENT_STORE) and cohort's (COHORT_RUN_ID COHORT_STORE_ADDR
-/// COHORT_STORE_PORT COHORT_JOB_TOKEN). OMP_NUM_THREADS, when unset, becomes
-/// the usable CPUs divided among the local workers (at least 1).
-Environment worker_environment(const Environment& base, const WorkerIdentity& worker,
-                               int usable_cpus);
+/// TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_ERROR_FILE, and
+/// NCCL_ASYNC_ERROR_HANDLING=1 with TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless
+/// either is set) and cohort's (COHORT_RUN_ID COHORT_STORE_ADDR
+/// COHORT_STORE_PORT COHORT_JOB_TOKEN); OMP_NUM_THREADS when unset.
+Environment worker_environment(const Environment& base, const WorkerIdentity& worker);
 
 }  // namespace cohort::detail

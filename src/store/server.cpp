@@ -1,7 +1,8 @@
 // StoreServer: one epoll loop on a thread of its own. A connection is a
 // state machine: handshake, then one request at a time; a WAIT or GET for
 // keys not yet set parks the connection (its later frames stay buffered)
-// until the keys arrive or its deadline passes.
+// until the keys arrive or its deadline passes. Connections to the second,
+// PyTorch-protocol port skip the handshake and work under "torch:" keys.
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -22,6 +23,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "store/protocol.hpp"
+#include "store/torch_wire.hpp"
 
 namespace cohort {
 
@@ -31,11 +33,15 @@ using detail::Deadline;
 using detail::Fd;
 using detail::LogLevel;
 namespace wire = detail::store_protocol;
+namespace torch_wire = detail::torch_wire;
 
 namespace {
 
 constexpr std::uint64_t kListenerId = 0;
 constexpr std::uint64_t kWakeId = 1;
+constexpr std::uint64_t kTorchListenerId = 2;
+// Every key a PyTorch TCPStore client names is stored under this prefix.
+constexpr std::string_view kTorchPrefix = "torch:";
 
 // A request parked until its keys are set.
 struct Parked {
@@ -52,7 +58,9 @@ struct Connection {
   std::string in;   // bytes received, not yet handled
   std::string out;  // bytes to send
   bool authenticated = false;
-  bool closing = false;  // close once `out` is sent
+  bool torch = false;         // a PyTorch TCPStore client (second port)
+  bool seen_request = false;  // torch: its first request was checked for VALIDATE
+  bool closing = false;       // close once `out` is sent
   bool want_write = false;
   Parked parked;
 };
@@ -70,6 +78,7 @@ bool equal_in_constant_time(std::string_view a, std::string_view b) {
 struct StoreServer::Impl {
   Options options;
   detail::Listener listener;
+  detail::Listener torch_listener;  // fd invalid when there is none
   Fd epoll;
   Fd wake;
   std::thread thread;
@@ -78,7 +87,8 @@ struct StoreServer::Impl {
   std::condition_variable idle;
 
   std::unordered_map<std::uint64_t, Connection> connections;
-  std::uint64_t next_id = 2;
+  std::uint64_t next_id = 3;
+  bool told_newer_torch = false;  // say it once per server, not per connection
   std::uint64_t next_serial = 1;
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;         // key -> parked ids
@@ -94,6 +104,15 @@ struct StoreServer::Impl {
       throw Error(cat("store server: epoll/eventfd failed: ", detail::errno_text(errno)));
     }
     watch(listener.fd.get(), kListenerId, EPOLLIN);
+    if (options.torch_port >= 0) {
+      try {
+        torch_listener = detail::listen_tcp(
+            options.torch_host.empty() ? options.host : options.torch_host, options.torch_port);
+      } catch (const Error& error) {
+        throw torch_wire::PortError(error.what());
+      }
+      watch(torch_listener.fd.get(), kTorchListenerId, EPOLLIN);
+    }
     watch(wake.get(), kWakeId, EPOLLIN);
     thread = std::thread([this] { run(); });
   }
@@ -129,8 +148,8 @@ struct StoreServer::Impl {
       for (int i = 0; i < n; ++i) {
         const std::uint64_t id = events[i].data.u64;
         if (id == kWakeId) return;
-        if (id == kListenerId) {
-          accept_all();
+        if (id == kListenerId || id == kTorchListenerId) {
+          accept_all(id == kTorchListenerId);
         } else {
           on_event(id, events[i].events);
         }
@@ -145,9 +164,10 @@ struct StoreServer::Impl {
     }
   }
 
-  void accept_all() {
+  void accept_all(bool torch) {
+    const int listening = torch ? torch_listener.fd.get() : listener.fd.get();
     for (;;) {
-      Fd fd(accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      Fd fd(accept4(listening, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
       if (!fd.valid()) {
         if (errno == EMFILE || errno == ENFILE) {
           detail::log(LogLevel::warn, "store",
@@ -158,6 +178,7 @@ struct StoreServer::Impl {
       const std::uint64_t id = next_id++;
       Connection& connection = connections[id];
       connection.peer = detail::peer_name(fd.get());
+      connection.torch = torch;
       connection.fd = std::move(fd);
       watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
       ++open_connections;
@@ -216,6 +237,7 @@ struct StoreServer::Impl {
     auto it = connections.find(id);
     if (it == connections.end()) return;
     Connection& connection = it->second;
+    if (connection.torch) return handle_torch_requests(id, connection);
     std::size_t used = 0;
     while (!connection.parked.active && !connection.closing) {
       const std::size_t available = connection.in.size() - used;
@@ -372,16 +394,155 @@ struct StoreServer::Impl {
     connection.out += reply.frame();
   }
 
+  // PyTorch TCPStore requests (torch_wire.hpp), answered as PyTorch 1.13's
+  // own server does, on keys under kTorchPrefix. They have no timeouts of
+  // their own: a client gives up by itself and closes its connection.
+  void handle_torch_requests(std::uint64_t id, Connection& connection) {
+    std::size_t used = 0;
+    while (!connection.parked.active && !connection.closing) {
+      const std::string_view pending = std::string_view(connection.in).substr(used);
+      if (pending.empty()) break;
+      if (!connection.seen_request) {
+        if (pending.size() < 5 && pending[0] == 0) break;  // VALIDATE, or not yet known
+        connection.seen_request = true;
+        if (torch_wire::opens_like_newer_client(pending)) return refuse_newer_torch(id, connection);
+      }
+      std::size_t size = 0;
+      std::optional<torch_wire::Request> request;
+      try {
+        request = torch_wire::parse(pending, options.max_frame_bytes, &size);
+      } catch (const torch_wire::Unsupported& error) {
+        return drop(id, connection, cat("PyTorch TCPStore client sent ", error.what()));
+      }
+      if (!request) break;
+      used += size;
+      if (!execute_torch(id, connection, *request)) return;
+    }
+    connection.in.erase(0, used);
+    flush(id, connection);
+  }
+
+  void refuse_newer_torch(std::uint64_t id, Connection& connection) {
+    if (!told_newer_torch) {
+      told_newer_torch = true;
+      detail::log(LogLevel::error, "store",
+                  cat("a PyTorch 2.1 or later TCPStore client (it opened with VALIDATE) "
+                      "connected to MASTER_PORT ",
+                      torch_listener.port, " from ", connection.peer,
+                      "; cohort serves PyTorch 1.13's TCPStore protocol only: run cohort run with "
+                      "--no-agent-store (rank 0 then serves PyTorch's own store)"));
+    }
+    close_connection(id);
+  }
+
+  // Returns false when the connection was closed.
+  bool execute_torch(std::uint64_t id, Connection& connection, const torch_wire::Request& request) {
+    using torch_wire::Query;
+    std::vector<std::string> keys;
+    keys.reserve(request.keys.size());
+    for (const std::string& key : request.keys)
+      keys.push_back(cat(kTorchPrefix, key));
+    switch (request.query) {
+      case Query::set:
+        data[keys[0]] = request.value;
+        notify(keys[0]);
+        break;
+      case Query::compare_set: {
+        auto it = data.find(keys[0]);
+        if (it == data.end()) {
+          // PyTorch 1.13 answers `expected` for a missing key unless it is
+          // empty (then it sets the key): its clients rely on that.
+          if (request.expected.empty()) {
+            data[keys[0]] = request.value;
+            notify(keys[0]);
+            connection.out += torch_wire::bytes_reply(request.value);
+          } else {
+            connection.out += torch_wire::bytes_reply(request.expected);
+          }
+        } else {
+          if (it->second == request.expected) {
+            it->second = request.value;
+            notify(keys[0]);
+          }
+          connection.out += torch_wire::bytes_reply(data[keys[0]]);
+        }
+        break;
+      }
+      case Query::get: {
+        auto it = data.find(keys[0]);
+        if (it == data.end()) {
+          drop(id, connection,
+               cat("PyTorch TCPStore client asked for key '", request.keys[0],
+                   "', which is not set (its client always waits for a key first)"));
+          return false;
+        }
+        connection.out += torch_wire::bytes_reply(it->second);
+        break;
+      }
+      case Query::add: {
+        std::int64_t current = 0;
+        if (auto it = data.find(keys[0]); it != data.end()) {
+          auto number = detail::parse_int(it->second);
+          if (!number) {
+            drop(id, connection,
+                 cat("PyTorch TCPStore client added to key '", request.keys[0],
+                     "', whose value is not an integer"));
+            return false;
+          }
+          current = *number;
+        }
+        current += request.delta;
+        data[keys[0]] = std::to_string(current);
+        notify(keys[0]);
+        connection.out += torch_wire::i64_reply(current);
+        break;
+      }
+      case Query::check: {
+        bool all = true;
+        for (const std::string& key : keys)
+          all = all && data.count(key) != 0;
+        connection.out += torch_wire::u8_reply(all ? torch_wire::kReady : torch_wire::kNotReady);
+        break;
+      }
+      case Query::wait: {
+        Parked& parked = connection.parked;
+        parked.op = wire::Op::wait;
+        parked.keys = std::move(keys);
+        if (try_complete(connection)) break;
+        parked.active = true;  // no deadline: the client keeps its own
+        park_on_missing_key(id, connection);
+        break;
+      }
+      case Query::num_keys: {
+        std::int64_t count = 0;
+        for (const auto& entry : data)
+          count += entry.first.compare(0, kTorchPrefix.size(), kTorchPrefix) == 0;
+        connection.out += torch_wire::i64_reply(count);
+        break;
+      }
+      case Query::delete_key:
+        connection.out += torch_wire::i64_reply(static_cast<std::int64_t>(data.erase(keys[0])));
+        break;
+      case Query::watch_key:  // parse() refuses it
+        break;
+    }
+    return true;
+  }
+
   // Answers a parked GET/WAIT if all its keys are set; returns whether it did.
   bool try_complete(Connection& connection) {
     Parked& parked = connection.parked;
     for (const std::string& key : parked.keys) {
       if (data.count(key) == 0) return false;
     }
-    wire::Writer reply;
-    reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
-    if (parked.op == wire::Op::get) reply.bytes(data[parked.keys.front()]);
-    connection.out += reply.frame();
+    if (connection.torch) {
+      connection.out += torch_wire::u8_reply(torch_wire::kStopWaiting);
+    } else {
+      wire::Writer reply;
+      reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
+      if (parked.op == wire::Op::get) reply.bytes(data[parked.keys.front()]);
+      connection.out += reply.frame();
+    }
     parked.active = false;
     parked.keys.clear();
     return true;
@@ -472,6 +633,9 @@ StoreServer::StoreServer(Options options) : impl_(std::make_unique<Impl>(std::mo
 StoreServer::~StoreServer() = default;
 int StoreServer::port() const noexcept {
   return impl_->listener.port;
+}
+int StoreServer::torch_port() const noexcept {
+  return impl_->torch_listener.fd.valid() ? impl_->torch_listener.port : -1;
 }
 std::size_t StoreServer::connection_count() const noexcept {
   return impl_->open_connections;

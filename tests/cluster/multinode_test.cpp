@@ -190,7 +190,9 @@ TEST_F(MultiNode, SrunGeometryThatMakesNoSenseIsRefusedWithTheTwoWorkingForms) {
   EXPECT_NE(result.err.find("srun -N2 --ntasks-per-node=1 cohort run -n 4 PROGRAM"),
             std::string::npos)
       << result.err;
-  EXPECT_NE(result.err.find("srun -N2 --ntasks-per-node=4 PROGRAM"), std::string::npos)
+  EXPECT_NE(result.err.find("srun -N2 --ntasks-per-node=4 cohort run PROGRAM` (one worker per "
+                            "task)"),
+            std::string::npos)
       << result.err;
   EXPECT_TRUE(lines_with(result.out, "has data").empty()) << result.out;
 }
@@ -323,6 +325,164 @@ TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
     EXPECT_EQ(lines.size(), 4u) << test::describe(result);
     EXPECT_EQ(hosts_of(lines), kTwoNodesTwoEach) << result.out;
   }
+}
+
+// "[n2:3] [n1:40271] [n2:gloo] process 3/4 has data tensor([4.]) (local rank 1)"
+// -> "n2/1": where each rank of a reduction example ran, and its local rank.
+std::multiset<std::string> places_of(const std::vector<std::string>& lines) {
+  std::multiset<std::string> places;
+  for (const std::string& line : lines) {
+    const std::size_t process = line.find("] process ");
+    const std::size_t open = line.rfind('[', process);
+    const std::size_t colon = line.find(':', open);
+    const std::size_t local = line.find("(local rank ");
+    if (process == std::string::npos || open == std::string::npos || local == std::string::npos) {
+      continue;
+    }
+    places.insert(line.substr(open + 1, colon - open - 1) + "/" +
+                  line.substr(local + 12, line.find(')', local) - local - 12));
+  }
+  return places;
+}
+
+class MultiNodePython : public MultiNode {
+ protected:
+  void SetUp() override {
+    MultiNode::SetUp();
+    if (IsSkipped()) return;
+    if (test::run_process({kPython, "-c", "import torch.distributed"}).exit_code != 0) {
+      COHORT_SKIP_MISSING(kPython << " cannot import torch (scripts/install-deps test)");
+    }
+  }
+  static std::string example(const char* name) {
+    return std::string(COHORT_SOURCE_DIR) + "/examples/python/" + name;
+  }
+  const std::string kPython = "/usr/bin/python3";
+  const std::multiset<std::string> kTwoPlacesEach = {"n1/0", "n1/1", "n2/0", "n2/1"};
+};
+
+// docs/launchers/srun.md, one worker per task: `srun ... cohort run PROGRAM`
+// runs one worker per task, and LOCAL_RANK is each task's place on its node.
+TEST_F(MultiNodePython, SrunOneWorkerPerTask) {
+  if (IsSkipped()) return;
+  for (const char* script : {"reduction.py", "reduction_slurm.py"}) {
+    SCOPED_TRACE(script);
+    const auto result = on("head", {"srun", "-N2", "--ntasks-per-node=2", kCohort, "run",
+                                    "--python", kPython, example(script)});
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    const auto lines = lines_with(result.out, "has data tensor([4.])");
+    EXPECT_EQ(lines.size(), 4u) << test::describe(result);
+    EXPECT_EQ(places_of(lines), kTwoPlacesEach) << result.out;
+  }
+}
+
+// docs/launchers/mpirun.md: `mpirun ... cohort run PROGRAM` over ssh, Open
+// MPI and MPICH; the script that reads only OMPI_COMM_WORLD_* too.
+TEST_F(MultiNodePython, MpirunOneWorkerPerRankOverSsh) {
+  if (IsSkipped()) return;
+  std::vector<std::vector<std::string>> commands;
+  if (!test::find_in_path("mpirun").empty()) {
+    for (const char* script : {"reduction.py", "reduction_mpi.py"}) {
+      commands.push_back({"mpirun", "--hostfile", hostfile(), "--mca", "plm_rsh_agent", ssh(),
+                          "-np", "4", kCohort, "run", "--python", kPython, example(script)});
+    }
+  }
+  if (!test::find_in_path("mpirun.mpich").empty()) {
+    commands.push_back({"mpirun.mpich", "-launcher", "ssh", "-launcher-exec", ssh(), "-iface",
+                        "eth0", "-hosts", "n1:2,n2:2", "-np", "4", kCohort, "run", "--python",
+                        kPython, example("reduction.py")});
+  }
+  if (commands.empty()) COHORT_SKIP_MISSING("neither Open MPI's nor MPICH's mpirun is installed");
+  for (const auto& command : commands) {
+    SCOPED_TRACE(command.front() + " " + command.back());
+    const auto result = on("head", command);
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    const auto lines = lines_with(result.out, "has data tensor([4.])");
+    EXPECT_EQ(lines.size(), 4u) << test::describe(result);
+    EXPECT_EQ(places_of(lines), kTwoPlacesEach) << result.out;
+  }
+}
+
+// A script that takes its rank from SLURM_* under one agent per node with two
+// workers: srun's variables are rewritten to describe each worker, so
+// Ignite's idist rules hold (RANK == SLURM_PROCID ... on several nodes) and
+// the Slurm-reading reduction finds four distinct ranks.
+TEST_F(MultiNodePython, ScriptsThatReadSlurmSeeTheWorker) {
+  if (IsSkipped()) return;
+  for (const std::string per_node : {"1", "2"}) {
+    const std::vector<std::string> workers =
+        per_node == "1" ? std::vector<std::string>{"-n", "2"} : std::vector<std::string>{};
+    std::vector<std::string> idist{
+        "srun", "-N2", "--ntasks-per-node=" + per_node, kCohort, "run", "--python", kPython};
+    idist.insert(idist.end(), workers.begin(), workers.end());
+    idist.push_back(std::string(COHORT_SOURCE_DIR) + "/tests/python/idist_rules.py");
+    auto result = on("head", idist);
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    EXPECT_EQ(lines_with(result.out, "idist rules hold: rank ").size(), 4u) << result.out;
+    for (int rank = 0; rank < 4; ++rank) {
+      EXPECT_EQ(lines_with(result.out, "idist rules hold: rank " + std::to_string(rank) +
+                                           "/4 local " + std::to_string(rank % 2) + " on 2 nodes")
+                    .size(),
+                1u)
+          << result.out;
+    }
+  }
+  const auto result = on("head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "--python",
+                                  kPython, "-n", "2", example("reduction_slurm.py")});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(places_of(lines_with(result.out, "has data tensor([4.])")), kTwoPlacesEach)
+      << result.out;
+}
+
+// torchrun's c10d form, no --node-rank: the same command on both nodes (the
+// DDP tutorial's multinode line), and pytorch/examples' sbatch_run.sh under srun.
+TEST_F(MultiNodePython, TorchrunsRendezvousFormAcrossNodes) {
+  if (IsSkipped()) return;
+  const std::vector<std::string> line{kCohort,
+                                      "run",
+                                      "--python",
+                                      kPython,
+                                      "--nnodes=2",
+                                      "--nproc_per_node=2",
+                                      "--rdzv_id=456",
+                                      "--rdzv_backend=c10d",
+                                      "--rdzv_endpoint=n1:29603",
+                                      example("reduction.py")};
+  auto second = start_on("n2", line);
+  auto first = start_on("n1", line);
+  const auto one = first->finish();
+  const auto two = second->finish();
+  EXPECT_EQ(one.exit_code, 0) << test::describe(one);
+  EXPECT_EQ(two.exit_code, 0) << test::describe(two);
+  EXPECT_EQ(places_of(lines_with(one.out + two.out, "has data tensor([4.])")), kTwoPlacesEach)
+      << one.out << two.out;
+  const auto result =
+      on("head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "--python", kPython,
+                  "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_id", "4242", "--rdzv_backend",
+                  "c10d", "--rdzv_endpoint", "n1:29500", example("reduction.py")});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, "has data tensor([2.])").size(), 2u) << test::describe(result);
+}
+
+// One TORCHELASTIC_RUN_ID for the whole job, on every node, in every form;
+// a nested srun inside a worker still starts (Slurm's task count describes
+// the workers now, so it runs one task per worker, as under a per-task srun).
+TEST_F(MultiNode, OneRunIdPerJobAndNestedSrun) {
+  const std::string echo = "echo \"run $TORCHELASTIC_RUN_ID\"";
+  auto result = on(
+      "head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "-n", "2", "sh", "-c", echo});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  std::set<std::string> ids;
+  for (const std::string& line : lines_with(result.out, "run "))
+    ids.insert(line.substr(line.find("run ")));
+  EXPECT_EQ(ids.size(), 1u) << result.out;
+  result = on("head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "-n", "2", "sh", "-c",
+                       "[ $RANK = 0 ] || exit 0; srun --overlap -n1 -w $(hostname) hostname; "
+                       "srun --overlap hostname | sort | uniq -c | tr -s ' '"});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, "[n1:0] n1").size(), 1u) << result.out;
+  EXPECT_EQ(lines_with(result.out, "[n1:0]  2 n1").size(), 1u) << result.out;
+  EXPECT_EQ(lines_with(result.out, "[n1:0]  2 n2").size(), 1u) << result.out;
 }
 
 // The cohort::torch example, unchanged, one rank per task: srun across two

@@ -2,6 +2,8 @@
 // environment, output routing, exit codes, failures, signals, restarts and
 // teardown. Each test bounds its wait with a timeout well above what the
 // behaviour needs: a timeout means "hung", never "slow".
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -163,8 +165,15 @@ TEST_F(RunTest, LegacyLocalRankArgumentAndPythonPrograms) {
   std::sort(lines.begin(), lines.end());
   EXPECT_EQ(lines, (std::vector<std::string>{"x --local_rank=0", "x --local_rank=1"}));
   // A .py PROGRAM runs with --python (echo shows the command line it got).
-  result = run({"--python", "echo", "train.py", "--lr", "0.1"});
-  EXPECT_EQ(result.out, "train.py --lr 0.1\n");
+  const std::string script = (dir_ / "train.py").string();
+  std::ofstream(script) << "\n";
+  result = run({"--python", "echo", script, "--lr", "0.1"});
+  EXPECT_EQ(result.out, script + " --lr 0.1\n");
+  // PyTorch 2.x's torch.distributed.launch spelling, and torchrun's -m.
+  result = run({"--local-rank-arg=dash", "echo", "x"});
+  EXPECT_EQ(result.out, "x --local-rank=0\n");
+  result = run({"--python", "echo", "-m", "pkg.train"});
+  EXPECT_EQ(result.out, "-m pkg.train\n");
   // Options after PROGRAM are PROGRAM's; `--` may come before PROGRAM, and a
   // `--` after PROGRAM is PROGRAM's own.
   result = run({"--grace", "1", "--", "printf", "%s|", "-n", "4", "--", "x"});
@@ -206,6 +215,63 @@ TEST_F(RunTest, UnderscoreSpellingsAndPetVariables) {
   EXPECT_EQ(lines_of(result.out), (std::vector<std::string>{"23456", "23456"}));
 }
 
+// Every option of torchrun (and torch.distributed.launch) the issue names,
+// in the dash and underscore spellings and from its PET_ variable, on a real
+// run: accepted, and the job runs.
+TEST_F(RunTest, TorchrunsWholeCommandLineInEverySpelling) {
+  struct Flag {
+    std::string name;   // dash spelling, without "--"
+    std::string value;  // "" for a flag without value
+  };
+  const std::vector<Flag> flags = {{"rdzv-backend", "c10d"},
+                                   {"rdzv-endpoint", "localhost:29400"},
+                                   {"rdzv-id", "job-1"},
+                                   {"rdzv-conf", "join_timeout=60,read_timeout=60"},
+                                   {"no-python", ""},
+                                   {"use-env", ""},
+                                   {"redirects", "0"},
+                                   {"tee", "0"},
+                                   {"local-ranks-filter", "0"},
+                                   {"monitor-interval", "5"},
+                                   {"start-method", "spawn"},
+                                   {"role", "trainer"},
+                                   {"local-addr", "127.0.0.1"},
+                                   {"logs-specs", "default"},
+                                   {"heartbeat-timeout", "10"},
+                                   {"env-prefix", "NCCL_"},
+                                   {"no-srun", ""},
+                                   {"nproc-per-node", "2"},
+                                   {"max-restarts", "0"},
+                                   {"master-port", "0"},
+                                   {"no-agent-store", ""},
+                                   {"rdzv-timeout", "30"}};
+  for (const Flag& flag : flags) {
+    std::string underscore = flag.name;
+    std::replace(underscore.begin(), underscore.end(), '-', '_');
+    std::string variable = "PET_" + underscore;
+    std::transform(variable.begin(), variable.end(), variable.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    for (const std::string& spelling : {"--" + flag.name, "--" + underscore}) {
+      std::vector<std::string> args{spelling};
+      if (!flag.value.empty()) args.push_back(flag.value);
+      args.insert(args.end(), {"sh", "-c", "echo ran"});
+      const ProcessResult result = run(args);
+      EXPECT_EQ(result.exit_code, 0) << spelling << ": " << test::describe(result);
+    }
+    test::ProcessOptions with_env = options();
+    with_env.env = process_environment();
+    (*with_env.env)[variable] = flag.value.empty() ? "1" : flag.value;
+    const ProcessResult result = test::run_process(cohort_run({"sh", "-c", "echo ran"}), with_env);
+    EXPECT_EQ(result.exit_code, 0) << variable << ": " << test::describe(result);
+  }
+  // -m and --run-path run PROGRAM with Python; -r/-t are the short spellings.
+  EXPECT_EQ(run({"--python", "echo", "-m", "pkg"}).out, "-m pkg\n");
+  const std::string script = (dir_ / "script").string();
+  std::ofstream(script) << "\n";
+  EXPECT_EQ(run({"--python", "echo", "--run_path", script}).out, script + "\n");
+  EXPECT_EQ(run({"-r", "1", "-t", "2", "sh", "-c", "echo hidden"}).out, "");
+}
+
 TEST_F(RunTest, ExitCodesFollowTheShell) {
   EXPECT_EQ(run({"-n", "2", "true"}).exit_code, 0);
   EXPECT_EQ(run({"-n", "3", "sh", "-c", "[ $RANK = 1 ] && exit 3; sleep 30"}).exit_code, 3);
@@ -213,11 +279,36 @@ TEST_F(RunTest, ExitCodesFollowTheShell) {
             137);
   EXPECT_EQ(run({"-n", "2", "sh", "-c", "[ $RANK = 1 ] && kill -SEGV $$; sleep 30"}).exit_code,
             139);
-  const ProcessResult missing = run({"-n", "2", "/nonexistent/program"});
-  EXPECT_EQ(missing.exit_code, 127);
-  EXPECT_NE(missing.err.find("cannot start worker: /nonexistent/program: No such file"),
+}
+
+// PROGRAM is checked once, before any worker starts: one line, the shell's
+// status, no report.
+TEST_F(RunTest, AProgramThatCannotRunIsOneLineAndTheShellsStatus) {
+  ProcessResult result = run({"-n", "2", "/nonexistent/program"});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_EQ(result.err, "cohort run: PROGRAM /nonexistent/program does not exist\n");
+  result = run({"-n", "2", "no-such-program-here"});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_EQ(
+      result.err.rfind("cohort run: PROGRAM 'no-such-program-here' is not found in PATH (", 0), 0u)
+      << result.err;
+  const fs::path text = dir_ / "notes.txt";
+  std::ofstream(text) << "not a program\n";
+  result = run({"-n", "2", text.string()});
+  EXPECT_EQ(result.exit_code, 126);
+  EXPECT_EQ(lines_of(result.err).size(), 1u) << result.err;
+  EXPECT_NE(result.err.find(" is not executable"), std::string::npos) << result.err;
+  result = run({"-n", "2", (dir_ / "missing.py").string()});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_NE(result.err.find("the script " + (dir_ / "missing.py").string() + " does not exist"),
             std::string::npos)
-      << missing.err;
+      << result.err;
+  result = run({"--python", "/nonexistent/python", "-m", "json.tool"});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_NE(result.err.find("the Python interpreter /nonexistent/python does not exist (check "
+                            "--python)"),
+            std::string::npos)
+      << result.err;
 }
 
 TEST_F(RunTest, AKilledWorkerEndsTheJobAndTheReportNamesIt) {
@@ -352,7 +443,9 @@ TEST_F(RunTest, TwoJobsAtOnceNeverClash) {
   EXPECT_NE(port(one.out), port(two.out));
 }
 
-TEST_F(RunTest, RefusesToRunAsOneRankOfALargerWorld) {
+// Two ranks of mpirun on this node, each asked for 2 workers: a usage error
+// that names the forms that work.
+TEST_F(RunTest, SeveralRanksPerNodeEachWithSeveralWorkersIsRefused) {
   test::ProcessOptions inside = options();
   inside.env = process_environment();
   inside.env->insert({{"OMPI_COMM_WORLD_RANK", "1"},
@@ -360,11 +453,16 @@ TEST_F(RunTest, RefusesToRunAsOneRankOfALargerWorld) {
                       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   const ProcessResult result = test::run_process(cohort_run({"-n", "2", "true"}), inside);
-  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
-  EXPECT_EQ(
-      result.err.rfind("cohort run: started as rank 1 of 2 by openmpi (OMPI_COMM_WORLD_SIZE)", 0),
-      0u)
+  EXPECT_EQ(result.exit_code, 2) << test::describe(result);
+  EXPECT_EQ(result.err.rfind("cohort run: openmpi started 2 tasks on this node and each would "
+                             "start -n 2 workers",
+                             0),
+            0u)
       << result.err;
+  EXPECT_NE(result.err.find("`mpirun -np 4 cohort run PROGRAM` (one worker per rank)"),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(lines_of(result.err).size(), 1u) << result.err;
 }
 
 // Two "nodes" on this machine, torchrun's static form: one job of 4 ranks,
@@ -414,6 +512,35 @@ TEST_F(RunTest, StaticNodesMakeOneJob) {
       << a.err;
 }
 
+// torchrun's rendezvous form on this machine: the same command twice, no
+// --node-rank; the agent that binds the endpoint is node 0, the other node 1.
+TEST_F(RunTest, NodeRanksAreGivenAtTheRendezvousWithoutNodeRank) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  const std::vector<std::string> args{"--nnodes=2",
+                                      "--nproc_per_node=2",
+                                      "--rdzv_backend=c10d",
+                                      "--rdzv_endpoint=" + endpoint,
+                                      "--rdzv_id=job-7",
+                                      "--prefix",
+                                      "[{rank}] ",
+                                      "sh",
+                                      "-c",
+                                      "echo $RANK/$WORLD_SIZE node $GROUP_RANK/$GROUP_WORLD_SIZE "
+                                      "local $LOCAL_RANK run $TORCHELASTIC_RUN_ID"};
+  test::Subprocess first(cohort_run(args), options());
+  test::Subprocess second(cohort_run(args), options());
+  const ProcessResult a = first.finish();
+  const ProcessResult b = second.finish();
+  ASSERT_EQ(a.exit_code, 0) << test::describe(a);
+  ASSERT_EQ(b.exit_code, 0) << test::describe(b);
+  std::vector<std::string> lines = lines_of(a.out + b.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines,
+            (std::vector<std::string>{
+                "[0] 0/4 node 0/2 local 0 run job-7", "[1] 1/4 node 0/2 local 1 run job-7",
+                "[2] 2/4 node 1/2 local 0 run job-7", "[3] 3/4 node 1/2 local 1 run job-7"}));
+}
+
 TEST_F(RunTest, SpawnRunsTheFunctionInEachWorker) {
   const ProcessResult result = test::run_process({COHORT_SPAWN_PATH, "3"}, options());
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
@@ -427,16 +554,31 @@ TEST_F(RunTest, SpawnRunsTheFunctionInEachWorker) {
   }
 }
 
+// Every bad option value, and a missing PROGRAM, is a usage error: exit 2
+// and one line (the value from a PET_ variable names the variable).
 TEST_F(RunTest, UsageErrors) {
   for (const std::vector<std::string>& args : {std::vector<std::string>{},
                                                {"-n", "0", "true"},
                                                {"-n", "lots", "true"},
                                                {"--signals", "NOPE", "true"},
-                                               {"--ranks", "5", "-n", "2", "true"}}) {
+                                               {"--ranks", "5", "-n", "2", "true"},
+                                               {"--grace", "-1", "true"},
+                                               {"--max-restarts", "x", "true"},
+                                               {"--rdzv-backend", "etcd-v2", "true"},
+                                               {"--rdzv-conf", "colour=blue", "true"},
+                                               {"--redirects", "4", "true"},
+                                               {"--nnodes", "2", "--node-rank", "2", "true"},
+                                               {"--bogus", "true"}}) {
     const ProcessResult result = run(args);
-    EXPECT_NE(result.exit_code, 0);
-    EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << "not one line: " << result.err;
+    EXPECT_EQ(result.exit_code, 2) << test::describe(result);
+    EXPECT_EQ(lines_of(result.err).size(), 1u) << "not one line: " << result.err;
   }
+  test::ProcessOptions with_env = options();
+  with_env.env = process_environment();
+  (*with_env.env)["PET_MAX_RESTARTS"] = "many";
+  const ProcessResult result = test::run_process(cohort_run({"true"}), with_env);
+  EXPECT_EQ(result.exit_code, 2) << test::describe(result);
+  EXPECT_NE(result.err.find("PET_MAX_RESTARTS 'many'"), std::string::npos) << result.err;
 }
 
 }  // namespace

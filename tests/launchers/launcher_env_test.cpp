@@ -18,6 +18,7 @@
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
+#include "support/text.hpp"
 
 namespace cohort {
 namespace {
@@ -260,6 +261,128 @@ TEST_F(LauncherHello, CohortRunInsideAnSrunStep) {
   expect_hello(
       launch_hello({"srun", "--quiet", "-n1", COHORT_CLI_PATH, "run", "-n", "3", "--no-prefix"}),
       3);
+}
+
+// `cohort run` started by another launcher, one worker per task: each copy
+// supervises one worker whose RANK, LOCAL_RANK ... are the task's, with one
+// MASTER_ADDR:MASTER_PORT and one run id for the job.
+class OneWorkerPerTask : public LauncherEnv {
+ protected:
+  test::ProcessResult launch(std::vector<std::string> argv) {
+    test::ProcessOptions options;
+    options.env = env_;
+    options.timeout = std::chrono::seconds(120);
+    return test::run_process(argv, options);
+  }
+  void require_torch() {
+    if (test::run_process({kPython, "-c", "import torch.distributed"}).exit_code != 0) {
+      COHORT_SKIP_MISSING(kPython << " cannot import torch (scripts/install-deps test)");
+    }
+  }
+  static std::string example(const char* name) {
+    return std::string(COHORT_SOURCE_DIR) + "/examples/python/" + name;
+  }
+  // "... process 2/4 has data tensor([4.]) (local rank 2)" once for each rank.
+  static void expect_reduction(const test::ProcessResult& result, int world) {
+    ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+    for (int rank = 0; rank < world; ++rank) {
+      const std::string line = "process " + std::to_string(rank) + "/" + std::to_string(world) +
+                               " has data tensor([" + std::to_string(world) + ".]) (local rank " +
+                               std::to_string(rank) + ")";
+      EXPECT_NE(result.out.find(line), std::string::npos) << line << "\n" << result.out;
+    }
+  }
+  const std::string kPython = "/usr/bin/python3";
+};
+
+// The issue's own check: mpirun of an unmodified torch script, Open MPI and
+// MPICH; and a script that reads only OMPI_COMM_WORLD_*.
+TEST_F(OneWorkerPerTask, MpirunOfAnUnmodifiedTorchScript) {
+  require_tool("mpirun.openmpi");
+  require_tool("mpirun.mpich");
+  require_torch();
+  if (IsSkipped() || HasFatalFailure()) return;
+  expect_reduction(launch({"mpirun.openmpi", "-np", "4", COHORT_CLI_PATH, "run", "--python",
+                           kPython, example("reduction.py")}),
+                   4);
+  expect_reduction(launch({"mpirun.openmpi", "-np", "4", COHORT_CLI_PATH, "run", "--python",
+                           kPython, example("reduction_mpi.py")}),
+                   4);
+  expect_reduction(launch({"mpirun.mpich", "-iface", "lo", "-np", "3", COHORT_CLI_PATH, "run",
+                           "--python", kPython, example("reduction.py")}),
+                   3);
+}
+
+TEST_F(OneWorkerPerTask, SrunOfAnUnmodifiedTorchScript) {
+  use_slurm_cluster();
+  require_torch();
+  if (IsSkipped() || HasFatalFailure()) return;
+  for (const char* script : {"reduction.py", "reduction_slurm.py"}) {
+    expect_reduction(launch({"srun", "--quiet", "-n3", COHORT_CLI_PATH, "run", "--python", kPython,
+                             example(script)}),
+                     3);
+  }
+  // One task with three workers: srun's variables are rewritten for each.
+  expect_reduction(launch({"srun", "--quiet", "-n1", COHORT_CLI_PATH, "run", "-n", "3", "--python",
+                           kPython, example("reduction_slurm.py")}),
+                   3);
+}
+
+TEST_F(OneWorkerPerTask, EveryWorkerSeesOneJob) {
+  require_tool("mpirun.openmpi");
+  if (IsSkipped() || HasFatalFailure()) return;
+  const auto result = launch({"mpirun.openmpi", "-np", "4", COHORT_CLI_PATH, "run", "sh", "-c",
+                              "echo $RANK/$WORLD_SIZE $LOCAL_RANK/$LOCAL_WORLD_SIZE "
+                              "$GROUP_RANK/$GROUP_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT "
+                              "$TORCHELASTIC_RUN_ID $TORCHELASTIC_USE_AGENT_STORE"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::set<std::string> jobs;
+  std::set<std::string> ranks;
+  std::istringstream lines(result.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line.substr(line.find(']') + 2));
+    std::string rank, local, group, master, run_id, agent_store;
+    words >> rank >> local >> group >> master >> run_id >> agent_store;
+    ranks.insert(rank + " " + local + " " + group);
+    jobs.insert(master + " " + run_id + " " + agent_store);
+  }
+  EXPECT_EQ(ranks,
+            (std::set<std::string>{"0/4 0/4 0/1", "1/4 1/4 0/1", "2/4 2/4 0/1", "3/4 3/4 0/1"}))
+      << result.out;
+  ASSERT_EQ(jobs.size(), 1u) << result.out;
+  EXPECT_EQ(jobs.begin()->rfind("127.0.0.1:", 0), 0u) << result.out;
+  EXPECT_NE(jobs.begin()->find(" True"), std::string::npos) << result.out;
+}
+
+// A failure in one rank ends every rank at once, with cohort's report.
+TEST_F(OneWorkerPerTask, AFailureUnderMpirunEndsTheJobWithTheReport) {
+  require_tool("mpirun.openmpi");
+  if (IsSkipped() || HasFatalFailure()) return;
+  const auto result =
+      launch({"mpirun.openmpi", "-np", "3", COHORT_CLI_PATH, "run", "sh", "-c",
+              "[ $RANK = 1 ] && { echo 'rank 1 gives up' >&2; exit 3; }; exec sleep 100"});
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 3) << test::describe(result);
+  EXPECT_NE(result.err.find("cohort run: rank 1 failed: exited with code 3"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("| rank 1 gives up"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("told to stop: 2 other tasks"), std::string::npos) << result.err;
+}
+
+// OMP_NUM_THREADS follows the task's CPUs under srun, and cohort env says so.
+TEST_F(OneWorkerPerTask, ThreadsFollowSlurmsCpusPerTask) {
+  use_slurm_cluster();
+  if (IsSkipped() || HasFatalFailure()) return;
+  auto result = launch({"srun", "--quiet", "-n1", "--cpus-per-task=1", COHORT_CLI_PATH, "run", "-n",
+                        "2", "sh", "-c", "echo threads $OMP_NUM_THREADS"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(test::count_of(result.out, "threads 1\n"), 2u) << result.out;
+  result =
+      launch({"srun", "--quiet", "-n1", "--cpus-per-task=1", COHORT_CLI_PATH, "env", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const Json report = Json::parse(result.out);
+  EXPECT_EQ(report["threads"]["source"], "SLURM_CPUS_PER_TASK=1 shared by 1 worker of this task")
+      << result.out;
 }
 
 }  // namespace

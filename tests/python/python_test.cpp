@@ -131,12 +131,97 @@ TEST_F(PyTorch, ATakenMasterPortIsSaidInOneLine) {
   ASSERT_EQ(listen(holder, 1), 0);
   getsockname(holder, reinterpret_cast<sockaddr*>(&address), &size);
   const std::string port = std::to_string(ntohs(address.sin_port));
-  const auto result = cohort_run({"-n", "2", "--master-port", port, example("reduction.py")});
+  // The agent serves MASTER_PORT itself: it says so before any worker starts.
+  auto result = cohort_run({"-n", "2", "--master-port", port, example("reduction.py")});
+  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
+  EXPECT_EQ(lines_with(result.err, "").size(), 1u) << result.err;
+  EXPECT_NE(result.err.find("the workers' MASTER_PORT, where the agent serves PyTorch's "
+                            "TCPStore: cannot listen on 127.0.0.1:" +
+                            port),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("it comes from --master-port: drop it"), std::string::npos)
+      << result.err;
+  // Without the agent store rank 0 binds it, and the report's why line says it.
+  result =
+      cohort_run({"-n", "2", "--no-agent-store", "--master-port", port, example("reduction.py")});
   close(holder);
   EXPECT_NE(result.exit_code, 0) << test::describe(result);
   EXPECT_EQ(lines_with(result.err, "why           MASTER_PORT " + port + " on ").size(), 1u)
       << result.err;
-  EXPECT_NE(result.err.find("is taken by another process"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("is taken by another process, so rank 0 could not listen there: "
+                            "drop --master-port"),
+            std::string::npos)
+      << result.err;
+}
+
+// The agent's store speaks PyTorch's TCPStore protocol on MASTER_PORT
+// (TORCHELASTIC_USE_AGENT_STORE=True): Debian's own client, 4 connections
+// per rank on 8 ranks, every operation checked against its expected answer.
+TEST_F(PyTorch, TheAgentStoreServesTorchsTcpStoreClients) {
+  const auto result = cohort_run({"-n", "8", (kTests / "tcpstore_clients.py").string()});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, ": 4 clients ok, leader ").size(), 8u) << result.out;
+}
+
+// @record writes TORCHELASTIC_ERROR_FILE; the report quotes it.
+TEST_F(PyTorch, RecordWritesTheErrorFileAndTheReportQuotesIt) {
+  test::TempDir logs("cohort-record");
+  const auto result = cohort_run(
+      {"-n", "2", "--log-dir", logs.path().string(), probe(), "--raise-in", "1", "--record"});
+  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
+  EXPECT_NE(result.err.find("  error         RuntimeError: rank 1 cannot go on: batch 17 has no "
+                            "labels\n  traceback     its frame (from TORCHELASTIC_ERROR_FILE, "
+                            "written by @record):\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("probe.py\", line "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("raise RuntimeError(f\"rank {rank} cannot go on"), std::string::npos)
+      << result.err;
+  const std::string recorded = test::read_file(logs.path() / "attempt_0" / "rank_1" / "error.json");
+  EXPECT_NE(recorded.find("\"py_callstack\""), std::string::npos) << recorded;
+}
+
+// torchrun's own command lines, with `torchrun` replaced by `cohort run`:
+// pytorch/examples' distributed README and run_example.sh, the legacy
+// launcher's --use_env, and one line with every flag in the underscore
+// spelling (output options included).
+TEST_F(PyTorch, TorchrunsOwnCommandLinesRunUnchanged) {
+  const std::vector<std::vector<std::string>> lines = {
+      {"--nnodes=1", "--nproc_per_node=2", "--rdzv_id=101", "--rdzv_endpoint=localhost:5972",
+       example("reduction.py")},
+      {"--standalone", "--nproc_per_node=2", example("reduction.py")},
+      {"--nproc_per_node=2", "--use_env", example("reduction.py")},
+      {"--nnodes=1", "--max_restarts=0", "--rdzv_id=7", "--rdzv_backend=c10d", "--nproc_per_node=2",
+       "--rdzv_endpoint=localhost:29403", "-m", "reduction"}};
+  for (const auto& line : lines) {
+    test::ProcessOptions in_examples = options();
+    in_examples.working_directory = kExamples.string();  // for -m reduction
+    std::vector<std::string> argv{COHORT_CLI_PATH, "run", "--python", kPython};
+    argv.insert(argv.end(), line.begin(), line.end());
+    const auto result = test::run_process(argv, in_examples);
+    ASSERT_EQ(result.exit_code, 0) << line.front() << ": " << test::describe(result);
+    EXPECT_EQ(lines_with(result.out, "has data tensor([2.])").size(), 2u) << result.out;
+  }
+  test::TempDir logs("cohort-torchrun-flags");
+  const auto result = cohort_run(
+      {"--nnodes=1", "--nproc_per_node=2", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:29400",
+       "--rdzv_id=all-flags", "--rdzv_conf=join_timeout=60,read_timeout=30,timeout=60",
+       "--max_restarts=0", "--monitor_interval=5", "--start_method=spawn", "--role=trainer",
+       "--log_dir=" + logs.path().string(), "--redirects=0:1", "--tee=1:1",
+       "--local_ranks_filter=0,1", "--local_addr=127.0.0.1", "--logs_specs=default", "--run_path",
+       "--local_rank_arg", probe()});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  // Local rank 0's stdout went to its file only; local rank 1's to both.
+  EXPECT_EQ(lines_with(result.out, "probe rank 0/2").size(), 0u) << result.out;
+  EXPECT_EQ(lines_with(result.out, "probe rank 1/2 restart 0 local_rank_arg 1 sum 2").size(), 1u)
+      << result.out;
+  EXPECT_NE(test::read_file(logs.path() / "attempt_0" / "rank_0" / "stdout.log")
+                .find("probe rank 0/2 restart 0 local_rank_arg 0 sum 2"),
+            std::string::npos);
+  EXPECT_NE(
+      test::read_file(logs.path() / "attempt_0" / "rank_1" / "stdout.log").find("probe rank 1/2"),
+      std::string::npos);
 }
 
 // DDP on 2 ranks, each with half of every batch, ends where 1 rank with the

@@ -37,11 +37,14 @@ StoreClient::Options client_options(int port, std::chrono::milliseconds timeout 
 
 class StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start_server(-1); }
+  // A server on loopback; `torch_port` as in StoreServer::Options.
+  void start_server(int torch_port) {
     StoreServer::Options options;
     options.host = "127.0.0.1";
     options.token = kToken;
     options.max_frame_bytes = 1 << 20;
+    options.torch_port = torch_port;
     server_ = std::make_unique<StoreServer>(options);
   }
   std::unique_ptr<StoreClient> client(std::chrono::milliseconds timeout = 10s) {
@@ -369,6 +372,80 @@ TEST_F(StoreTest, PrefixViewsDoNotClash) {
   first.wait({"rank0", "n"}, 1s);
   EXPECT_TRUE(first.delete_key("n"));
   EXPECT_EQ(first.num_keys(), 2);  // the whole store: attempt0/rank0, attempt1/rank0
+}
+
+// PyTorch's TCPStore protocol on a second port (torch_wire.hpp): the raw
+// bytes of Debian's 1.13 client, its keys kept apart from cohort's, and a
+// newer client refused without harm to the others.
+class TorchPortTest : public StoreTest {
+ protected:
+  void SetUp() override { start_server(0); }
+  detail::Fd torch_connection() {
+    std::string error;
+    detail::Fd fd =
+        detail::connect_tcp("127.0.0.1", server_->torch_port(), detail::Clock::now() + 5s, &error);
+    EXPECT_TRUE(fd.valid()) << error;
+    return fd;
+  }
+  static void send(int fd, const std::string& bytes) {
+    std::string error;
+    EXPECT_TRUE(detail::send_all(fd, bytes.data(), bytes.size(), detail::Clock::now() + 5s, &error))
+        << error;
+  }
+  static std::string receive(int fd, std::size_t size) {
+    std::string out(size, '\0');
+    std::string error;
+    EXPECT_TRUE(detail::recv_all(fd, out.data(), size, detail::Clock::now() + 5s, &error)) << error;
+    return out;
+  }
+  static std::string u64(std::uint64_t value) {
+    std::string out;
+    for (int i = 0; i < 8; ++i)
+      out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+    return out;
+  }
+  static std::string text(const std::string& value) { return u64(value.size()) + value; }
+};
+
+TEST_F(TorchPortTest, TorchClientsWorkInAKeySpaceOfTheirOwn) {
+  ASSERT_GT(server_->torch_port(), 0);
+  ASSERT_NE(server_->torch_port(), server_->port());
+  auto cohort = client();
+  cohort->set("agents/stop", "secret");
+  detail::Fd torch = torch_connection();
+  // WAIT for a key nobody set yet parks; a SET from another torch client wakes it.
+  send(torch.get(), std::string(1, '\x05') + u64(1) + text("/k"));
+  detail::Fd other = torch_connection();
+  send(other.get(), std::string(1, '\x00') + text("/k") + text("value"));
+  EXPECT_EQ(receive(torch.get(), 1), std::string(1, '\x00'));  // STOP_WAITING
+  send(torch.get(), std::string(1, '\x02') + text("/k"));      // GET
+  EXPECT_EQ(receive(torch.get(), 13), text("value"));
+  send(torch.get(), std::string(1, '\x03') + text("/n") + u64(5));  // ADD
+  EXPECT_EQ(receive(torch.get(), 8), u64(5));
+  // cohort's own keys are out of reach: CHECK says no, GET of them is refused.
+  send(torch.get(), std::string(1, '\x04') + u64(1) + text("agents/stop"));
+  EXPECT_EQ(receive(torch.get(), 1), std::string(1, '\x01'));  // NOT_READY
+  send(torch.get(), std::string(1, '\x06'));                   // NUM_KEYS: only its own
+  EXPECT_EQ(receive(torch.get(), 8), u64(2));
+  // And torch's keys live under "torch:" for cohort's clients.
+  EXPECT_EQ(cohort->get("torch:/k", 1s), "value");
+  EXPECT_EQ(cohort->get("agents/stop", 1s), "secret");
+  send(torch.get(), std::string(1, '\x02') + text("agents/stop"));
+  EXPECT_TRUE(closed_by_server(torch.get()));
+  expect_server_healthy();
+}
+
+TEST_F(TorchPortTest, ANewerClientIsRefusedAndTheOthersGoOn) {
+  detail::Fd newer = torch_connection();
+  send(newer.get(), std::string("\x00\xCE\xF7\x85\x3C", 5));  // PyTorch >= 2.1's VALIDATE
+  EXPECT_TRUE(closed_by_server(newer.get()));
+  detail::Fd watch = torch_connection();
+  send(watch.get(), std::string(1, '\x07') + text("/k"));  // WATCH_KEY: not served
+  EXPECT_TRUE(closed_by_server(watch.get()));
+  detail::Fd torch = torch_connection();
+  send(torch.get(), std::string(1, '\x03') + text("/n") + u64(1));
+  EXPECT_EQ(receive(torch.get(), 8), u64(1));
+  expect_server_healthy();
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "launch/error_file.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/output.hpp"
 #include "launch/report.hpp"
@@ -28,12 +29,32 @@ TEST(WorkerArgv, ProgramsScriptsAndTheLegacyLocalRank) {
   EXPECT_EQ(worker_argv(options, 3), (std::vector<std::string>{"./train", "--lr", "0.1"}));
   options.command = {"train.py", "--epochs", "2"};
   options.python = "/usr/bin/python3";
-  options.local_rank_arg = true;
+  options.local_rank_arg = RunOptions::LocalRankArg::underscore;
   EXPECT_EQ(worker_argv(options, 1), (std::vector<std::string>{"/usr/bin/python3", "train.py",
                                                                "--epochs", "2", "--local_rank=1"}));
+  options.local_rank_arg = RunOptions::LocalRankArg::dash;  // torch.distributed.launch of 2.x
+  EXPECT_EQ(worker_argv(options, 1).back(), "--local-rank=1");
   options.command = {".py"};  // a program named ".py" is not a script
-  options.local_rank_arg = false;
+  options.local_rank_arg = RunOptions::LocalRankArg::none;
   EXPECT_EQ(worker_argv(options, 0), (std::vector<std::string>{".py"}));
+}
+
+// torchrun's -m, --no-python and --run-path.
+TEST(WorkerArgv, ModuleNoPythonAndRunPath) {
+  RunOptions options;
+  options.python = "py";
+  options.command = {"pkg.train", "--lr", "1"};
+  options.module = true;
+  EXPECT_EQ(worker_argv(options, 0),
+            (std::vector<std::string>{"py", "-m", "pkg.train", "--lr", "1"}));
+  options.module = false;
+  options.run_path = true;
+  EXPECT_EQ(worker_argv(options, 0), (std::vector<std::string>{"py", "pkg.train", "--lr", "1"}));
+  options.run_path = false;
+  options.no_python = true;
+  options.command = {"./tool.py", "x"};
+  EXPECT_EQ(worker_argv(options, 0), (std::vector<std::string>{"./tool.py", "x"}));
+  EXPECT_FALSE(runs_with_python(options));
 }
 
 TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
@@ -52,7 +73,10 @@ TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
   worker.store_addr = "10.0.0.1";
   worker.store_port = 4000;
   worker.job_token = "secret";
-  const Environment env = worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, worker, 8);
+  worker.error_file = "/tmp/job/attempt_1/rank_5/error.json";
+  worker.omp_threads = 4;
+  const Environment env = worker_environment(
+      {{"PATH", "/bin"}, {"RANK", "stale"}, {"TORCHELASTIC_ERROR_FILE", "/outer.json"}}, worker);
   const Environment expected = {
       {"PATH", "/bin"},
       {"RANK", "5"},
@@ -70,11 +94,14 @@ TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
       {"TORCHELASTIC_RESTART_COUNT", "1"},
       {"TORCHELASTIC_MAX_RESTARTS", "3"},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_ERROR_FILE", "/tmp/job/attempt_1/rank_5/error.json"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"COHORT_RUN_ID", "run"},
       {"COHORT_STORE_ADDR", "10.0.0.1"},
       {"COHORT_STORE_PORT", "4000"},
       {"COHORT_JOB_TOKEN", "secret"},
-      {"OMP_NUM_THREADS", "4"},  // 8 CPUs shared by 2 local workers
+      {"OMP_NUM_THREADS", "4"},
   };
   EXPECT_EQ(env, expected);
   // The launch environment a worker then detects is exactly this one.
@@ -83,9 +110,15 @@ TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
   EXPECT_EQ(info.rank.value, 5);
   EXPECT_EQ(info.node_rank.value, 2);
   EXPECT_EQ(info.master_port.value, 29500);
-  // A user's OMP_NUM_THREADS is kept; one CPU for many workers still gives 1.
-  EXPECT_EQ(worker_environment({{"OMP_NUM_THREADS", "7"}}, worker, 8).at("OMP_NUM_THREADS"), "7");
-  EXPECT_EQ(worker_environment({}, worker, 1).at("OMP_NUM_THREADS"), "1");
+  // A user's OMP_NUM_THREADS and NCCL error handling are kept.
+  const Environment own = worker_environment(
+      {{"OMP_NUM_THREADS", "7"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, worker);
+  EXPECT_EQ(own.at("OMP_NUM_THREADS"), "7");
+  EXPECT_EQ(own.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_EQ(own.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  // The agent's store: every rank a client of MASTER_PORT.
+  worker.agent_store = true;
+  EXPECT_EQ(worker_environment({}, worker).at("TORCHELASTIC_USE_AGENT_STORE"), "True");
 }
 
 TEST(ExitStatus, ShellConvention) {
@@ -195,6 +228,15 @@ TEST(Report, ATakenMasterPortAndOtherNodesGetALineEach) {
   EXPECT_NE(report.find("  why           MASTER_PORT 29777 on n1 is taken by another process"),
             std::string::npos)
       << report;
+  // Only a --master-port the user gave is blamed.
+  EXPECT_EQ(report.find("drop --master-port"), std::string::npos) << report;
+  EXPECT_NE(report.find("a second rank 0 of this one"), std::string::npos) << report;
+  input.master_port_given = true;
+  EXPECT_NE(failure_report(input).find("drop --master-port"), std::string::npos);
+  input.agent_store = true;  // the agent holds it: the script listened there itself
+  EXPECT_NE(failure_report(input).find("is served by cohort's agent"), std::string::npos);
+  input.agent_store = false;
+  input.master_port_given = false;
   EXPECT_NE(report.find("  other nodes   told to stop: 3 other nodes, ranks outside 0-1\n"
                         "  exit status   1"),
             std::string::npos)
@@ -202,6 +244,10 @@ TEST(Report, ATakenMasterPortAndOtherNodesGetALineEach) {
   input.workers[0].stderr_tail = {"ValueError: bad batch"};
   report = failure_report(input);
   EXPECT_EQ(report.find("why"), std::string::npos) << report;
+  input.under_mpirun = true;
+  input.workers[0].stderr_tail = {"*** An error occurred in MPI_Init"};
+  EXPECT_NE(failure_report(input).find("start MPI programs with mpirun alone"), std::string::npos);
+  input.under_mpirun = false;
   input.interpreter = "python3";
   input.workers[0].stderr_tail = {"ModuleNotFoundError: No module named 'torch'"};
   report = failure_report(input);
@@ -209,6 +255,50 @@ TEST(Report, ATakenMasterPortAndOtherNodesGetALineEach) {
                         "imports: give --python"),
             std::string::npos)
       << report;
+}
+
+// An error file written by @record is quoted instead of the stderr lines.
+TEST(Report, QuotesTheRecordedError) {
+  ReportInput input;
+  input.host = "n1";
+  input.first_failure = 0;
+  input.exit_code = 1;
+  input.workers.resize(1);
+  input.workers[0].wait_status = exited(1);
+  input.workers[0].stderr_tail = {"Traceback (most recent call last):", "..."};
+  RecordedError recorded;
+  recorded.message = "ValueError: batch 17 has no labels";
+  recorded.frames = {"File \"train.py\", line 9, in step", "  raise ValueError(...)"};
+  recorded.frame_count = 4;
+  input.recorded = recorded;
+  const std::string report = failure_report(input);
+  EXPECT_NE(report.find("  error         ValueError: batch 17 has no labels\n"
+                        "  traceback     last 1 of 4 frames (from TORCHELASTIC_ERROR_FILE, written "
+                        "by @record):\n"
+                        "    | File \"train.py\", line 9, in step\n"
+                        "    |   raise ValueError(...)\n"),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("Traceback (most recent"), std::string::npos) << report;
+}
+
+TEST(ErrorFile, PyTorchsFormatAndItsLastFrames) {
+  const std::string json = R"({"message": {"message": "RuntimeError: boom", "extraInfo": {
+      "py_callstack": "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n    main()\n  File \"a.py\", line 5, in main\n    step()\n  File \"a.py\", line 9, in step\n    raise RuntimeError(\"boom\")\nRuntimeError: boom\n",
+      "timestamp": "1700000000"}}})";
+  const auto error = parse_error_file(json, 2);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->message, "RuntimeError: boom");
+  EXPECT_EQ(error->frame_count, 3);
+  EXPECT_EQ(error->frames, (std::vector<std::string>{"File \"a.py\", line 5, in main", "  step()",
+                                                     "File \"a.py\", line 9, in step",
+                                                     "  raise RuntimeError(\"boom\")"}));
+  // The newer format with a plain message; garbage is no error file.
+  EXPECT_EQ(parse_error_file(R"({"message": "SIGSEGV in worker"})", 3)->message,
+            "SIGSEGV in worker");
+  EXPECT_FALSE(parse_error_file("not json", 3));
+  EXPECT_FALSE(parse_error_file(R"({"other": 1})", 3));
+  EXPECT_FALSE(read_error_file("/nonexistent/error.json", 3));
 }
 
 TEST(Report, UtcTimestamps) {

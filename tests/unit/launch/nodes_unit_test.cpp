@@ -1,6 +1,6 @@
 // The pure pieces of running on several nodes: how cohort run places itself
-// under a Slurm step, when it starts srun, the stop record agents exchange,
-// hostfiles, and the command that starts a remote agent over ssh.
+// (alone, by flags, at the rendezvous, under srun and mpirun), when it starts srun, the stop record
+// agents exchange, hostfiles, and the command that starts a remote agent over ssh.
 #include <gtest/gtest.h>
 
 #include <cohort/errors.hpp>
@@ -28,37 +28,64 @@ Environment srun_task(int rank, int nodes, int per_node) {
       {"SLURM_STEP_NODELIST", "n[1-" + std::to_string(nodes) + "]"}};
 }
 
-RunOptions placed(const Environment& env, int nproc, int gpus = -1) {
+AgentPlan planned(Environment env, int nproc, int gpus = -1) {
   RunOptions options;
   options.command = {"./train"};
   options.nproc_per_node = nproc;
-  place_under_launcher(options, detect_launch(env), env, gpus);
-  return options;
+  if (gpus >= 0) env["CUDA_VISIBLE_DEVICES"] = gpus == 0 ? "" : gpus == 1 ? "0" : "0,1";
+  return plan_agent(options, detect_launch(env), env);
 }
 
-TEST(PlaceUnderLauncher, OneTaskPerNodeMakesOneAgentPerNode) {
+// What Open MPI's mpirun gives rank `rank` of `size`, `local_size` per node.
+Environment mpirun_rank(int rank, int size, int local_size) {
+  return {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+          {"OMPI_COMM_WORLD_SIZE", std::to_string(size)},
+          {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank % local_size)},
+          {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(local_size)},
+          {"OMPI_MCA_ess_base_jobid", "5"},
+          {"PMIX_NAMESPACE", "prterun-vm-5@1"},
+          {"PMIX_RANK", std::to_string(rank)}};
+}
+
+TEST(PlanAgent, OneTaskPerNodeMakesOneAgentPerNode) {
   const Environment env = srun_task(2, 4, 1);
-  const RunOptions options = placed(env, 2);
-  EXPECT_EQ(options.nnodes, 4);
-  EXPECT_EQ(options.node_rank, 2);
-  EXPECT_EQ(options.master_addr, "n1");
-  EXPECT_EQ(options.rdzv_port, detect_launch(env).master_port.value);
-  EXPECT_EQ(options.master_port, 0);  // workers get a port of their own
-  EXPECT_EQ(options.node_hosts, (std::vector<std::string>{"n1", "n2", "n3", "n4"}));
-  EXPECT_EQ(options.job_token, placed(srun_task(0, 4, 1), 2).job_token);
+  const AgentPlan plan = planned(env, 2);
+  EXPECT_EQ(plan.group.nnodes, 4);
+  EXPECT_EQ(plan.group.node_rank, 2);
+  EXPECT_FALSE(plan.group.serve_store);
+  EXPECT_TRUE(planned(srun_task(0, 4, 1), 2).group.serve_store);
+  EXPECT_EQ(plan.group.store_host, "n1");
+  EXPECT_EQ(plan.group.store_port, detect_launch(env).master_port.value);
+  EXPECT_EQ(plan.group.unit, "node");
+  EXPECT_EQ(plan.group.node_hosts, (std::vector<std::string>{"n1", "n2", "n3", "n4"}));
+  EXPECT_EQ(plan.group.token, planned(srun_task(0, 4, 1), 2).group.token);
+  EXPECT_EQ(plan.node_name, AgentPlan::NodeName::launcher_node);
+  EXPECT_EQ(plan.launcher_node, 2);
+  EXPECT_FALSE(plan.one_worker_per_task);  // 2 workers: srun's variables describe the agent
 }
 
-TEST(PlaceUnderLauncher, OneTaskOneNodeOrNoLauncherChangesNothing) {
+TEST(PlanAgent, OneTaskOneNodeOrNoLauncherIsOneNode) {
   for (const Environment& env : {Environment{}, srun_task(0, 1, 1)}) {
-    const RunOptions options = placed(env, 3);
-    EXPECT_EQ(options.nnodes, 1);
-    EXPECT_EQ(options.master_addr, "127.0.0.1");
+    const AgentPlan plan = planned(env, 3);
+    EXPECT_EQ(plan.group.nnodes, 1);
+    EXPECT_EQ(plan.group.bind_host, "127.0.0.1");
+    EXPECT_EQ(plan.master_addr, "127.0.0.1");
+    EXPECT_EQ(plan.group.torch_port, 0);  // the agent store, on a free port
   }
 }
 
-TEST(PlaceUnderLauncher, SeveralTasksPerNodeAndSeveralWorkersIsRefusedWithBothForms) {
+TEST(PlanAgent, OneWorkerPerSlurmTask) {
+  const AgentPlan plan = planned(srun_task(3, 2, 2), 1);
+  EXPECT_EQ(plan.group.nnodes, 4);
+  EXPECT_EQ(plan.group.node_rank, 3);
+  EXPECT_EQ(plan.group.unit, "task");
+  EXPECT_EQ(plan.launcher_node, 1);
+  EXPECT_TRUE(plan.one_worker_per_task);
+}
+
+TEST(PlanAgent, SeveralTasksPerNodeAndSeveralWorkersIsRefusedWithBothForms) {
   try {
-    placed(srun_task(1, 2, 2), 2);
+    planned(srun_task(1, 2, 2), 2);
     FAIL() << "accepted";
   } catch (const InvalidArgument& error) {
     const std::string text = error.what();
@@ -66,18 +93,28 @@ TEST(PlaceUnderLauncher, SeveralTasksPerNodeAndSeveralWorkersIsRefusedWithBothFo
     EXPECT_NE(text.find("`srun -N2 --ntasks-per-node=1 cohort run -n 4 PROGRAM`"),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("`srun -N2 --ntasks-per-node=4 PROGRAM`"), std::string::npos) << text;
+    EXPECT_NE(text.find("`srun -N2 --ntasks-per-node=4 cohort run PROGRAM` (one worker per task)"),
+              std::string::npos)
+        << text;
   }
-  // One worker per task is a fine geometry: each task is its own agent.
-  EXPECT_EQ(placed(srun_task(3, 2, 2), 1).node_rank, 3);
+  try {
+    planned(mpirun_rank(1, 4, 2), 2);
+    FAIL() << "accepted";
+  } catch (const InvalidArgument& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("`mpirun -np 8 cohort run PROGRAM` (one worker per rank)"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("--map-by ppr:1:node cohort run -n 4 PROGRAM`"), std::string::npos) << text;
+  }
 }
 
-TEST(PlaceUnderLauncher, MoreWorkersThanTheGpusSlurmGaveIsRefused) {
+TEST(PlanAgent, MoreWorkersThanTheGpusSlurmGaveIsRefused) {
   Environment env = srun_task(0, 2, 1);
   env["SLURM_GPUS_ON_NODE"] = "2";
-  EXPECT_EQ(placed(env, 2, 2).nnodes, 2);
+  EXPECT_EQ(planned(env, 2).group.nnodes, 2);
   try {
-    placed(env, 4, 2);
+    planned(env, 4);
     FAIL() << "accepted";
   } catch (const InvalidArgument& error) {
     const std::string text = error.what();
@@ -88,13 +125,56 @@ TEST(PlaceUnderLauncher, MoreWorkersThanTheGpusSlurmGaveIsRefused) {
   }
 }
 
-TEST(PlaceUnderLauncher, UnderMpirunEveryCopyWouldRunItsOwnJob) {
-  const Environment env{{"OMPI_COMM_WORLD_RANK", "1"},
-                        {"OMPI_COMM_WORLD_SIZE", "2"},
-                        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-                        {"OMPI_MCA_ess_base_jobid", "5"}};
-  EXPECT_THROW(placed(env, 2), InvalidArgument);
+// mpirun -np 4 cohort run: one agent per rank; rank 0's serves a store on a
+// free port and tells the others through PMIx.
+TEST(PlanAgent, OneWorkerPerMpiRank) {
+  const AgentPlan plan = planned(mpirun_rank(1, 4, 4), 1);
+  EXPECT_EQ(plan.group.nnodes, 4);
+  EXPECT_EQ(plan.group.node_rank, 1);
+  EXPECT_FALSE(plan.group.serve_store);
+  EXPECT_TRUE(planned(mpirun_rank(0, 4, 4), 1).group.serve_store);
+  EXPECT_EQ(plan.group.bind_host, "127.0.0.1");  // every rank is on this node
+  EXPECT_EQ(plan.group.store_port, 0);
+  EXPECT_TRUE(static_cast<bool>(plan.group.exchange));
+  EXPECT_EQ(plan.node_name, AgentPlan::NodeName::host);
+  EXPECT_EQ(plan.group.unit, "task");
+  EXPECT_TRUE(plan.one_worker_per_task);
+  // Without a key-value service, rank 0's address must come from somewhere.
+  Environment bare = mpirun_rank(1, 4, 2);
+  bare.erase("PMIX_NAMESPACE");
+  EXPECT_THROW(planned(bare, 1), InvalidArgument);
+}
+
+TEST(PlanAgent, InsideAnotherCohortRunEveryCopyWouldRunItsOwnJob) {
+  const Environment env{{"RANK", "1"},        {"WORLD_SIZE", "2"},
+                        {"LOCAL_RANK", "1"},  {"LOCAL_WORLD_SIZE", "2"},
+                        {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  EXPECT_THROW(planned(env, 1), InvalidArgument);
+}
+
+TEST(PlanAgent, StaticAndRendezvousForms) {
+  RunOptions options;
+  options.command = {"./train"};
+  options.nnodes = 2;
+  options.master_addr = "localhost";
+  options.node_rank = 1;
+  AgentPlan plan = plan_agent(options, detect_launch(Environment{}), {});
+  EXPECT_EQ(plan.group.node_rank, 1);
+  EXPECT_EQ(plan.group.store_port, 29500);
+  EXPECT_FALSE(plan.group.serve_store);
+  // No --node-rank: given at the rendezvous; the agent that can bind serves.
+  options.node_rank = -1;
+  options.rdzv_host = "localhost";
+  options.rdzv_port = 5972;
+  plan = plan_agent(options, detect_launch(Environment{}), {});
+  EXPECT_EQ(plan.group.node_rank, kNodeRankAtJoin);
+  EXPECT_TRUE(plan.group.serve_if_bindable);
+  EXPECT_EQ(plan.group.bind_host, "127.0.0.1");
+  EXPECT_EQ(plan.group.store_port, 5972);
+  // --nnodes under srun must agree with srun.
+  options.nnodes = 3;
+  const Environment env = srun_task(0, 2, 1);
+  EXPECT_THROW(plan_agent(options, detect_launch(env), env), InvalidArgument);
 }
 
 TEST(SrunForAllocation, OnlyInABatchScriptOrSallocShellOfSeveralNodes) {

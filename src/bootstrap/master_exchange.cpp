@@ -1,4 +1,4 @@
-#include "comm/bootstrap/master_exchange.hpp"
+#include "bootstrap/master_exchange.hpp"
 
 #include <cohort/config.hpp>
 #include <cohort/errors.hpp>

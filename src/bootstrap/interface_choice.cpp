@@ -1,4 +1,4 @@
-#include "comm/interface_choice.hpp"
+#include "bootstrap/interface_choice.hpp"
 
 #include <vector>
 

@@ -7,7 +7,7 @@
 
 #include <cohort/errors.hpp>
 
-#include "comm/bootstrap/master_exchange.hpp"
+#include "bootstrap/master_exchange.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {

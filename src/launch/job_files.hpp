@@ -1,0 +1,43 @@
+// The files an agent keeps for its workers, under one directory:
+// DIR/attempt_K/rank_R/{stdout,stderr}.log (--log-dir, --redirects, --tee)
+// and DIR/attempt_K/rank_R/error.json (each worker's TORCHELASTIC_ERROR_FILE).
+// DIR is --log-dir; without it, a directory of the job's own in $TMPDIR
+// (mode 0700: error messages may hold secrets), removed at the end unless
+// --redirects or --tee put logs there.
+#pragma once
+
+#include <string>
+
+#include "core/fd.hpp"
+
+namespace cohort::detail {
+
+class JobFiles {
+ public:
+  /// `keep`: logs go to the directory even without `log_dir` (redirects or
+  /// tee), so a directory made for the job stays. Throws cohort::Error when
+  /// it cannot be made.
+  JobFiles(std::string log_dir, const std::string& run_id, bool keep);
+  ~JobFiles();
+  JobFiles(const JobFiles&) = delete;
+  JobFiles& operator=(const JobFiles&) = delete;
+
+  const std::string& dir() const noexcept { return dir_; }
+  /// Whether dir() was made for this job (and not given as --log-dir).
+  bool made_for_the_job() const noexcept { return made_; }
+
+  /// The error file of `rank` in `attempt`; its directory exists afterwards.
+  std::string error_file(int attempt, int rank);
+  /// The log file of `stream` ("stdout", "stderr"), truncated. Throws
+  /// cohort::Error naming it when it cannot be written.
+  Fd open_log(int attempt, int rank, const char* stream);
+
+ private:
+  std::string rank_dir(int attempt, int rank);
+
+  std::string dir_;
+  bool made_ = false;
+  bool keep_ = false;
+};
+
+}  // namespace cohort::detail

@@ -1,0 +1,23 @@
+// One fuzz target per parser of outside input. A target is a function over
+// bytes that must never crash, hang or throw anything but the parser's own
+// refusal. Built two ways: with -DCOHORT_BUILD_FUZZERS=ON and clang, each
+// file is a libFuzzer binary (LLVMFuzzerTestOneInput); always, the same
+// functions run in fuzz_replay_test over seeds and a fixed stream of
+// mutations, so every build exercises them (under sanitizers too).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#ifdef COHORT_LIBFUZZER
+#define COHORT_FUZZ_TARGET(name) \
+  extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+#else
+#define COHORT_FUZZ_TARGET(name) int name(const std::uint8_t* data, std::size_t size)
+#endif
+
+namespace cohort::fuzz {
+int torch_wire(const std::uint8_t* data, std::size_t size);
+int error_file(const std::uint8_t* data, std::size_t size);
+int run_arguments(const std::uint8_t* data, std::size_t size);
+}  // namespace cohort::fuzz
