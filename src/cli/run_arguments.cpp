@@ -405,12 +405,6 @@ const Setting* RunArguments::find(std::string_view canonical) const {
   return found == settings_.end() ? nullptr : &found->second;
 }
 
-std::string RunArguments::value_or(std::string_view canonical, std::string_view fallback) const {
-  const Setting* setting = find(canonical);
-  return setting == nullptr || setting->values.empty() ? std::string(fallback)
-                                                       : setting->values.back();
-}
-
 bool RunArguments::flag(std::string_view canonical) const {
   const Given given = get(*this, canonical);
   if (!given) return false;

@@ -56,8 +56,6 @@ class RunArguments {
 
   const Setting* find(std::string_view canonical) const;
   bool given(std::string_view canonical) const { return find(canonical) != nullptr; }
-  /// The last value, or `fallback` when not given.
-  std::string value_or(std::string_view canonical, std::string_view fallback) const;
   /// A flag's value as a boolean (false when not given). Throws
   /// InvalidArgument for a PET_ value that is not 1/0/true/false/yes/no.
   bool flag(std::string_view canonical) const;

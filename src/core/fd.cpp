@@ -36,4 +36,9 @@ std::string executable_path() {
   return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string();
 }
 
+std::string current_directory() {
+  char path[4096];
+  return getcwd(path, sizeof(path)) != nullptr ? std::string(path) : std::string("/");
+}
+
 }  // namespace cohort::detail

@@ -49,4 +49,7 @@ std::string errno_text(int error);
 /// This process's executable (/proc/self/exe resolved), or "" when unknown.
 std::string executable_path();
 
+/// This process's working directory, or "/" when it cannot be read.
+std::string current_directory();
+
 }  // namespace cohort::detail

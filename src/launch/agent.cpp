@@ -90,7 +90,6 @@ class Agent {
  public:
   Agent(const RunOptions& options, detail::AgentPlan plan)
       : options_(options), plan_(std::move(plan)) {
-    if (options_.command.empty()) throw InvalidArgument("cohort run: no PROGRAM to run");
     if (options_.nproc_per_node < 1) {
       throw InvalidArgument(
           cat("cohort run: --nproc-per-node ", options_.nproc_per_node, " must be at least 1"));
@@ -155,11 +154,12 @@ class Agent {
                                   placement_.world_size - 1));
       }
     }
+    const Environment env = process_environment();
     if (multi_node() && !options_.entry) {
       // Each node checks PROGRAM where it runs; a node that cannot run it
       // stops the job for everyone at once.
       try {
-        detail::check_program(options_, process_environment());
+        detail::check_program(options_, env);
       } catch (const ProgramError& error) {
         print(cat(error.what(), "\n"));
         tell_other_nodes(-1, error.exit_code(), cat(error.what(), " (on ", host_, ")"));
@@ -172,8 +172,8 @@ class Agent {
       print(cat("cohort run: redirected output goes to ", files_->dir(), "\n"));
     }
     const detail::WorkerPlace& first = placement_.layout.mine.front();
-    threads_ = detail::thread_budget(process_environment(), detail::probe_cpu_facts(),
-                                     options_.nproc_per_node, first.local_world_size);
+    threads_ = detail::thread_budget(env, detail::probe_cpu_facts(), options_.nproc_per_node,
+                                     first.local_world_size);
     guardian_ = std::make_unique<detail::Guardian>();
 
     for (int attempt = 0;; ++attempt) {
@@ -216,7 +216,8 @@ class Agent {
   }
 
   // MASTER_ADDR and MASTER_PORT of the workers in this attempt.
-  std::pair<std::string, int> master_of(bool agent_store) const {
+  std::pair<std::string, int> master_of() const {
+    const bool agent_store = options_.agent_store;
     if (!multi_node()) {
       // One node: a port free now for each attempt (a restart must not meet
       // the last attempt's rank 0 still closing it), unless the agent serves it.
@@ -241,8 +242,7 @@ class Agent {
   void print(const std::string& text) { detail::write_fully(STDERR_FILENO, text); }
 
   void spawn_all(int attempt) {
-    const bool agent_store = options_.agent_store;
-    const auto [master_addr, master_port] = master_of(agent_store);
+    const auto [master_addr, master_port] = master_of();
     master_port_ = master_port;
     const Environment base = process_environment();
     workers_.clear();
@@ -265,7 +265,7 @@ class Agent {
       identity.role = options_.role;
       identity.master_addr = master_addr;
       identity.master_port = master_port;
-      identity.agent_store = agent_store;
+      identity.agent_store = options_.agent_store;
       identity.store_addr = group_->store_host();
       identity.store_port = group_->store_port();
       identity.job_token = group_->token();

@@ -7,6 +7,7 @@
 
 #include <cohort/errors.hpp>
 
+#include "core/fd.hpp"
 #include "core/strings.hpp"
 #include "launch/worker_setup.hpp"
 
@@ -46,11 +47,6 @@ Found find(const std::string& name, const std::string& path_variable, std::strin
     start = end + 1;
   }
   return best;
-}
-
-std::string current_directory() {
-  char path[4096];
-  return getcwd(path, sizeof(path)) != nullptr ? std::string(path) : std::string("?");
 }
 
 }  // namespace

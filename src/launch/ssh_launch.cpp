@@ -60,11 +60,6 @@ std::string seconds_text(std::chrono::milliseconds time) {
   return cat(time.count() / 1000, ".", cat(1000 + time.count() % 1000).substr(1));
 }
 
-std::string current_directory() {
-  char path[4096];
-  return getcwd(path, sizeof(path)) != nullptr ? std::string(path) : std::string("/");
-}
-
 struct Agent {
   std::string host;
   pid_t pid = -1;

@@ -55,15 +55,6 @@ class Cursor {
   std::size_t position_ = 1;  // after the query byte
 };
 
-const char* query_name(std::uint8_t query) {
-  switch (static_cast<Query>(query)) {
-    case Query::watch_key:
-      return "WATCH_KEY";
-    default:
-      return "an unknown query";
-  }
-}
-
 }  // namespace
 
 std::optional<Request> parse(std::string_view buffer, std::size_t max_bytes,
@@ -104,8 +95,8 @@ std::optional<Request> parse(std::string_view buffer, std::size_t max_bytes,
       complete = true;
       break;
     default:
-      throw Unsupported(cat(query_name(query), " (query type ", int{query},
-                            "), which cohort's store does not serve"));
+      throw Unsupported(cat(request.query == Query::watch_key ? "WATCH_KEY" : "an unknown query",
+                            " (query type ", int{query}, "), which cohort's store does not serve"));
   }
   if (!complete) return std::nullopt;
   *consumed = in.position();
