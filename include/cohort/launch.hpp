@@ -85,9 +85,15 @@ struct RunOptions {
   /// This host's address for the other nodes' messages (torchrun --local-addr).
   std::string local_addr;
   bool store_served_elsewhere = false;
-  /// The secret every agent and worker of the job presents to the store; "":
-  /// derived from the rendezvous address (enough to keep two jobs apart).
+  /// The secret every agent and worker of the job presents to the store
+  /// (cohort run --token-file, COHORT_JOB_TOKEN); "": one made for the job
+  /// where cohort can hand it out unseen (one node, --hostfile, mpirun's
+  /// key-value service), MUNGE under Slurm, and otherwise none, which a job
+  /// whose store is reached from other hosts refuses unless `insecure`.
   std::string job_token;
+  /// Run across hosts without a secret: any peer that guesses the derived
+  /// token may join the job (cohort run --insecure).
+  bool insecure = false;
   /// How long node 0 waits for the others (and they for node 0).
   std::chrono::milliseconds rendezvous_timeout{300000};
   /// A node whose agent sends no heartbeat for this long is lost: the job stops.

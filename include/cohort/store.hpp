@@ -60,23 +60,43 @@ class Store {
 };
 
 /// Serves a store over TCP from a thread of its own: one epoll loop, no
-/// thread per client, so it holds thousands of connections. Every connection
-/// presents the job token before anything else; a wrong token, a frame over
-/// the size limit or bytes that break the protocol close that connection
-/// only (and are logged), never the server.
+/// thread per client, so it holds thousands of connections. Who may connect
+/// is decided before anything is read (docs/security.md): a peer on this
+/// host must run as this process's user; a peer on another host must hold a
+/// secret token or a MUNGE credential of this user. Every connection then
+/// presents the job token. A wrong token, a frame over the size limit, bytes
+/// that break the protocol or a handshake that does not come in time close
+/// that connection only (and are logged, at a bounded rate), never the
+/// server. Out of descriptors, it stops accepting for a moment rather than
+/// spinning.
 class StoreServer {
  public:
   struct Options {
-    std::string host = "0.0.0.0";               ///< address to listen on
-    int port = 0;                               ///< 0: any free port (see port())
-    std::string token;                          ///< the job token clients must present
+    std::string host = "127.0.0.1";  ///< address to listen on
+    int port = 0;                    ///< 0: any free port (see port())
+    std::string token;               ///< the job token clients must present
+    /// Peers on other hosts that present `token` are let in: it is a secret
+    /// (random, and never on a command line or in a world-readable file).
+    bool token_is_secret = false;
+    /// Peers on other hosts that present a MUNGE credential of this user,
+    /// made for `token`, are let in (under Slurm: the cluster's own trust).
+    bool munge = false;
     std::uint32_t max_frame_bytes = 64u << 20;  ///< largest request accepted
+    /// A client that has not finished its handshake by then is closed.
+    std::chrono::milliseconds handshake_timeout{5000};
+    /// Connections in their handshake at once; more wait in the kernel's
+    /// backlog until one finishes or times out.
+    std::size_t max_pending_handshakes = 512;
     /// Also serve PyTorch's TCPStore protocol (PyTorch 1.13's; see
     /// docs/store-protocol.md) on a second port: -1 none, 0 any free port.
     /// PyTorch's clients present no token, so their keys live apart, under
     /// "torch:", where they can neither read nor change cohort's own.
     int torch_port = -1;
     std::string torch_host;  ///< where that port listens; "" = `host`
+    /// PyTorch clients on other hosts may use that port (their protocol has
+    /// no secret; a job on several hosts needs it). Local ones must always
+    /// be this process's user.
+    bool torch_remote = false;
   };
 
   /// Binds, then serves until destroyed. Throws cohort::Error naming
@@ -114,6 +134,9 @@ class StoreClient : public Store {
     std::string host = "127.0.0.1";
     int port = 0;
     std::string token;
+    /// Also present a MUNGE credential of this user: how a client on another
+    /// host proves itself to a server that accepts MUNGE (under Slurm).
+    bool munge = false;
     /// Bound on connecting and on every call that takes no timeout of its own.
     std::chrono::milliseconds timeout = kDefaultTimeout;
   };

@@ -15,6 +15,21 @@ std::string value_of(const Environment& env, const char* name) {
 
 }  // namespace
 
+std::string encode_master(const MasterAddress& master) {
+  return cat(master.host, ":", master.port, "/", master.token);
+}
+
+std::optional<MasterAddress> decode_master(std::string_view text) {
+  const std::size_t slash = text.find('/');
+  const std::string_view address = text.substr(0, slash);
+  const std::size_t colon = address.rfind(':');
+  if (slash == std::string_view::npos || colon == std::string_view::npos) return std::nullopt;
+  const auto port = parse_int(address.substr(colon + 1));
+  if (!port || *port < 1 || *port > 65535) return std::nullopt;
+  return MasterAddress{std::string(address.substr(0, colon)), static_cast<int>(*port),
+                       std::string(text.substr(slash + 1))};
+}
+
 std::string key_value_service(const Environment& env) {
   if (!value_of(env, "PMI_FD").empty()) return "PMI-1 (PMI_FD)";
   if (COHORT_WITH_PMIX && !value_of(env, "PMIX_NAMESPACE").empty()) {

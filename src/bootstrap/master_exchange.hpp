@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <cohort/launch_env.hpp>
 
@@ -14,7 +15,15 @@ namespace cohort::detail {
 struct MasterAddress {
   std::string host;
   int port = 0;
+  /// The store's secret: the key-value service reaches only the job's own
+  /// processes, so rank 0 hands it out there.
+  std::string token;
 };
+
+/// "host:port/token", the one value rank 0 publishes; and back (nullopt when
+/// `text` is not that). For the two services.
+std::string encode_master(const MasterAddress& master);
+std::optional<MasterAddress> decode_master(std::string_view text);
 
 /// Which service this process can use: "PMI-1 (PMI_FD)", "PMIx (PMIX_NAMESPACE)",
 /// or "" when none is there (or cohort was built without PMIx).

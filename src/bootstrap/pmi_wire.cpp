@@ -83,7 +83,7 @@ MasterAddress exchange_over_pmi_wire(int fd, int rank, const MasterAddress& mine
   pmi.ask("cmd=init pmi_version=1 pmi_subversion=1", "response_to_init");
   const std::string kvs = pmi.ask("cmd=get_my_kvsname", "my_kvsname")["kvsname"];
   if (rank == 0) {
-    pmi.ask(cat("cmd=put kvsname=", kvs, " key=", kKey, " value=", mine.host, ":", mine.port),
+    pmi.ask(cat("cmd=put kvsname=", kvs, " key=", kKey, " value=", encode_master(mine)),
             "put_result");
   }
   pmi.ask("cmd=barrier_in", "barrier_out");
@@ -91,13 +91,13 @@ MasterAddress exchange_over_pmi_wire(int fd, int rank, const MasterAddress& mine
   if (rank != 0) {
     const std::string value =
         pmi.ask(cat("cmd=get kvsname=", kvs, " key=", kKey), "get_result")["value"];
-    const std::size_t colon = value.rfind(':');
-    auto port = colon == std::string::npos ? std::nullopt : parse_int(value.substr(colon + 1));
-    if (!port) {
+    auto published = decode_master(value);
+    if (!published) {
       throw Error(cat("PMI-1 on PMI_FD=", fd, ": rank 0 published '", value,
-                      "' as its address, expected host:port"));
+                      "' as its address, expected host:port/token (do all ranks run the same "
+                      "cohort?)"));
     }
-    master = {value.substr(0, colon), static_cast<int>(*port)};
+    master = *published;
   }
   pmi.ask("cmd=finalize", "finalize_ack");
   return master;

@@ -30,7 +30,7 @@ MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
   struct Finalize {
     ~Finalize() { PMIx_Finalize(nullptr, 0); }
   } finalize;
-  const std::string text = cat(mine.host, ":", mine.port);
+  const std::string text = encode_master(mine);
   if (rank == 0) {
     pmix_value_t value;
     std::memset(&value, 0, sizeof(value));
@@ -64,10 +64,12 @@ MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
                               ? value->data.string
                               : std::string();
   PMIX_VALUE_RELEASE(value);
-  const std::size_t colon = published.rfind(':');
-  auto port = colon == std::string::npos ? std::nullopt : parse_int(published.substr(colon + 1));
-  if (!port) throw Error(cat("PMIx: rank 0 published '", published, "', expected host:port"));
-  return {published.substr(0, colon), static_cast<int>(*port)};
+  auto master = decode_master(published);
+  if (!master) {
+    throw Error(cat("PMIx: rank 0 published '", published,
+                    "', expected host:port/token (do all ranks run the same cohort?)"));
+  }
+  return *master;
 }
 
 }  // namespace cohort::detail

@@ -11,6 +11,7 @@
 
 #include <cohort/errors.hpp>
 
+#include "cli/token_file.hpp"
 #include "core/strings.hpp"
 #include "launch/ssh_launch.hpp"
 
@@ -124,6 +125,14 @@ constexpr std::array kOptions = {
     OptionSpec{"--no-srun,--no_srun", "--no-srun", "PET_NO_SRUN", Kind::flag,
                "inside a Slurm allocation of several nodes, run on this node only instead of "
                "starting one agent per node with srun"},
+    OptionSpec{"--token-file,--token_file", "--token-file", "PET_TOKEN_FILE", Kind::value,
+               "the job's secret: the first line of FILE, which only you may read, the same on "
+               "every node (- reads it from standard input; also COHORT_JOB_TOKEN). Needed when "
+               "the store is reached from other hosts and neither Slurm nor mpirun vouches for "
+               "them"},
+    OptionSpec{"--insecure", "--insecure", "PET_INSECURE", Kind::flag,
+               "run across hosts without a secret: anyone who reaches the store's port and "
+               "guesses its token can join or stop the job"},
     // --- many hosts over ssh
     OptionSpec{"--hostfile", "--hostfile", "PET_HOSTFILE", Kind::value,
                "start one agent per host over ssh: lines `host [slots=N]`; -n, when given, "
@@ -353,8 +362,13 @@ void place(const RunArguments& arguments, RunOptions& options,
     if (const Given rdzv_host = get(arguments, "--rdzv-host")) options.rdzv_host = rdzv_host.value;
     options.store_served_elsewhere = arguments.flag("--store-elsewhere");
     options.stop_on_stdin_eof = arguments.flag("--stop-on-stdin-eof");
-    if (const char* token = getenv(detail::kTokenVariable)) options.job_token = token;
   }
+  if (const Given file = get(arguments, "--token-file")) {
+    options.job_token = detail::read_token_file(file.value);
+  } else if (const char* token = getenv("COHORT_JOB_TOKEN"); token != nullptr && *token != 0) {
+    options.job_token = token;
+  }
+  options.insecure = arguments.flag("--insecure");
 }
 
 }  // namespace

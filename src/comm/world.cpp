@@ -8,6 +8,7 @@
 #include "comm/registry.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 
 namespace cohort {
@@ -94,6 +95,25 @@ void World::barrier(std::chrono::milliseconds timeout) {
   }
 }
 
+namespace {
+
+// Where rank 0's store listens: MASTER_ADDR's own address, so that it is
+// reached the way the other ranks were told and no other way; every
+// interface only when MASTER_ADDR is not an address of this host (NAT).
+std::string rank0_listen_address(const LaunchInfo& info) {
+  std::string why;
+  std::string address = detail::listen_address_for(info.master_addr.value, &why);
+  if (address.empty()) {
+    detail::log(detail::LogLevel::warn, "init",
+                cat("rank 0 listens on every interface for the store: ", why, " (MASTER_ADDR, ",
+                    info.master_addr.source, ")"));
+    address = "0.0.0.0";
+  }
+  return address;
+}
+
+}  // namespace
+
 World init(const InitOptions& options) {
   auto impl = std::make_unique<World::Impl>();
   impl->info = detect_launch();
@@ -121,6 +141,7 @@ World init(const InitOptions& options) {
     client.host = addr->second;
     client.port = static_cast<int>(*number);
     client.token = token->second;
+    client.munge = env.count("COHORT_STORE_MUNGE") != 0;
     view = cat("attempt_", info.restart_count.value);
   } else if (info.world_size.value == 1) {
     StoreServer::Options server;
@@ -131,14 +152,19 @@ World init(const InitOptions& options) {
              !detail::key_value_service(env).empty()) {
     // mpirun on several nodes (no address) or under MPICH (no job id to
     // derive a port from): rank 0 serves the store on a free port and tells
-    // the others through the launcher's key-value service.
+    // the others, with a fresh secret, through the launcher's key-value
+    // service, which only the job's own processes reach.
     detail::MasterAddress mine;
     if (info.rank.value == 0) {
       StoreServer::Options server;
-      if (!info.master_addr.value.empty()) server.host = info.master_addr.value;
-      server.token = info.job_id.value;
+      server.host = !info.master_addr.value.empty() ? rank0_listen_address(info)
+                    : info.num_nodes.value == 1     ? "127.0.0.1"
+                                                    : detail::choose_interface(info, env).address;
+      server.token = detail::random_hex(16);
+      server.token_is_secret = true;
       impl->server = std::make_unique<StoreServer>(server);
-      mine = {detail::choose_interface(info, env).address, impl->server->port()};
+      mine = {server.host == "0.0.0.0" ? info.master_addr.value : server.host, impl->server->port(),
+              server.token};
     }
     const detail::MasterAddress master = detail::exchange_master(info, env, mine);
     const std::string how = cat("from rank 0 through ", detail::key_value_service(env));
@@ -146,7 +172,7 @@ World init(const InitOptions& options) {
     impl->info.master_port = {master.port, how};
     client.host = master.host;
     client.port = master.port;
-    client.token = info.job_id.value;
+    client.token = master.token;
   } else {
     if (info.master_addr.value.empty() || info.master_port.value == 0) {
       throw Error(
@@ -158,14 +184,23 @@ World init(const InitOptions& options) {
               "): set MASTER_ADDR and MASTER_PORT, or launch with cohort run"));
     }
     // No agent: rank 0 hosts the store on the master address and port. The
-    // job id is the token: the one secret every rank already shares.
+    // token is COHORT_JOB_TOKEN when the user gave the job a secret, else
+    // the job id, which keeps jobs apart but is no secret: then only this
+    // user's processes on rank 0's host get in, or, under Slurm, processes
+    // on other nodes that prove with MUNGE that they run as this user.
+    const auto secret = env.find("COHORT_JOB_TOKEN");
+    const bool has_secret = secret != env.end() && !secret->second.empty();
     client.host = info.master_addr.value;
     client.port = info.master_port.value;
-    client.token = info.job_id.value;
+    client.token = has_secret ? secret->second : info.job_id.value;
+    client.munge = !has_secret && info.launcher.value == Launcher::slurm;
     if (info.rank.value == 0) {
       StoreServer::Options server;
+      server.host = rank0_listen_address(info);
       server.port = info.master_port.value;
-      server.token = info.job_id.value;
+      server.token = client.token;
+      server.token_is_secret = has_secret;
+      server.munge = client.munge;
       impl->server = std::make_unique<StoreServer>(server);
     }
   }

@@ -43,4 +43,27 @@ void log(LogLevel level, std::string_view component, std::string_view message) n
   }
 }
 
+bool LogLimiter::log(LogLevel level, std::string_view component, std::string_view message) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - window_start_ >= window_) {
+    window_start_ = now;
+    written_ = 0;
+  }
+  if (written_ >= burst_) {
+    ++suppressed_;
+    ++suppressed_total_;
+    return false;
+  }
+  ++written_;
+  if (suppressed_ == 0) {
+    detail::log(level, component, message);
+  } else {
+    std::string line(message);
+    line += " (and " + std::to_string(suppressed_) + " more like it not shown)";
+    detail::log(level, component, line);
+    suppressed_ = 0;
+  }
+  return true;
+}
+
 }  // namespace cohort::detail

@@ -131,4 +131,32 @@ Route route_to(const std::string& host, std::chrono::milliseconds resolve_timeou
   return route;
 }
 
+std::string listen_address_for(const std::string& host, std::string* why) {
+  // Plain getaddrinfo, not getaddrinfo_a: an agent that called this forks
+  // cohort::spawn workers, and glibc's asynchronous lookups do not survive
+  // a fork (the child's next lookup would wait for a thread that is gone).
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0 || !found) {
+    *why = cat(host, " does not resolve: ", gai_strerror(rc));
+    return "";
+  }
+  sockaddr_in address = *reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  freeaddrinfo(found);
+  const std::string text = ipv4_text(address);
+  if ((ntohl(address.sin_addr.s_addr) >> 24) == 127) return text;
+  try {
+    for (const NetInterface& interface : ipv4_interfaces()) {
+      if (interface.ipv4 == text) return text;
+    }
+  } catch (const Error& error) {
+    *why = error.what();
+    return "";
+  }
+  *why = cat(host, " (", text, ") is not an address of this host");
+  return "";
+}
+
 }  // namespace cohort::detail

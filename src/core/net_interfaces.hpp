@@ -35,4 +35,10 @@ struct Route {
 Route route_to(const std::string& host,
                std::chrono::milliseconds resolve_timeout = std::chrono::seconds(2));
 
+/// Where a server should listen so that its peers reach it at `host` and
+/// nobody reaches it any other way: `host` resolved, when that is loopback or
+/// one of this machine's addresses; "" when it is not (behind NAT, or a name
+/// for another machine), and `*why` says so. Never throws.
+std::string listen_address_for(const std::string& host, std::string* why);
+
 }  // namespace cohort::detail

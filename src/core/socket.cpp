@@ -61,6 +61,22 @@ bool resolve(const std::string& host, int port, sockaddr_in* out, std::string* e
 
 }  // namespace
 
+Deadline deadline_after(std::chrono::milliseconds timeout) noexcept {
+  const Deadline now = Clock::now();
+  if (timeout.count() <= 0) return now;
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::max() - now);
+  if (timeout >= room) return Deadline::max();
+  return now + timeout;
+}
+
+std::chrono::milliseconds saturating_sum(std::chrono::milliseconds a,
+                                         std::chrono::milliseconds b) noexcept {
+  using std::chrono::milliseconds;
+  if (a.count() < 0) a = milliseconds(0);
+  if (b.count() < 0) b = milliseconds(0);
+  return a > milliseconds::max() - b ? milliseconds::max() : a + b;
+}
+
 Listener listen_tcp(const std::string& host, int port, int backlog) {
   sockaddr_in address{};
   address.sin_family = AF_INET;

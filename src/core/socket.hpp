@@ -13,6 +13,14 @@ namespace cohort::detail {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
+/// now + `timeout`, saturating: a timeout too long to represent (a century,
+/// milliseconds::max()) is a deadline that never comes, not an overflow.
+Deadline deadline_after(std::chrono::milliseconds timeout) noexcept;
+
+/// a + b for non-negative durations, saturating at milliseconds::max().
+std::chrono::milliseconds saturating_sum(std::chrono::milliseconds a,
+                                         std::chrono::milliseconds b) noexcept;
+
 struct Listener {
   Fd fd;
   int port = 0;  ///< the bound port (the one the OS picked for port 0)

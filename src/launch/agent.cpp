@@ -269,6 +269,7 @@ class Agent {
       identity.store_addr = group_->store_host();
       identity.store_port = group_->store_port();
       identity.job_token = group_->token();
+      identity.store_munge = group_->munge();
       identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
       identity.omp_threads = threads_.threads;
 

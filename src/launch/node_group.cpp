@@ -84,16 +84,18 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     options_.serve_store = start_server(!options_.serve_if_bindable);
   }
   if (options_.exchange) {
-    const StoreAddress store =
-        options_.exchange(server_ ? StoreAddress{options_.store_host, port_} : StoreAddress{});
+    const StoreAddress store = options_.exchange(
+        server_ ? StoreAddress{options_.store_host, port_, options_.token} : StoreAddress{});
     options_.store_host = store.host;
     port_ = store.port;
+    options_.token = store.token;
   }
   StoreClient::Options& client = client_;
   const bool every_interface = options_.bind_host.empty() || options_.bind_host == "0.0.0.0";
   client.host = !server_ ? options_.store_host : every_interface ? "127.0.0.1" : options_.bind_host;
   client.port = port_;
   client.token = options_.token;
+  client.munge = options_.munge && !server_;
   client.timeout = options_.rendezvous_timeout;
   try {
     store_ = std::make_shared<StoreClient>(client);
@@ -126,7 +128,10 @@ bool NodeGroup::start_server(bool required) {
   server.host = options_.bind_host.empty() ? "0.0.0.0" : options_.bind_host;
   server.port = options_.store_port;
   server.token = options_.token;
+  server.token_is_secret = options_.token_is_secret;
+  server.munge = options_.munge;
   server.torch_port = options_.torch_port;
+  server.torch_remote = options_.nnodes > 1;
   server.torch_host = options_.torch_host;
   try {
     server_ = std::make_unique<StoreServer>(server);

@@ -30,6 +30,7 @@ namespace cohort::detail {
 struct StoreAddress {
   std::string host;
   int port = 0;
+  std::string token;  ///< the job token, when it travels with the address
 };
 
 /// Node rank of an agent that learns it at the rendezvous (torchrun's c10d
@@ -58,13 +59,18 @@ struct NodeGroupOptions {
   int torch_port = -1;
   std::string torch_host;
   /// Under mpirun, no address is known in advance: the agent that serves
-  /// passes its own and every agent gets the server's (one collective call
-  /// through the launcher's key-value service).
+  /// passes its own and the token it made, and every agent gets the
+  /// server's (one collective call through the launcher's key-value service).
   std::function<StoreAddress(const StoreAddress& mine)> exchange;
   /// What one agent is called in messages: "node", or "task" when several
   /// agents share a node.
   std::string unit = "node";
+  /// The job token, and how peers on other hosts prove they belong to the
+  /// job (StoreServer::Options): the token is a secret, or MUNGE (Slurm).
+  /// Without either, only this user's processes on the serving host get in.
   std::string token;
+  bool token_is_secret = false;
+  bool munge = false;
   std::chrono::milliseconds rendezvous_timeout{300000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{10000};
@@ -143,6 +149,8 @@ class NodeGroup {
   /// The TCPStore-protocol port this process serves, or -1.
   int torch_port() const noexcept;
   const std::string& token() const noexcept { return options_.token; }
+  /// Whether clients on other hosts prove themselves with MUNGE.
+  bool munge() const noexcept { return options_.munge; }
   bool serves_store() const noexcept { return server_ != nullptr; }
   const NodeGroupOptions& options() const noexcept { return options_; }
 

@@ -10,6 +10,8 @@
 
 #include "bootstrap/interface_choice.hpp"
 #include "bootstrap/master_exchange.hpp"
+#include "core/log.hpp"
+#include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {
@@ -67,6 +69,29 @@ std::string resolve_ipv4(const std::string& host) {
   inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text, sizeof(text));
   freeaddrinfo(found);
   return text;
+}
+
+bool is_loopback(const std::string& host) {
+  return resolve_ipv4(host).rfind("127.", 0) == 0;
+}
+
+// Where a store served for `host` listens: that address when it is this
+// host's, else every interface (behind NAT), said once.
+std::string listen_address(const std::string& host) {
+  std::string why;
+  const std::string address = listen_address_for(host, &why);
+  if (!address.empty()) return address;
+  log(LogLevel::info, "run", cat("the store listens on every interface: ", why));
+  return "0.0.0.0";
+}
+
+// The user's secret (--token-file, COHORT_JOB_TOKEN), when there is one,
+// replaces a token derived from the job.
+void use_secret(NodeGroupOptions& group, const RunOptions& options) {
+  if (options.job_token.empty()) return;
+  group.token = options.job_token;
+  group.token_is_secret = true;
+  group.munge = false;
 }
 
 void check_geometry(const RunOptions& options, const LaunchInfo& outer, const Environment& env) {
@@ -134,7 +159,7 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
           cat("cohort run: task ", outer.rank.value, " of a Slurm step cannot find node 0: ",
               group.store_host.empty() ? outer.master_addr.source : outer.master_port.source));
     }
-    group.bind_host = "0.0.0.0";
+    group.bind_host = listen_address(group.store_host);
     if (!options.rdzv_host.empty()) {
       // --rdzv-endpoint names the host: whichever agent runs there serves.
       group.serve_store = false;
@@ -142,7 +167,12 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
       group.serve_if_bindable = !group.bind_host.empty();
     }
     plan.master_addr = outer.master_addr.value;  // rank 0 runs on the step's first host
+    // The job's id keeps jobs apart but is no secret: agents and workers on
+    // other nodes prove with MUNGE that they run as this user, unless the
+    // user gave the job a secret.
     group.token = cat("slurm:", outer.job_id.value, ":", group.store_port);
+    group.munge = true;
+    use_secret(group, options);
     const std::string nodelist = value_of(env, "SLURM_STEP_NODELIST");
     if (!nodelist.empty() && tasks_here == 1) {
       try {
@@ -161,10 +191,14 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
     group.bind_host = one_node ? "127.0.0.1" : choose_interface(outer, env).address;
     group.store_host = group.bind_host;
     group.store_port = 0;
+    // A fresh secret, handed out through the launcher's key-value service,
+    // which only the job's own processes reach.
+    group.token = random_hex(16);
+    group.token_is_secret = true;
     plan.used_mpi_service = true;
     group.exchange = [outer, env](const StoreAddress& mine) {
-      const MasterAddress master = exchange_master(outer, env, {mine.host, mine.port});
-      return StoreAddress{master.host, master.port};
+      const MasterAddress master = exchange_master(outer, env, {mine.host, mine.port, mine.token});
+      return StoreAddress{master.host, master.port, master.token};
     };
     return;
   }
@@ -179,7 +213,8 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
   }
   group.store_host = outer.master_addr.value;
   group.store_port = outer.master_port.value;
-  group.bind_host = one_node && group.store_host == "127.0.0.1" ? "127.0.0.1" : "0.0.0.0";
+  group.bind_host = listen_address(group.store_host);
+  use_secret(group, options);
 }
 
 }  // namespace
@@ -225,6 +260,7 @@ AgentPlan plan_agent(const RunOptions& options, const LaunchInfo& outer, const E
     group.node_rank = 0;
     group.bind_host = "127.0.0.1";
     group.token = random_hex(16);
+    group.token_is_secret = true;
     group.torch_host = options.master_addr;
     if (options.agent_store) group.torch_port = options.master_port;
     plan.master_addr = options.master_addr;
@@ -233,14 +269,27 @@ AgentPlan plan_agent(const RunOptions& options, const LaunchInfo& outer, const E
   group.nnodes = options.nnodes;
   group.store_host = options.rdzv_host.empty() ? options.master_addr : options.rdzv_host;
   group.store_port = options.rdzv_port != 0 ? options.rdzv_port : kDefaultRendezvousPort;
-  group.token = options.job_token.empty() ? cat("cohort:", group.store_host, ":", group.store_port)
-                                          : options.job_token;
+  group.token = cat("cohort:", group.store_host, ":", group.store_port);
+  use_secret(group, options);
+  if (!group.token_is_secret && !is_loopback(group.store_host)) {
+    if (!options.insecure) {
+      throw InvalidArgument(cat(
+          "cohort run: a job on several hosts (--nnodes ", options.nnodes, ", the store on ",
+          group.store_host,
+          ") needs a secret, or anyone who can reach that port could join or stop it: write one "
+          "to a file only you can read, `(umask 077; head -c 16 /dev/urandom | od -An -tx1 | "
+          "tr -d ' \\n' > ~/.cohort-token)`, and give every node --token-file ~/.cohort-token "
+          "(or the same COHORT_JOB_TOKEN); or say --insecure to run with a token anyone can "
+          "guess (docs/security.md)"));
+    }
+    group.token_is_secret = true;  // as told: any peer that knows the token gets in
+  }
   if (options.node_rank >= 0) {
     // torchrun's static form: node 0 serves (unless whoever started the
     // agents does: --hostfile), and its address is everyone's MASTER_ADDR.
     group.node_rank = options.node_rank;
     group.serve_store = options.node_rank == 0 && !options.store_served_elsewhere;
-    group.bind_host = "0.0.0.0";
+    group.bind_host = listen_address(group.store_host);
     plan.master_addr = options.master_addr;
     return plan;
   }

@@ -119,9 +119,8 @@ std::vector<RunOptions::Host> parse_host_list(std::string_view list) {
 }
 
 std::string remote_agent_command(const RunOptions& options, int node_rank,
-                                 const StoreEndpoint& store, const std::string& token,
-                                 const std::string& cwd, const std::string& cohort_path,
-                                 const Environment& env) {
+                                 const StoreEndpoint& store, const std::string& cwd,
+                                 const std::string& cohort_path, const Environment& env) {
   const auto index = static_cast<std::size_t>(node_rank);
   const int slots =
       options.hosts[index].slots > 0 ? options.hosts[index].slots : options.nproc_per_node;
@@ -133,7 +132,6 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
       wanted = wanted || name.rfind(prefix, 0) == 0;
     if (wanted) words.push_back(cat(name, "=", value));
   }
-  words.push_back(cat(kTokenVariable, "=", token));
   std::vector<std::string> run{cohort_path,
                                "run",
                                "-n",
@@ -150,6 +148,8 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
                                std::to_string(store.port),
                                "--store-elsewhere",
                                "--stop-on-stdin-eof",
+                               "--token-file",
+                               "-",
                                "--no-srun",
                                "--run-id",
                                options.run_id,
@@ -243,9 +243,10 @@ class SshLauncher {
     group.nnodes = static_cast<int>(options_.hosts.size());
     group.node_rank = -1;
     group.store_host = route.source_address;
-    group.bind_host = "0.0.0.0";
+    group.bind_host = route.source_address;            // where the agents reach it
     group.torch_port = options_.agent_store ? 0 : -1;  // the workers' MASTER_PORT
     group.token = random_hex(16);
+    group.token_is_secret = true;  // it travels on ssh's standard input only
     group.rendezvous_timeout = options_.rendezvous_timeout;
     group.heartbeat_timeout = options_.heartbeat_timeout;
     for (const RunOptions::Host& host : options_.hosts)
@@ -313,10 +314,14 @@ class SshLauncher {
       agent.stdin_pipe = Fd(ends[1]);
       std::vector<std::string> argv = ssh;
       argv.push_back(agent.host);
-      argv.push_back(remote_agent_command(options_, static_cast<int>(node), store, group_->token(),
-                                          cwd, cohort, env));
+      argv.push_back(
+          remote_agent_command(options_, static_cast<int>(node), store, cwd, cohort, env));
       agent.pid = spawn_worker(argv, env, STDOUT_FILENO, STDERR_FILENO, read_end.get());
       agent.running = true;
+      // The token's first line of the agent's standard input (--token-file
+      // -): never on a command line, which every local user can read. The
+      // pipe is empty and far larger than a token: this never blocks.
+      write_fully(agent.stdin_pipe.get(), group_->token() + "\n");
     }
   }
 

@@ -34,16 +34,13 @@ struct StoreEndpoint {
 };
 
 /// The shell command line ssh runs on host `node_rank`: cd to `cwd`, set the
-/// forwarded variables (from `env`) and the job token, exec `cohort run` as
-/// node `node_rank` of the job with the same options. Pure, for tests.
+/// forwarded variables (from `env`), exec `cohort run` as node `node_rank`
+/// of the job with the same options, reading the job token from its
+/// standard input (never its command line, which every local user can
+/// read). Pure, for tests.
 std::string remote_agent_command(const RunOptions& options, int node_rank,
-                                 const StoreEndpoint& store, const std::string& token,
-                                 const std::string& cwd, const std::string& cohort_path,
-                                 const Environment& env);
-
-/// The variable that carries the job token to remote agents (never argv,
-/// which `ps` shows to everyone).
-inline constexpr const char* kTokenVariable = "COHORT_RDZV_TOKEN";
+                                 const StoreEndpoint& store, const std::string& cwd,
+                                 const std::string& cohort_path, const Environment& env);
 
 /// Runs the job; returns its exit status like cohort::run.
 int run_over_ssh(const RunOptions& options);

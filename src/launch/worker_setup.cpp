@@ -58,6 +58,11 @@ Environment worker_environment(const Environment& base, const WorkerIdentity& wo
   put("COHORT_STORE_ADDR", worker.store_addr);
   put("COHORT_STORE_PORT", worker.store_port);
   put("COHORT_JOB_TOKEN", worker.job_token);
+  if (worker.store_munge) {
+    put("COHORT_STORE_MUNGE", 1);
+  } else {
+    env.erase("COHORT_STORE_MUNGE");
+  }
   if (env.count("OMP_NUM_THREADS") == 0 && worker.omp_threads > 0) {
     put("OMP_NUM_THREADS", worker.omp_threads);
   }

@@ -28,8 +28,9 @@ struct WorkerIdentity {
   std::string store_addr;    ///< the agent's cohort store
   int store_port = 0;
   std::string job_token;
-  std::string error_file;  ///< TORCHELASTIC_ERROR_FILE; "" for none
-  int omp_threads = 0;     ///< OMP_NUM_THREADS when it is unset; 0 leaves it unset
+  bool store_munge = false;  ///< workers prove themselves with MUNGE (COHORT_STORE_MUNGE=1)
+  std::string error_file;    ///< TORCHELASTIC_ERROR_FILE; "" for none
+  int omp_threads = 0;       ///< OMP_NUM_THREADS when it is unset; 0 leaves it unset
 };
 
 /// PROGRAM ARGS: `python PROGRAM ARGS` for a .py program (or with
@@ -47,7 +48,7 @@ bool runs_with_python(const RunOptions& options);
 /// TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_ERROR_FILE, and
 /// NCCL_ASYNC_ERROR_HANDLING=1 with TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless
 /// either is set) and cohort's (COHORT_RUN_ID COHORT_STORE_ADDR
-/// COHORT_STORE_PORT COHORT_JOB_TOKEN); OMP_NUM_THREADS when unset.
+/// COHORT_STORE_PORT COHORT_JOB_TOKEN COHORT_STORE_MUNGE); OMP_NUM_THREADS when unset.
 Environment worker_environment(const Environment& base, const WorkerIdentity& worker);
 
 }  // namespace cohort::detail

@@ -11,6 +11,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "store/munge_credential.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -38,13 +39,15 @@ StoreClient::StoreClient(Options options)
     : options_(std::move(options)), address_(cat(options_.host, ":", options_.port)) {
   // Retry with exponential backoff (10 ms doubling to 500 ms) until the
   // timeout: the server may not be listening yet.
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto deadline = detail::deadline_after(options_.timeout);
   auto backoff = std::chrono::milliseconds(10);
   std::string error;
   for (;;) {
     detail::Fd fd = detail::connect_tcp(options_.host, options_.port, deadline, &error);
     if (fd.valid()) {
-      const std::string hello = wire::handshake(options_.token);
+      // A credential is good once: each connection makes its own.
+      const std::string hello = wire::handshake(
+          options_.token, options_.munge ? detail::munge_encode(options_.token) : std::string());
       char header[wire::kFrameHeaderBytes];
       if (!detail::send_all(fd.get(), hello.data(), hello.size(), deadline, &error) ||
           !detail::recv_all(fd.get(), header, sizeof(header), deadline, &error)) {
@@ -88,7 +91,8 @@ StoreClient::~StoreClient() {
 std::string StoreClient::call(std::string request, std::chrono::milliseconds server_timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!broken_.empty()) throw StoreError(broken_);
-  const auto deadline = Clock::now() + std::max(options_.timeout, server_timeout + kServerGrace);
+  const auto deadline = detail::deadline_after(
+      std::max(options_.timeout, detail::saturating_sum(server_timeout, kServerGrace)));
   std::string error;
   char header[wire::kFrameHeaderBytes];
   std::string payload;

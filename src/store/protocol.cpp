@@ -95,11 +95,11 @@ std::uint32_t frame_length(const char* header) noexcept {
   return static_cast<std::uint32_t>(read_le(header, 4));
 }
 
-std::string handshake(std::string_view token) {
+std::string handshake(std::string_view token, std::string_view credential) {
   Writer writer;
   for (char c : kMagic)
     writer.u8(static_cast<std::uint8_t>(c));
-  writer.u8(kVersion).bytes(token);
+  writer.u8(kVersion).bytes(token).bytes(credential);
   return writer.frame();
 }
 

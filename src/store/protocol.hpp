@@ -10,9 +10,9 @@
 
 namespace cohort::detail::store_protocol {
 
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;
 inline constexpr std::string_view kMagic = "COHS";
-/// Largest handshake frame: magic, version and a token.
+/// Largest handshake frame: magic, version, a token and a MUNGE credential.
 inline constexpr std::uint32_t kMaxHandshakeBytes = 4096;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 
@@ -76,7 +76,8 @@ class Reader {
 /// The payload length in a frame header.
 std::uint32_t frame_length(const char* header) noexcept;
 
-/// The handshake frame a client sends first.
-std::string handshake(std::string_view token);
+/// The handshake frame a client sends first: the job token and a MUNGE
+/// credential ("" for none; munge_credential.hpp).
+std::string handshake(std::string_view token, std::string_view credential = {});
 
 }  // namespace cohort::detail::store_protocol

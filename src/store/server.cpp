@@ -1,14 +1,20 @@
-// StoreServer: one epoll loop on a thread of its own. A connection is a
-// state machine: handshake, then one request at a time; a WAIT or GET for
-// keys not yet set parks the connection (its later frames stay buffered)
-// until the keys arrive or its deadline passes. Connections to the second,
+// StoreServer: one epoll loop on a thread of its own. A connection is
+// admitted (or refused) by who its peer is, then it is a state machine:
+// handshake, then one request at a time; a WAIT or GET for keys not yet set
+// parks the connection (its later frames stay buffered) until the keys
+// arrive or its deadline passes. Parked requests are indexed by each key
+// they still miss, with a count, so N waiters on N keys cost O(N^2) in all,
+// which is the size of the question. Connections to the second,
 // PyTorch-protocol port skip the handshake and work under "torch:" keys.
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -20,8 +26,10 @@
 
 #include "core/fd.hpp"
 #include "core/log.hpp"
+#include "core/peer_owner.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "store/munge_credential.hpp"
 #include "store/protocol.hpp"
 #include "store/torch_wire.hpp"
 
@@ -42,14 +50,19 @@ constexpr std::uint64_t kWakeId = 1;
 constexpr std::uint64_t kTorchListenerId = 2;
 // Every key a PyTorch TCPStore client names is stored under this prefix.
 constexpr std::string_view kTorchPrefix = "torch:";
+// Out of descriptors: how long the listeners rest before accepting again.
+constexpr std::chrono::milliseconds kAcceptPause{100};
+
+using DeadlineIndex = std::multimap<Deadline, std::uint64_t>;  // -> connection id
 
 // A request parked until its keys are set.
 struct Parked {
   bool active = false;
   wire::Op op = wire::Op::wait;
-  std::vector<std::string> keys;
-  Deadline deadline;
-  std::uint64_t serial = 0;  // tells a current deadline entry from a stale one
+  std::vector<std::string> keys;        // as asked
+  std::size_t missing = 0;              // distinct keys not yet set
+  std::vector<std::string> registered;  // keys whose waiter sets hold this connection
+  std::optional<DeadlineIndex::iterator> deadline;
 };
 
 struct Connection {
@@ -58,10 +71,13 @@ struct Connection {
   std::string in;   // bytes received, not yet handled
   std::string out;  // bytes to send
   bool authenticated = false;
+  bool remote = false;        // the peer is not on this host
   bool torch = false;         // a PyTorch TCPStore client (second port)
   bool seen_request = false;  // torch: its first request was checked for VALIDATE
   bool closing = false;       // close once `out` is sent
   bool want_write = false;
+  bool eof = false;  // the peer sent end-of-file
+  std::optional<DeadlineIndex::iterator> handshake_deadline;
   Parked parked;
 };
 
@@ -71,6 +87,10 @@ bool equal_in_constant_time(std::string_view a, std::string_view b) {
     difference |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
   }
   return difference == 0;
+}
+
+std::string rejection(std::string_view why) {
+  return wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::rejected)).bytes(why).frame();
 }
 
 }  // namespace
@@ -85,15 +105,21 @@ struct StoreServer::Impl {
   std::atomic<std::size_t> open_connections{0};
   std::mutex idle_mutex;
   std::condition_variable idle;
+  const uid_t user = geteuid();
 
   std::unordered_map<std::uint64_t, Connection> connections;
   std::uint64_t next_id = 3;
   bool told_newer_torch = false;  // say it once per server, not per connection
-  std::uint64_t next_serial = 1;
   std::unordered_map<std::string, std::string> data;
-  std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;         // key -> parked ids
-  std::multimap<Deadline, std::pair<std::uint64_t, std::uint64_t>> deadlines;  // -> id, serial
-  std::vector<std::uint64_t> resumed;  // parked connections whose keys arrived
+  std::unordered_map<std::string, std::unordered_set<std::uint64_t>> waiters;  // key -> parked ids
+  DeadlineIndex deadlines;                                                     // parked requests
+  DeadlineIndex handshake_deadlines;  // connections still in their handshake
+  std::size_t pending_handshakes = 0;
+  bool accepting = true;                 // the listeners are watched
+  std::optional<Deadline> accept_again;  // out of descriptors: when to retry
+  std::vector<std::uint64_t> resumed;    // parked connections whose keys arrived
+  detail::LogLimiter refusals;           // peers refused or dropped
+  detail::LogLimiter descriptors{1, std::chrono::seconds(10)};  // EMFILE
 
   explicit Impl(Options opts) : options(std::move(opts)) {
     detail::raise_open_file_limit();
@@ -130,16 +156,21 @@ struct StoreServer::Impl {
     epoll_ctl(epoll.get(), op, fd, &event);
   }
 
+  // Milliseconds until the next deadline of any kind, -1 for none.
+  int wait_timeout() const {
+    std::optional<Deadline> next = accept_again;
+    for (const DeadlineIndex* index : {&deadlines, &handshake_deadlines}) {
+      if (!index->empty() && (!next || index->begin()->first < *next)) next = index->begin()->first;
+    }
+    if (!next) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now());
+    return static_cast<int>(std::clamp<long long>(left.count() + 1, 0, 1 << 30));
+  }
+
   void run() {
     epoll_event events[256];
     for (;;) {
-      int timeout = -1;
-      if (!deadlines.empty()) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadlines.begin()->first - Clock::now());
-        timeout = static_cast<int>(std::max<long long>(0, left.count() + 1));
-      }
-      const int n = epoll_wait(epoll.get(), events, 256, timeout);
+      const int n = epoll_wait(epoll.get(), events, 256, wait_timeout());
       if (n < 0 && errno != EINTR) {
         detail::log(LogLevel::error, "store",
                     cat("epoll_wait failed: ", detail::errno_text(errno), "; the server stops"));
@@ -155,6 +186,11 @@ struct StoreServer::Impl {
         }
       }
       expire_deadlines();
+      expire_handshakes();
+      if (accept_again && *accept_again <= Clock::now()) {
+        accept_again.reset();
+        update_accepting();
+      }
       while (!resumed.empty()) {
         std::vector<std::uint64_t> batch;
         batch.swap(resumed);
@@ -164,32 +200,100 @@ struct StoreServer::Impl {
     }
   }
 
+  // Watches the listeners unless out of descriptors or too many handshakes
+  // are under way; connections then wait in the kernel's backlog.
+  void update_accepting() {
+    const bool wanted = !accept_again && pending_handshakes < options.max_pending_handshakes;
+    if (wanted == accepting) return;
+    accepting = wanted;
+    const std::uint32_t events = wanted ? EPOLLIN : 0u;
+    watch(listener.fd.get(), kListenerId, events, EPOLL_CTL_MOD);
+    if (torch_listener.fd.valid()) {
+      watch(torch_listener.fd.get(), kTorchListenerId, events, EPOLL_CTL_MOD);
+    }
+  }
+
   void accept_all(bool torch) {
     const int listening = torch ? torch_listener.fd.get() : listener.fd.get();
-    for (;;) {
+    while (accepting) {
       Fd fd(accept4(listening, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
       if (!fd.valid()) {
-        if (errno == EMFILE || errno == ENFILE) {
-          detail::log(LogLevel::warn, "store",
-                      "out of file descriptors: a client waits in the backlog (raise ulimit -n)");
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          descriptors.log(
+              LogLevel::warn, "store",
+              cat("cannot accept a connection on port ", listener.port, ": ",
+                  detail::errno_text(errno), "; clients wait in the backlog (raise ulimit -n, now ",
+                  detail::raise_open_file_limit(), ")"));
+          accept_again = Clock::now() + kAcceptPause;
+          update_accepting();
         }
         return;  // EAGAIN, or a transient error: the next readiness retries
       }
-      const std::uint64_t id = next_id++;
-      Connection& connection = connections[id];
-      connection.peer = detail::peer_name(fd.get());
-      connection.torch = torch;
-      connection.fd = std::move(fd);
-      watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
-      ++open_connections;
+      admit(std::move(fd), torch);
     }
+  }
+
+  // Decides from who the peer is whether it may talk at all.
+  void admit(Fd fd, bool torch) {
+    const std::string peer = detail::peer_name(fd.get());
+    const detail::PeerOwner owner = detail::owner_of_peer(fd.get());
+    const bool remote = owner.where != detail::PeerOwner::Where::this_host;
+    std::string refusal;
+    if (!remote && owner.uid != user) {
+      refusal =
+          cat("it runs as uid ", owner.uid, ", and this job's store takes only its own user (uid ",
+              user, ") from this host");
+    } else if (remote &&
+               !(torch ? options.torch_remote : options.token_is_secret || options.munge)) {
+      refusal = cat(owner.where == detail::PeerOwner::Where::unknown
+                        ? cat("its owner cannot be told (", owner.error, ")")
+                        : std::string("it is on another host"),
+                    ", and this store has no secret to check it by: give every process of the job "
+                    "the same secret in COHORT_JOB_TOKEN (or cohort run --token-file FILE); see "
+                    "docs/security.md");
+    }
+    if (!refusal.empty()) {
+      refusals.log(LogLevel::warn, "store",
+                   cat("refused the connection from ", peer, ": ", refusal));
+      if (!torch) {
+        const std::string answer = rejection(refusal);
+        (void)!send(fd.get(), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      return;
+    }
+    const std::uint64_t id = next_id++;
+    Connection& connection = connections[id];
+    connection.peer = peer;
+    connection.torch = torch;
+    connection.remote = remote;
+    connection.authenticated = torch;  // PyTorch's protocol has no handshake
+    connection.fd = std::move(fd);
+    if (!torch) {
+      ++pending_handshakes;
+      connection.handshake_deadline =
+          handshake_deadlines.emplace(detail::deadline_after(options.handshake_timeout), id);
+      update_accepting();
+    }
+    watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
+    ++open_connections;
+  }
+
+  void end_handshake(Connection& connection) {
+    if (!connection.handshake_deadline) return;
+    handshake_deadlines.erase(*connection.handshake_deadline);
+    connection.handshake_deadline.reset();
+    --pending_handshakes;
+    update_accepting();
   }
 
   void close_connection(std::uint64_t id) {
     auto it = connections.find(id);
     if (it == connections.end()) return;
+    unpark(id, it->second);
+    end_handshake(it->second);
     epoll_ctl(epoll.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
-    connections.erase(it);  // parked entries of `id` in waiters/deadlines go stale
+    connections.erase(it);
     {
       std::lock_guard<std::mutex> lock(idle_mutex);
       --open_connections;
@@ -199,8 +303,8 @@ struct StoreServer::Impl {
 
   // Closes a connection that broke the protocol, saying why.
   void drop(std::uint64_t id, Connection& connection, const std::string& why) {
-    detail::log(LogLevel::warn, "store",
-                cat("closed the connection from ", connection.peer, ": ", why));
+    refusals.log(LogLevel::warn, "store",
+                 cat("closed the connection from ", connection.peer, ": ", why));
     close_connection(id);
   }
 
@@ -211,25 +315,41 @@ struct StoreServer::Impl {
     if (events & EPOLLOUT) {
       if (!flush(id, connection)) return;
     }
-    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-      char buffer[65536];
-      for (;;) {
-        const ssize_t n = recv(connection.fd.get(), buffer, sizeof(buffer), 0);
-        if (n > 0) {
-          connection.in.append(buffer, static_cast<std::size_t>(n));
-          // A client may send ahead while parked, but not without bound.
-          if (connection.in.size() > std::size_t{options.max_frame_bytes} * 2 + 64) {
-            return drop(id, connection, "sent far more than one request ahead");
-          }
-          continue;
+    if (connection.eof || !(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+    // Before its handshake a client may send one handshake frame; after, it
+    // may send ahead while parked, but not without bound.
+    const std::size_t limit = connection.authenticated
+                                  ? std::size_t{options.max_frame_bytes} * 2 + 64
+                                  : std::size_t{wire::kMaxHandshakeBytes} + wire::kFrameHeaderBytes;
+    char buffer[65536];
+    for (;;) {
+      const ssize_t n = recv(connection.fd.get(), buffer, sizeof(buffer), 0);
+      if (n > 0) {
+        connection.in.append(buffer, static_cast<std::size_t>(n));
+        if (connection.in.size() > limit) {
+          return drop(id, connection,
+                      connection.authenticated ? "sent far more than one request ahead"
+                                               : "sent more than a handshake before its answer");
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        close_connection(id);  // the client closed or reset: its parked request goes too
-        return;
+        continue;
       }
-      handle_frames(id);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0) return close_connection(id);  // reset: its parked request goes too
+      connection.eof = true;                   // requests that came with it still count
+      break;
     }
+    handle_frames(id);
+  }
+
+  // After end-of-file: the requests that came before it were handled; send
+  // their answers, then close. A request that would wait is abandoned: its
+  // client has stopped talking and cannot be woken.
+  void finish_after_eof(std::uint64_t id, Connection& connection) {
+    if (connection.parked.active || connection.out.empty()) return close_connection(id);
+    connection.closing = true;
+    connection.want_write = true;
+    watch(connection.fd.get(), id, EPOLLOUT, EPOLL_CTL_MOD);
   }
 
   // Handles complete frames until one parks the connection or none is left.
@@ -237,7 +357,17 @@ struct StoreServer::Impl {
     auto it = connections.find(id);
     if (it == connections.end()) return;
     Connection& connection = it->second;
-    if (connection.torch) return handle_torch_requests(id, connection);
+    if (connection.torch) {
+      if (!handle_torch_requests(id, connection)) return;
+    } else if (!handle_cohort_requests(id, connection)) {
+      return;
+    }
+    if (!flush(id, connection)) return;
+    if (connection.eof && !connection.closing) finish_after_eof(id, connection);
+  }
+
+  // Returns false when the connection was closed.
+  bool handle_cohort_requests(std::uint64_t id, Connection& connection) {
     std::size_t used = 0;
     while (!connection.parked.active && !connection.closing) {
       const std::size_t available = connection.in.size() - used;
@@ -246,9 +376,10 @@ struct StoreServer::Impl {
       const std::uint32_t limit =
           connection.authenticated ? options.max_frame_bytes : wire::kMaxHandshakeBytes;
       if (length > limit) {
-        return drop(id, connection,
-                    cat("a frame of ", length, " bytes exceeds the limit of ", limit, " bytes",
-                        connection.authenticated ? "" : " for a handshake"));
+        drop(id, connection,
+             cat("a frame of ", length, " bytes exceeds the limit of ", limit, " bytes",
+                 connection.authenticated ? "" : " for a handshake"));
+        return false;
       }
       if (available < wire::kFrameHeaderBytes + length) break;
       const std::string_view payload(connection.in.data() + used + wire::kFrameHeaderBytes, length);
@@ -260,11 +391,12 @@ struct StoreServer::Impl {
           handle_handshake(connection, payload);
         }
       } catch (const wire::ProtocolError& error) {
-        return drop(id, connection, cat("malformed request: ", error.what()));
+        drop(id, connection, cat("malformed request: ", error.what()));
+        return false;
       }
     }
     connection.in.erase(0, used);
-    flush(id, connection);
+    return true;
   }
 
   void handle_handshake(Connection& connection, std::string_view payload) {
@@ -273,26 +405,47 @@ struct StoreServer::Impl {
     for (std::size_t i = 0; i < wire::kMagic.size(); ++i)
       magic.push_back(static_cast<char>(reader.u8()));
     const std::uint8_t version = reader.u8();
+    if (magic != wire::kMagic || version != wire::kVersion) {
+      return refuse(connection, magic != wire::kMagic
+                                    ? std::string("not a cohort store client (bad magic)")
+                                    : cat("protocol version ", int{version},
+                                          ", this server speaks ", int{wire::kVersion},
+                                          ": every process of a job must run the same cohort"));
+    }
     const std::string_view token = reader.bytes();
+    const std::string_view credential = reader.bytes();
     reader.expect_end();
-    std::string refusal;
-    if (magic != wire::kMagic) {
-      refusal = "not a cohort store client (bad magic)";
-    } else if (version != wire::kVersion) {
-      refusal =
-          cat("protocol version ", int{version}, ", this server speaks ", int{wire::kVersion});
-    } else if (!equal_in_constant_time(token, options.token)) {
-      refusal = "wrong job token (COHORT_JOB_TOKEN): the client belongs to another job";
+    if (!equal_in_constant_time(token, options.token)) {
+      return refuse(connection,
+                    "wrong job token (COHORT_JOB_TOKEN): the client belongs to another job");
     }
-    if (refusal.empty()) {
-      connection.authenticated = true;
-      connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
-      return;
+    if (connection.remote && !options.token_is_secret) {
+      // The token is no secret here: a peer on another host proves with
+      // MUNGE that it runs as this job's user.
+      if (credential.empty()) {
+        return refuse(connection,
+                      "a client on another host must present a MUNGE credential (is munged "
+                      "running on its host?) or the job needs a secret in COHORT_JOB_TOKEN");
+      }
+      const detail::MungeIdentity identity = detail::munge_decode(credential);
+      if (!identity.valid || identity.uid != user || identity.payload != options.token) {
+        return refuse(connection,
+                      !identity.valid ? cat("its MUNGE credential was refused: ", identity.error)
+                      : identity.uid != user
+                          ? cat("its MUNGE credential is for uid ", identity.uid,
+                                ", and this job's store takes only its own user (uid ", user, ")")
+                          : std::string("its MUNGE credential was made for another job"));
+      }
     }
-    detail::log(LogLevel::warn, "store",
-                cat("rejected the connection from ", connection.peer, ": ", refusal));
-    connection.out +=
-        wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::rejected)).bytes(refusal).frame();
+    connection.authenticated = true;
+    end_handshake(connection);
+    connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
+  }
+
+  void refuse(Connection& connection, const std::string& why) {
+    refusals.log(LogLevel::warn, "store",
+                 cat("rejected the connection from ", connection.peer, ": ", why));
+    connection.out += rejection(why);
     connection.closing = true;
   }
 
@@ -320,37 +473,25 @@ struct StoreServer::Impl {
         }
         const std::int64_t timeout_ms = reader.i64();
         reader.expect_end();
-        Parked& parked = connection.parked;
-        parked.op = op;
-        parked.keys = std::move(keys);
-        if (try_complete(connection)) return;
-        parked.active = true;
-        parked.serial = next_serial++;
-        parked.deadline =
-            Clock::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms));
-        deadlines.emplace(parked.deadline, std::make_pair(id, parked.serial));
-        park_on_missing_key(id, connection);
+        connection.parked.op = op;
+        connection.parked.keys = std::move(keys);
+        park(id, connection,
+             detail::deadline_after(
+                 std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms))));
         return;
       }
       case wire::Op::add: {
         std::string key(reader.bytes());
         const std::int64_t delta = reader.i64();
         reader.expect_end();
-        std::int64_t current = 0;
-        if (auto it = data.find(key); it != data.end()) {
-          auto number = detail::parse_int(it->second);
-          if (!number) {
-            reply = wire::Writer();
-            reply.u8(static_cast<std::uint8_t>(wire::Status::error))
-                .bytes(cat("add on key '", key, "', whose value is not an integer"));
-            break;
-          }
-          current = *number;
+        std::string error;
+        const std::optional<std::int64_t> sum = add(key, delta, &error);
+        if (!sum) {
+          reply = wire::Writer();
+          reply.u8(static_cast<std::uint8_t>(wire::Status::error)).bytes(error);
+          break;
         }
-        current += delta;
-        data[key] = std::to_string(current);
-        notify(key);
-        reply.i64(current);
+        reply.i64(*sum);
         break;
       }
       case wire::Op::compare_set: {
@@ -372,10 +513,7 @@ struct StoreServer::Impl {
       case wire::Op::check: {
         const std::vector<std::string> keys = reader.strings();
         reader.expect_end();
-        bool all = true;
-        for (const std::string& key : keys)
-          all = all && data.count(key) != 0;
-        reply.u8(all ? 1 : 0);
+        reply.u8(all_set(keys) ? 1 : 0);
         break;
       }
       case wire::Op::delete_key: {
@@ -394,10 +532,40 @@ struct StoreServer::Impl {
     connection.out += reply.frame();
   }
 
+  // ADD for both protocols: the integer at `key` (absent: 0) plus `delta`,
+  // or nullopt and `*error` when the value is no integer or the sum would
+  // not fit in 64 bits (the value is then left as it was).
+  std::optional<std::int64_t> add(const std::string& key, std::int64_t delta, std::string* error) {
+    std::int64_t current = 0;
+    if (auto it = data.find(key); it != data.end()) {
+      auto number = detail::parse_int(it->second);
+      if (!number) {
+        *error = cat("add on key '", key, "', whose value is not an integer");
+        return std::nullopt;
+      }
+      current = *number;
+    }
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(current, delta, &sum)) {
+      *error = cat("add of ", delta, " to key '", key, "' (now ", current,
+                   ") would overflow a 64-bit integer; the value is unchanged");
+      return std::nullopt;
+    }
+    data[key] = std::to_string(sum);
+    notify(key);
+    return sum;
+  }
+
+  bool all_set(const std::vector<std::string>& keys) const {
+    return std::all_of(keys.begin(), keys.end(),
+                       [this](const std::string& key) { return data.count(key) != 0; });
+  }
+
   // PyTorch TCPStore requests (torch_wire.hpp), answered as PyTorch 1.13's
   // own server does, on keys under kTorchPrefix. They have no timeouts of
   // their own: a client gives up by itself and closes its connection.
-  void handle_torch_requests(std::uint64_t id, Connection& connection) {
+  // Returns false when the connection was closed.
+  bool handle_torch_requests(std::uint64_t id, Connection& connection) {
     std::size_t used = 0;
     while (!connection.parked.active && !connection.closing) {
       const std::string_view pending = std::string_view(connection.in).substr(used);
@@ -405,21 +573,25 @@ struct StoreServer::Impl {
       if (!connection.seen_request) {
         if (pending.size() < 5 && pending[0] == 0) break;  // VALIDATE, or not yet known
         connection.seen_request = true;
-        if (torch_wire::opens_like_newer_client(pending)) return refuse_newer_torch(id, connection);
+        if (torch_wire::opens_like_newer_client(pending)) {
+          refuse_newer_torch(id, connection);
+          return false;
+        }
       }
       std::size_t size = 0;
       std::optional<torch_wire::Request> request;
       try {
         request = torch_wire::parse(pending, options.max_frame_bytes, &size);
       } catch (const torch_wire::Unsupported& error) {
-        return drop(id, connection, cat("PyTorch TCPStore client sent ", error.what()));
+        drop(id, connection, cat("PyTorch TCPStore client sent ", error.what()));
+        return false;
       }
       if (!request) break;
       used += size;
-      if (!execute_torch(id, connection, *request)) return;
+      if (!execute_torch(id, connection, *request)) return false;
     }
     connection.in.erase(0, used);
-    flush(id, connection);
+    return true;
   }
 
   void refuse_newer_torch(std::uint64_t id, Connection& connection) {
@@ -480,39 +652,24 @@ struct StoreServer::Impl {
         break;
       }
       case Query::add: {
-        std::int64_t current = 0;
-        if (auto it = data.find(keys[0]); it != data.end()) {
-          auto number = detail::parse_int(it->second);
-          if (!number) {
-            drop(id, connection,
-                 cat("PyTorch TCPStore client added to key '", request.keys[0],
-                     "', whose value is not an integer"));
-            return false;
-          }
-          current = *number;
+        std::string error;
+        const std::optional<std::int64_t> sum = add(keys[0], request.delta, &error);
+        if (!sum) {
+          drop(id, connection, cat("PyTorch TCPStore client: ", error));
+          return false;
         }
-        current += request.delta;
-        data[keys[0]] = std::to_string(current);
-        notify(keys[0]);
-        connection.out += torch_wire::i64_reply(current);
+        connection.out += torch_wire::i64_reply(*sum);
         break;
       }
-      case Query::check: {
-        bool all = true;
-        for (const std::string& key : keys)
-          all = all && data.count(key) != 0;
-        connection.out += torch_wire::u8_reply(all ? torch_wire::kReady : torch_wire::kNotReady);
+      case Query::check:
+        connection.out +=
+            torch_wire::u8_reply(all_set(keys) ? torch_wire::kReady : torch_wire::kNotReady);
         break;
-      }
-      case Query::wait: {
-        Parked& parked = connection.parked;
-        parked.op = wire::Op::wait;
-        parked.keys = std::move(keys);
-        if (try_complete(connection)) break;
-        parked.active = true;  // no deadline: the client keeps its own
-        park_on_missing_key(id, connection);
+      case Query::wait:
+        connection.parked.op = wire::Op::wait;
+        connection.parked.keys = std::move(keys);
+        park(id, connection, Deadline::max());  // no deadline: the client keeps its own
         break;
-      }
       case Query::num_keys: {
         std::int64_t count = 0;
         for (const auto& entry : data)
@@ -529,12 +686,42 @@ struct StoreServer::Impl {
     return true;
   }
 
-  // Answers a parked GET/WAIT if all its keys are set; returns whether it did.
-  bool try_complete(Connection& connection) {
+  // Answers a GET/WAIT whose keys are all set, or parks it under each key it
+  // still misses until `deadline` (Deadline::max(): none).
+  void park(std::uint64_t id, Connection& connection, Deadline deadline) {
     Parked& parked = connection.parked;
+    parked.missing = 0;
     for (const std::string& key : parked.keys) {
-      if (data.count(key) == 0) return false;
+      if (data.count(key) != 0) continue;
+      if (waiters[key].insert(id).second) {
+        parked.registered.push_back(key);
+        ++parked.missing;
+      }
     }
+    if (parked.missing == 0) return answer(connection);
+    parked.active = true;
+    if (deadline != Deadline::max()) parked.deadline = deadlines.emplace(deadline, id);
+  }
+
+  // Takes a parked request out of every index it is in.
+  void unpark(std::uint64_t id, Connection& connection) {
+    Parked& parked = connection.parked;
+    for (const std::string& key : parked.registered) {
+      auto it = waiters.find(key);
+      if (it == waiters.end()) continue;
+      it->second.erase(id);
+      if (it->second.empty()) waiters.erase(it);
+    }
+    parked.registered.clear();
+    if (parked.deadline) deadlines.erase(*parked.deadline);
+    parked.deadline.reset();
+    parked.active = false;
+    parked.missing = 0;
+  }
+
+  // The answer to a GET/WAIT whose keys are all set.
+  void answer(Connection& connection) {
+    Parked& parked = connection.parked;
     if (connection.torch) {
       connection.out += torch_wire::u8_reply(torch_wire::kStopWaiting);
     } else {
@@ -543,57 +730,53 @@ struct StoreServer::Impl {
       if (parked.op == wire::Op::get) reply.bytes(data[parked.keys.front()]);
       connection.out += reply.frame();
     }
-    parked.active = false;
     parked.keys.clear();
-    return true;
-  }
-
-  // Registers a parked connection under the first key it still misses.
-  void park_on_missing_key(std::uint64_t id, Connection& connection) {
-    for (const std::string& key : connection.parked.keys) {
-      if (data.count(key) == 0) {
-        waiters[key].push_back(id);
-        return;
-      }
-    }
   }
 
   void notify(const std::string& key) {
     auto it = waiters.find(key);
     if (it == waiters.end()) return;
-    std::vector<std::uint64_t> ids = std::move(it->second);
+    const std::unordered_set<std::uint64_t> ids = std::move(it->second);
     waiters.erase(it);
     for (std::uint64_t id : ids) {
-      auto connection = connections.find(id);
-      if (connection == connections.end() || !connection->second.parked.active) continue;
-      if (try_complete(connection->second)) {
-        resumed.push_back(id);  // sends the answer, then handles frames sent ahead
-      } else {
-        park_on_missing_key(id, connection->second);
-      }
+      auto found = connections.find(id);
+      if (found == connections.end()) continue;
+      Connection& connection = found->second;
+      Parked& parked = connection.parked;
+      if (!parked.active || --parked.missing > 0) continue;
+      // Every key it waited for was set; one may have been deleted since.
+      const Deadline deadline = parked.deadline ? (*parked.deadline)->first : Deadline::max();
+      unpark(id, connection);
+      park(id, connection, deadline);
+      if (!parked.active) resumed.push_back(id);  // sends the answer, then frames sent ahead
     }
   }
 
   void expire_deadlines() {
     const Deadline now = Clock::now();
     while (!deadlines.empty() && deadlines.begin()->first <= now) {
-      const auto [id, serial] = deadlines.begin()->second;
-      deadlines.erase(deadlines.begin());
-      auto it = connections.find(id);
-      if (it == connections.end()) continue;
-      Parked& parked = it->second.parked;
-      if (!parked.active || parked.serial != serial) continue;
+      const std::uint64_t id = deadlines.begin()->second;
+      Connection& connection = connections.at(id);  // closing a connection unparks it
       std::vector<std::string> missing;
-      for (const std::string& key : parked.keys) {
+      for (const std::string& key : connection.parked.keys) {
         if (data.count(key) == 0) missing.push_back(key);
       }
-      it->second.out += wire::Writer()
+      connection.out += wire::Writer()
                             .u8(static_cast<std::uint8_t>(wire::Status::timeout))
                             .strings(missing)
                             .frame();
-      parked.active = false;
-      parked.keys.clear();
+      unpark(id, connection);
+      connection.parked.keys.clear();
       resumed.push_back(id);
+    }
+  }
+
+  void expire_handshakes() {
+    const Deadline now = Clock::now();
+    while (!handshake_deadlines.empty() && handshake_deadlines.begin()->first <= now) {
+      const std::uint64_t id = handshake_deadlines.begin()->second;
+      drop(id, connections.at(id),
+           cat("no handshake within ", options.handshake_timeout.count(), " ms"));
     }
   }
 

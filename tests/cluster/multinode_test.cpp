@@ -7,6 +7,9 @@
 // the static form, --hostfile, cohort::spawn, and the failures: a worker
 // killed, an agent killed, a cable cut, a node that never arrives, the
 // launcher killed. Bounds on waits only separate "ended" from "hung".
+// Jobs on fewer than four nodes name them (`-w n[1-2]`): Slurm otherwise
+// places a job on whichever nodes are idle, and a node still completing the
+// previous test's job would move the ranks the test expects on n1 to n3.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -174,18 +177,19 @@ TEST_F(MultiNode, SrunOneAgentPerNodeRunsEightRanksOnFourHosts) {
 }
 
 TEST_F(MultiNode, SrunOneTaskPerRankNeedsNoLauncher) {
-  expect_reduction(on("head", {"srun", "-N2", "--ntasks-per-node=2", kReduction}), 4,
-                   kTwoNodesTwoEach);
+  expect_reduction(on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=2", kReduction}),
+                   4, kTwoNodesTwoEach);
 }
 
 TEST_F(MultiNode, SrunOneTaskManyWorkers) {
-  auto result = on("head", {"srun", "-N1", "-n1", kCohort, "run", "-n", "2", kReduction});
+  auto result =
+      on("head", {"srun", "-N1", "-w", "n1", "-n1", kCohort, "run", "-n", "2", kReduction});
   expect_reduction(result, 2, {"n1", "n1"});
 }
 
 TEST_F(MultiNode, SrunGeometryThatMakesNoSenseIsRefusedWithTheTwoWorkingForms) {
-  auto result =
-      on("head", {"srun", "-N2", "--ntasks-per-node=2", kCohort, "run", "-n", "2", kReduction});
+  auto result = on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=2", kCohort, "run",
+                            "-n", "2", kReduction});
   EXPECT_NE(result.exit_code, 0) << test::describe(result);
   EXPECT_NE(result.err.find("srun -N2 --ntasks-per-node=1 cohort run -n 4 PROGRAM"),
             std::string::npos)
@@ -198,7 +202,7 @@ TEST_F(MultiNode, SrunGeometryThatMakesNoSenseIsRefusedWithTheTwoWorkingForms) {
 }
 
 TEST_F(MultiNode, SpawnStartsTheWorkersOfEachNode) {
-  auto result = on("head", {"srun", "-N2", "--ntasks-per-node=1", kSpawn, "2"});
+  auto result = on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1", kSpawn, "2"});
   EXPECT_EQ(result.exit_code, 0) << test::describe(result);
   const auto lines = lines_with(result.out, "of 4 has data 4");
   ASSERT_EQ(lines.size(), 4u) << test::describe(result);
@@ -219,7 +223,7 @@ TEST_F(MultiNode, SbatchWithSrunInsideAndWithCohortRunAlone) {
 }
 
 TEST_F(MultiNode, SbatchPassesTheFailedWorkersExitCodeThrough) {
-  const auto result = sbatch({"-N2", "--ntasks-per-node=1"},
+  const auto result = sbatch({"-N2", "-w", "n[1-2]", "--ntasks-per-node=1"},
                              kCohort + " run -n 2 sh -c '[ $RANK = 3 ] && exit 3; sleep 30'");
   EXPECT_EQ(result.exit_code, 3) << test::describe(result);
   EXPECT_NE(result.out.find("rank 3 failed: exited with code 3"), std::string::npos) << result.out;
@@ -228,8 +232,9 @@ TEST_F(MultiNode, SbatchPassesTheFailedWorkersExitCodeThrough) {
 
 // docs/launchers/mpirun.md
 TEST_F(MultiNode, SbatchWithMpirunInside) {
-  expect_reduction(sbatch({"-N2", "--ntasks-per-node=2"}, "mpirun -np 4 " + kReduction), 4,
-                   kTwoNodesTwoEach);
+  expect_reduction(
+      sbatch({"-N2", "-w", "n[1-2]", "--ntasks-per-node=2"}, "mpirun -np 4 " + kReduction), 4,
+      kTwoNodesTwoEach);
 }
 
 TEST_F(MultiNode, OpenMpiOverSshFindsRankZeroThroughPmix) {
@@ -250,11 +255,19 @@ TEST_F(MultiNode, MpichOverSshFindsRankZeroThroughPmiWire) {
 TEST_F(MultiNode, StaticFormOneCommandPerNode) {
   const std::vector<std::string> common{kCohort, "run",           "--nnodes", "2",  "--master-addr",
                                         "n1",    "--master-port", "29400",    "-n", "2"};
+  // The job's secret, one way on each node: a file only its owner reads,
+  // and the variable.
+  const std::string secret = "0123456789abcdef0123456789abcdef";
+  const fs::path token_file = temp_.path() / "token";
+  std::ofstream(token_file) << secret << "\n";
+  fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write);
   auto second = common;
   second.insert(second.end(), {"--node-rank", "1", kReduction});
   auto first = common;
-  first.insert(first.end(), {"--node-rank", "0", kReduction});
+  first.insert(first.end(), {"--token-file", token_file.string(), "--node-rank", "0", kReduction});
+  env_["COHORT_JOB_TOKEN"] = secret;
   auto node1 = start_on("n2", second);
+  env_.erase("COHORT_JOB_TOKEN");
   auto node0 = on("n1", first);
   auto other = node1->finish();
   EXPECT_EQ(other.exit_code, 0) << test::describe(other);
@@ -264,9 +277,20 @@ TEST_F(MultiNode, StaticFormOneCommandPerNode) {
   EXPECT_EQ(node0.out.find("[n1:29400]"), std::string::npos) << node0.out;
 }
 
+// Across hosts without a secret, the static form refuses to start, and says
+// how to give it one; --insecure runs it anyway.
+TEST_F(MultiNode, TheStaticFormAcrossHostsNeedsASecretOrInsecure) {
+  auto result = on("n1", {kCohort, "run", "--nnodes", "2", "--node-rank", "0", "--master-addr",
+                          "n1", "-n", "1", "true"});
+  EXPECT_EQ(result.exit_code, 2) << test::describe(result);
+  EXPECT_NE(result.err.find("needs a secret"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("--token-file"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("--insecure"), std::string::npos) << result.err;
+}
+
 TEST_F(MultiNode, ANodeThatNeverArrivesIsNamedWithTheAddress) {
-  auto result = on("n1", {kCohort, "run", "--nnodes", "3", "--node-rank", "0", "--master-addr",
-                          "n1", "--rdzv-timeout", "2", "-n", "1", "true"});
+  auto result = on("n1", {kCohort, "run", "--insecure", "--nnodes", "3", "--node-rank", "0",
+                          "--master-addr", "n1", "--rdzv-timeout", "2", "-n", "1", "true"});
   EXPECT_NE(result.exit_code, 0) << test::describe(result);
   EXPECT_NE(result.err.find("2 of 3 nodes did not arrive within 2 s: node 1, node 2."),
             std::string::npos)
@@ -314,8 +338,8 @@ TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
   }
   const std::string script = std::string(COHORT_SOURCE_DIR) + "/examples/python/reduction.py";
   for (const auto& command :
-       {std::vector<std::string>{"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "--python",
-                                 python, "-n", "2", script},
+       {std::vector<std::string>{"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1", kCohort,
+                                 "run", "--python", python, "-n", "2", script},
         std::vector<std::string>{kCohort, "run", "--hosts", "n1:2,n2:2", "--ssh", ssh(), "--python",
                                  python, script}}) {
     SCOPED_TRACE(command.front());
@@ -367,8 +391,8 @@ TEST_F(MultiNodePython, SrunOneWorkerPerTask) {
   if (IsSkipped()) return;
   for (const char* script : {"reduction.py", "reduction_slurm.py"}) {
     SCOPED_TRACE(script);
-    const auto result = on("head", {"srun", "-N2", "--ntasks-per-node=2", kCohort, "run",
-                                    "--python", kPython, example(script)});
+    const auto result = on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=2", kCohort,
+                                    "run", "--python", kPython, example(script)});
     EXPECT_EQ(result.exit_code, 0) << test::describe(result);
     const auto lines = lines_with(result.out, "has data tensor([4.])");
     EXPECT_EQ(lines.size(), 4u) << test::describe(result);
@@ -413,7 +437,8 @@ TEST_F(MultiNodePython, ScriptsThatReadSlurmSeeTheWorker) {
     const std::vector<std::string> workers =
         per_node == "1" ? std::vector<std::string>{"-n", "2"} : std::vector<std::string>{};
     std::vector<std::string> idist{
-        "srun", "-N2", "--ntasks-per-node=" + per_node, kCohort, "run", "--python", kPython};
+        "srun",  "-N2", "-w",       "n[1-2]", "--ntasks-per-node=" + per_node,
+        kCohort, "run", "--python", kPython};
     idist.insert(idist.end(), workers.begin(), workers.end());
     idist.push_back(std::string(COHORT_SOURCE_DIR) + "/tests/python/idist_rules.py");
     auto result = on("head", idist);
@@ -427,8 +452,9 @@ TEST_F(MultiNodePython, ScriptsThatReadSlurmSeeTheWorker) {
           << result.out;
     }
   }
-  const auto result = on("head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "--python",
-                                  kPython, "-n", "2", example("reduction_slurm.py")});
+  const auto result =
+      on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1", kCohort, "run", "--python",
+                  kPython, "-n", "2", example("reduction_slurm.py")});
   EXPECT_EQ(result.exit_code, 0) << test::describe(result);
   EXPECT_EQ(places_of(lines_with(result.out, "has data tensor([4.])")), kTwoPlacesEach)
       << result.out;
@@ -448,6 +474,7 @@ TEST_F(MultiNodePython, TorchrunsRendezvousFormAcrossNodes) {
                                       "--rdzv_backend=c10d",
                                       "--rdzv_endpoint=n1:29603",
                                       example("reduction.py")};
+  env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
   auto second = start_on("n2", line);
   auto first = start_on("n1", line);
   const auto one = first->finish();
@@ -456,10 +483,27 @@ TEST_F(MultiNodePython, TorchrunsRendezvousFormAcrossNodes) {
   EXPECT_EQ(two.exit_code, 0) << test::describe(two);
   EXPECT_EQ(places_of(lines_with(one.out + two.out, "has data tensor([4.])")), kTwoPlacesEach)
       << one.out << two.out;
-  const auto result =
-      on("head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "--python", kPython,
-                  "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_id", "4242", "--rdzv_backend",
-                  "c10d", "--rdzv_endpoint", "n1:29500", example("reduction.py")});
+  env_.erase("COHORT_JOB_TOKEN");  // under srun, MUNGE vouches for the nodes
+  const auto result = on("head", {"srun",
+                                  "-N2",
+                                  "-w",
+                                  "n[1-2]",
+                                  "--ntasks-per-node=1",
+                                  kCohort,
+                                  "run",
+                                  "--python",
+                                  kPython,
+                                  "--nnodes",
+                                  "2",
+                                  "--nproc_per_node",
+                                  "1",
+                                  "--rdzv_id",
+                                  "4242",
+                                  "--rdzv_backend",
+                                  "c10d",
+                                  "--rdzv_endpoint",
+                                  "n1:29500",
+                                  example("reduction.py")});
   EXPECT_EQ(result.exit_code, 0) << test::describe(result);
   EXPECT_EQ(lines_with(result.out, "has data tensor([2.])").size(), 2u) << test::describe(result);
 }
@@ -469,14 +513,15 @@ TEST_F(MultiNodePython, TorchrunsRendezvousFormAcrossNodes) {
 // the workers now, so it runs one task per worker, as under a per-task srun).
 TEST_F(MultiNode, OneRunIdPerJobAndNestedSrun) {
   const std::string echo = "echo \"run $TORCHELASTIC_RUN_ID\"";
-  auto result = on(
-      "head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "-n", "2", "sh", "-c", echo});
+  auto result = on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1", kCohort, "run",
+                            "-n", "2", "sh", "-c", echo});
   EXPECT_EQ(result.exit_code, 0) << test::describe(result);
   std::set<std::string> ids;
   for (const std::string& line : lines_with(result.out, "run "))
     ids.insert(line.substr(line.find("run ")));
   EXPECT_EQ(ids.size(), 1u) << result.out;
-  result = on("head", {"srun", "-N2", "--ntasks-per-node=1", kCohort, "run", "-n", "2", "sh", "-c",
+  result = on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1", kCohort, "run", "-n",
+                       "2", "sh", "-c",
                        "[ $RANK = 0 ] || exit 0; srun --overlap -n1 -w $(hostname) hostname; "
                        "srun --overlap hostname | sort | uniq -c | tr -s ' '"});
   EXPECT_EQ(result.exit_code, 0) << test::describe(result);
@@ -492,7 +537,8 @@ TEST_F(MultiNode, ResNet50ExampleUnderSrunAndMpirun) {
   if (resnet50.empty()) COHORT_SKIP_MISSING("built without LibTorch: no resnet50_ddp");
   const std::vector<std::string> args{resnet50,       "--synthetic", "--steps",      "2",
                                       "--batch-size", "2",           "--image-size", "32"};
-  std::vector<std::vector<std::string>> commands{{"srun", "-N2", "--ntasks-per-node=1"}};
+  std::vector<std::vector<std::string>> commands{
+      {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1"}};
   if (!test::find_in_path("mpirun").empty()) {
     commands.push_back({"mpirun", "--hostfile", hostfile(), "--mca", "plm_rsh_agent", ssh(),
                         "--map-by", "node", "-np", "2"});
@@ -505,6 +551,97 @@ TEST_F(MultiNode, ResNet50ExampleUnderSrunAndMpirun) {
     EXPECT_EQ(lines_with(result.out, ": loss ").size(), 2u) << test::describe(result);
     EXPECT_EQ(lines_with(result.out, "images/s on 2 ranks").size(), 1u) << test::describe(result);
   }
+}
+
+// docs/security.md across hosts, tried by a second user (nobody): the
+// --hostfile job's token is on no command line anywhere on the machine, and
+// a Slurm job's guessable token gets nobody in, from its own node (another
+// user) or from another node (no MUNGE credential of the job's user).
+class MultiNodeSecurity : public MultiNode {
+ protected:
+  void SetUp() override {
+    MultiNode::SetUp();
+    if (IsSkipped()) return;
+    if (geteuid() != 0) COHORT_SKIP_MISSING("acting as a second user needs root (setpriv)");
+    fs::permissions(public_.path(), fs::perms::owner_all | fs::perms::group_read |
+                                        fs::perms::group_exec | fs::perms::others_read |
+                                        fs::perms::others_exec);
+    fs::copy_file(COHORT_STORE_INTRUDER_PATH, intruder_);
+  }
+  // What a job's worker 0 knows: "<token> <store host> <store port> <job id>".
+  std::vector<std::string> job_secrets(const fs::path& file) {
+    for (int i = 0; i < 600 && !fs::exists(file); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(file);
+    std::vector<std::string> words(4);
+    in >> words[0] >> words[1] >> words[2] >> words[3];
+    return words;
+  }
+  // A worker that tells the test what it knows, then stays a while.
+  std::vector<std::string> telling_worker(const fs::path& file) const {
+    return {"sh", "-c",
+            "if [ $RANK = 0 ]; then echo \"$COHORT_JOB_TOKEN $COHORT_STORE_ADDR "
+            "$COHORT_STORE_PORT ${SLURM_JOB_ID:-none}\" > " +
+                file.string() + ".part && mv " + file.string() + ".part " + file.string() +
+                "; fi; sleep 4"};
+  }
+  test::ProcessResult as_nobody(const std::string& node, std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+    return on(node, argv);
+  }
+  test::TempDir public_{"cohort-intruder"};
+  fs::path intruder_ = public_.path() / "store_intruder";
+};
+
+TEST_F(MultiNodeSecurity, TheHostfileTokenIsOnNoCommandLine) {
+  const fs::path told = temp_.path() / "told";
+  std::vector<std::string> argv{kCohort, "run", "--hosts", "n1:1,n2:1", "--ssh", ssh()};
+  for (std::string& word : telling_worker(told))
+    argv.push_back(std::move(word));
+  auto job = start_on("head", argv);
+  const auto secrets = job_secrets(told);
+  ASSERT_GE(secrets[0].size(), 16u) << "no token from the job";
+  // Every command line on the machine (the network namespaces share one
+  // process table), read as nobody reads them.
+  const auto listing = as_nobody(
+      "head", {"sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"});
+  EXPECT_EQ(listing.exit_code, 0) << test::describe(listing);
+  EXPECT_NE(listing.out.find("store-elsewhere"), std::string::npos)  // the agents were seen
+      << listing.out;
+  EXPECT_EQ(listing.out.find(secrets[0]), std::string::npos) << "the token is on a command line";
+  // And with the token, nobody still cannot get in.
+  const auto refused = as_nobody("head", {intruder_.string(), secrets[1], secrets[2], secrets[0]});
+  EXPECT_EQ(refused.exit_code, 3) << test::describe(refused);
+  EXPECT_EQ(job->finish().exit_code, 0);
+}
+
+TEST_F(MultiNodeSecurity, AGuessedSlurmTokenIsRefused) {
+  const fs::path told = temp_.path() / "told";
+  std::vector<std::string> argv{"srun",  "-N2", "-w", "n[1-2]", "--ntasks-per-node=1",
+                                kCohort, "run", "-n", "1"};
+  for (std::string& word : telling_worker(told))
+    argv.push_back(std::move(word));
+  auto job = start_on("head", argv);
+  const auto secrets = job_secrets(told);
+  const std::string guess = "slurm:" + secrets[3] + ":" + secrets[2];
+  ASSERT_EQ(secrets[0], guess) << "the token is no longer the guessable one this test is about";
+  // Another user on the store's node, with the guessed token...
+  auto refused = as_nobody("n1", {intruder_.string(), secrets[1], secrets[2], guess});
+  EXPECT_EQ(refused.exit_code, 3) << test::describe(refused);
+  EXPECT_NE(refused.err.find("runs as uid 65534"), std::string::npos) << refused.err;
+  // ... and on another node, with a MUNGE credential of its own user ...
+  refused = as_nobody("n3", {intruder_.string(), secrets[1], secrets[2], guess, "--munge"});
+  EXPECT_EQ(refused.exit_code, 3) << test::describe(refused);
+  // (munged itself refuses to decode it: it was made for nobody's eyes only)
+  EXPECT_NE(refused.err.find("its MUNGE credential"), std::string::npos) << refused.err;
+  // ... or as the job's own user on another node, but without MUNGE.
+  refused = on("n3", {intruder_.string(), secrets[1], secrets[2], guess});
+  EXPECT_EQ(refused.exit_code, 3) << test::describe(refused);
+  EXPECT_NE(refused.err.find("must present a MUNGE credential"), std::string::npos) << refused.err;
+  // With MUNGE, the job's own user gets in: what vouches for the nodes.
+  const auto joined = on("n3", {intruder_.string(), secrets[1], secrets[2], guess, "--munge"});
+  EXPECT_EQ(joined.exit_code, 0) << test::describe(joined);
+  job->finish();
 }
 
 // The one fate of a job, docs/launchers/srun.md "When something fails".
@@ -552,6 +689,7 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
   // Static form: the agents are this test's children, so nothing waits on
   // the cut node's Slurm daemon.
   std::vector<std::unique_ptr<test::Subprocess>> agents;
+  env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
   for (int node = 0; node < 4; ++node) {
     std::vector<std::string> argv{kCohort,
                                   "run",

@@ -3,6 +3,7 @@
 // faults (server gone, client killed inside wait, wrong token, oversized
 // frame, random bytes): a bad client only ever loses its own connection.
 #include <atomic>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -308,27 +309,102 @@ TEST_F(StoreTest, HundredsOfClientsThousandsOfOperationsNothingLost) {
 TEST_F(StoreTest, ThousandsOfConcurrentConnections) {
   detail::raise_open_file_limit();
   constexpr int kConnections = 2000;
-  std::vector<std::unique_ptr<StoreClient>> clients;
+  std::vector<detail::Fd> connections;
   for (int i = 0; i < kConnections; ++i)
-    clients.push_back(client());
+    connections.push_back(raw_connection());
   EXPECT_TRUE(connections_become(kConnections));
   // Every one of them parked in a wait at once, then woken by one set.
-  std::vector<std::thread> waiters;
-  std::atomic<int> woken{0};
-  for (int t = 0; t < 4; ++t) {
-    waiters.emplace_back([&, t] {
-      // Each thread drives its share of the connections through wait.
-      for (int i = t; i < kConnections; i += 4) {
-        clients[static_cast<std::size_t>(i)]->wait({"go"}, 30s);
-        ++woken;
-      }
-    });
+  const std::string wait = wire::Writer()
+                               .u8(static_cast<std::uint8_t>(wire::Op::wait))
+                               .strings({"go", "also"})
+                               .i64(30000)
+                               .frame();
+  std::string error;
+  for (const detail::Fd& fd : connections) {
+    ASSERT_TRUE(
+        detail::send_all(fd.get(), wait.data(), wait.size(), detail::Clock::now() + 5s, &error))
+        << error;
   }
-  std::this_thread::sleep_for(100ms);
-  clients.back()->set("go", "1");
-  for (std::thread& thread : waiters)
-    thread.join();
+  auto store = client();
+  EXPECT_FALSE(store->check({"go"}));  // answered after every wait above was parked
+  store->set("go", "1");
+  store->set("also", "1");
+  int woken = 0;
+  for (const detail::Fd& fd : connections) {
+    char answer[5];
+    woken +=
+        detail::recv_all(fd.get(), answer, sizeof(answer), detail::Clock::now() + 10s, &error) &&
+        answer[4] == static_cast<char>(wire::Status::ok);
+  }
   EXPECT_EQ(woken, kConnections);
+}
+
+// Requests that arrive together with end-of-file are all carried out.
+TEST_F(StoreTest, RequestsSentBeforeEndOfFileAllCount) {
+  detail::Fd fd = raw_connection();
+  std::string requests;
+  for (int i = 0; i < 300; ++i) {
+    requests += wire::Writer()
+                    .u8(static_cast<std::uint8_t>(wire::Op::set))
+                    .bytes("k" + std::to_string(i))
+                    .bytes("v")
+                    .frame();
+  }
+  std::string error;
+  ASSERT_TRUE(detail::send_all(fd.get(), requests.data(), requests.size(),
+                               detail::Clock::now() + 5s, &error));
+  shutdown(fd.get(), SHUT_WR);
+  EXPECT_TRUE(closed_by_server(fd.get()));
+  EXPECT_EQ(client()->num_keys(), 300);
+}
+
+// A timeout too long to represent waits (it saturates), and a sum past
+// 64 bits is an error naming the key, not undefined behaviour.
+TEST_F(StoreTest, HugeTimeoutsWaitAndAnOverflowingAddIsRefused) {
+  auto store = client();
+  auto waiting = client();
+  std::thread set_later([this] {
+    std::this_thread::sleep_for(100ms);
+    client()->set("k", "v");
+  });
+  EXPECT_EQ(waiting->get("k", std::chrono::milliseconds::max()), "v");
+  set_later.join();
+  waiting->wait({"k"}, std::chrono::hours(24 * 365 * 300));
+  EXPECT_EQ(store->add("n", std::numeric_limits<std::int64_t>::max()),
+            std::numeric_limits<std::int64_t>::max());
+  try {
+    store->add("n", 1);
+    ADD_FAILURE() << "an add past INT64_MAX succeeded";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("key 'n'"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(store->add("n", 0), std::numeric_limits<std::int64_t>::max());  // unchanged
+}
+
+// Guards before the handshake: a peer that connects and says nothing is
+// closed after the handshake deadline, and idle ones never hold more than
+// the cap of pending handshakes: the rest wait in the backlog, and a real
+// client still gets in.
+TEST_F(StoreTest, SilentPeersAreClosedAndCannotCrowdOthersOut) {
+  StoreServer::Options options;
+  options.token = kToken;
+  options.handshake_timeout = 300ms;
+  options.max_pending_handshakes = 4;
+  server_ = std::make_unique<StoreServer>(options);
+  std::vector<detail::Fd> silent;
+  std::string error;
+  for (int i = 0; i < 10; ++i) {
+    silent.push_back(
+        detail::connect_tcp("127.0.0.1", server_->port(), detail::Clock::now() + 5s, &error));
+    ASSERT_TRUE(silent.back().valid()) << error;
+  }
+  EXPECT_LE(server_->connection_count(), 4u);
+  auto store = client();  // gets in once the silent ones are closed
+  store->set("k", "v");
+  EXPECT_EQ(store->get("k", 1s), "v");
+  for (const detail::Fd& fd : silent)
+    EXPECT_TRUE(closed_by_server(fd.get()));
+  EXPECT_TRUE(connections_become(1));
 }
 
 // The process hosting the store leaves only once its peers are done with it

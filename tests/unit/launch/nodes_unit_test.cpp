@@ -241,7 +241,7 @@ TEST(Hostfile, HostsSlotsCommentsAndMistakes) {
   EXPECT_THROW(parse_host_list("a:0"), InvalidArgument);
 }
 
-TEST(RemoteAgent, TheCommandCarriesTheJobAndOnlyTheNamedVariables) {
+TEST(RemoteAgent, TheCommandCarriesTheJobAndOnlyTheNamedVariablesButNeverTheToken) {
   RunOptions options;
   options.command = {"./train", "it's"};
   options.nproc_per_node = 2;
@@ -251,17 +251,19 @@ TEST(RemoteAgent, TheCommandCarriesTheJobAndOnlyTheNamedVariables) {
   options.forward_env_prefixes = {"NCCL_"};
   const Environment env{{"BAR", "1"}, {"NCCL_DEBUG", "INFO"}, {"SECRET", "x"}};
   const std::string node1 =
-      remote_agent_command(options, 1, {"10.0.0.1", 4242}, "tok", "/work dir", "/bin/cohort", env);
+      remote_agent_command(options, 1, {"10.0.0.1", 4242}, "/work dir", "/bin/cohort", env);
   for (const char* part : {"cd '/work dir' && exec 'env' 'BAR=1' 'NCCL_DEBUG=INFO'",
-                           "'COHORT_RDZV_TOKEN=tok' '/bin/cohort' 'run' '-n' '3' '--nnodes' '2' "
+                           "'/bin/cohort' 'run' '-n' '3' '--nnodes' '2' "
                            "'--node-rank' '1' '--master-addr' 'n1' '--rdzv-host' '10.0.0.1' "
-                           "'--master-port' '4242' '--store-elsewhere' '--stop-on-stdin-eof'",
+                           "'--master-port' '4242' '--store-elsewhere' '--stop-on-stdin-eof' "
+                           "'--token-file' '-'",
                            "'--run-id' 'r1'", "'--' './train' 'it'\\''s'"}) {
     EXPECT_NE(node1.find(part), std::string::npos) << part << "\n" << node1;
   }
   EXPECT_EQ(node1.find("SECRET"), std::string::npos) << node1;
+  EXPECT_EQ(node1.find("TOKEN"), std::string::npos) << node1;
   // A host without slots runs nproc_per_node workers.
-  EXPECT_NE(remote_agent_command(options, 0, {"h", 1}, "t", "/", "c", env).find("'-n' '2'"),
+  EXPECT_NE(remote_agent_command(options, 0, {"h", 1}, "/", "c", env).find("'-n' '2'"),
             std::string::npos);
 }
 

@@ -36,8 +36,8 @@ TEST(StoreProtocol, TruncatedOrOverlongPayloadsAreErrors) {
   EXPECT_THROW(extra.expect_end(), ProtocolError);
 }
 
-TEST(StoreProtocol, HandshakeCarriesMagicVersionAndToken) {
-  const std::string frame = handshake("tok");
+TEST(StoreProtocol, HandshakeCarriesMagicVersionTokenAndCredential) {
+  const std::string frame = handshake("tok", "MUNGE:cred");
   Reader reader(std::string_view(frame).substr(kFrameHeaderBytes));
   std::string magic;
   for (int i = 0; i < 4; ++i)
@@ -45,6 +45,7 @@ TEST(StoreProtocol, HandshakeCarriesMagicVersionAndToken) {
   EXPECT_EQ(magic, kMagic);
   EXPECT_EQ(reader.u8(), kVersion);
   EXPECT_EQ(reader.bytes(), "tok");
+  EXPECT_EQ(reader.bytes(), "MUNGE:cred");
   EXPECT_NO_THROW(reader.expect_end());
 }
 

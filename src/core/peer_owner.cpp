@@ -1,0 +1,94 @@
+#include "core/peer_owner.hpp"
+
+#include <cstring>
+
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "core/fd.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+
+PeerOwner owner_of_peer(int fd) {
+  PeerOwner owner;
+  sockaddr_in peer{};
+  sockaddr_in self{};
+  socklen_t peer_size = sizeof(peer);
+  socklen_t self_size = sizeof(self);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&self), &self_size) != 0) {
+    owner.error = cat("getpeername/getsockname: ", errno_text(errno));
+    return owner;
+  }
+  if (peer.sin_family != AF_INET) {
+    owner.error = "not an IPv4 connection";
+    return owner;
+  }
+  Fd diag(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!diag.valid()) {
+    owner.error = cat("netlink sock_diag: ", errno_text(errno));
+    return owner;
+  }
+  // Looks up the one socket whose local end is the peer's address and whose
+  // remote end is ours: the peer's own socket, if it lives here.
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 request;
+  } message{};
+  message.header.nlmsg_len = sizeof(message);
+  message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  message.header.nlmsg_flags = NLM_F_REQUEST;
+  message.request.sdiag_family = AF_INET;
+  message.request.sdiag_protocol = IPPROTO_TCP;
+  message.request.idiag_states = ~0u;
+  message.request.id.idiag_sport = peer.sin_port;
+  message.request.id.idiag_dport = self.sin_port;
+  std::memcpy(message.request.id.idiag_src, &peer.sin_addr, sizeof(peer.sin_addr));
+  std::memcpy(message.request.id.idiag_dst, &self.sin_addr, sizeof(self.sin_addr));
+  message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+  message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (retry_eintr([&] {
+        return sendto(diag.get(), &message, sizeof(message), 0,
+                      reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel));
+      }) < 0) {
+    owner.error = cat("netlink sock_diag request: ", errno_text(errno));
+    return owner;
+  }
+  alignas(nlmsghdr) char reply[8192];
+  const ssize_t n = retry_eintr([&] { return recv(diag.get(), reply, sizeof(reply), 0); });
+  if (n < static_cast<ssize_t>(sizeof(nlmsghdr))) {
+    owner.error = cat("netlink sock_diag reply: ", n < 0 ? errno_text(errno) : "too short");
+    return owner;
+  }
+  const auto* header = reinterpret_cast<const nlmsghdr*>(reply);
+  if (!NLMSG_OK(header, static_cast<unsigned>(n))) {
+    owner.error = "netlink sock_diag reply: malformed";
+    return owner;
+  }
+  if (header->nlmsg_type == NLMSG_ERROR) {
+    const auto* failure = static_cast<const nlmsgerr*>(NLMSG_DATA(header));
+    if (failure->error == -ENOENT) {
+      owner.where = PeerOwner::Where::elsewhere;
+    } else {
+      owner.error = cat("netlink sock_diag: ", errno_text(-failure->error));
+    }
+    return owner;
+  }
+  if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+      header->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+    owner.error = "netlink sock_diag reply: unexpected message";
+    return owner;
+  }
+  const auto* found = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
+  owner.where = PeerOwner::Where::this_host;
+  owner.uid = found->idiag_uid;
+  return owner;
+}
+
+}  // namespace cohort::detail

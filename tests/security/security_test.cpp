@@ -1,0 +1,110 @@
+// docs/security.md, tried by a second user: another local account (nobody,
+// through setpriv) attacks a job's store with the token it read or guessed.
+// Needs root to become that user; skips with the reason otherwise.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cohort/launch_env.hpp>
+#include <cohort/store.hpp>
+
+#include "core/socket.hpp"
+#include "support/files.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class SecondUser : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) {
+      COHORT_SKIP_MISSING("acting as a second user needs root (setpriv to nobody)");
+    }
+    if (test::find_in_path("setpriv").empty())
+      COHORT_SKIP_MISSING("setpriv (util-linux) is missing");
+    // The intruder where nobody can run it, whatever the build tree's modes.
+    fs::permissions(dir_.path(), fs::perms::owner_all | fs::perms::group_read |
+                                     fs::perms::group_exec | fs::perms::others_read |
+                                     fs::perms::others_exec);
+    fs::copy_file(COHORT_STORE_INTRUDER_PATH, intruder_);
+  }
+
+  // The intruder as uid/gid 65534 (nobody), with no supplementary groups.
+  test::ProcessResult intrude(const std::string& host, int port, const std::string& token,
+                              bool as_nobody = true) {
+    std::vector<std::string> argv;
+    if (as_nobody) argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+    argv.insert(argv.end(), {intruder_.string(), host, std::to_string(port), token});
+    return test::run_process(argv);
+  }
+
+  test::TempDir dir_{"cohort-security"};
+  fs::path intruder_ = dir_.path() / "store_intruder";
+};
+
+// Even with the job's token in hand, another user on the host is refused:
+// the store asks the kernel who owns the peer's socket.
+TEST_F(SecondUser, IsRefusedByTheStoreEvenWithTheToken) {
+  StoreServer::Options options;
+  options.token = "0123456789abcdef0123456789abcdef";
+  options.token_is_secret = true;
+  StoreServer server(options);
+  const auto refused = intrude("127.0.0.1", server.port(), options.token);
+  EXPECT_EQ(refused.exit_code, 3) << test::describe(refused);
+  EXPECT_NE(refused.err.find("runs as uid 65534"), std::string::npos) << refused.err;
+  // The same program as the job's own user gets in: the refusal above is
+  // about the user, nothing else.
+  const auto joined = intrude("127.0.0.1", server.port(), options.token, false);
+  EXPECT_EQ(joined.exit_code, 0) << test::describe(joined);
+}
+
+// Plain torchrun variables and no secret (the token is the empty run id):
+// rank 0's store listens on MASTER_ADDR only, and another user who opens
+// the barrier is refused, so rank 0 waits for rank 1 and times out instead
+// of finishing a job that never ran.
+TEST_F(SecondUser, CannotOpenTheBarrierOfAJobWithoutAgent) {
+  const int port = detail::pick_free_port("127.0.0.1");
+  test::ProcessOptions options;
+  options.env = process_environment();
+  for (const char* name : {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "COHORT_JOB_TOKEN",
+                           "SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"}) {
+    options.env->erase(name);
+  }
+  (*options.env)["RANK"] = "0";
+  (*options.env)["WORLD_SIZE"] = "2";
+  (*options.env)["MASTER_ADDR"] = "127.0.0.1";
+  (*options.env)["MASTER_PORT"] = std::to_string(port);
+  (*options.env)["COHORT_TIMEOUT"] = "4";
+  test::Subprocess rank0({COHORT_HELLO_PATH}, options);
+  test::ProcessResult attempt;
+  for (int i = 0; i < 100; ++i) {  // until rank 0 listens
+    attempt = intrude("127.0.0.1", port, "");
+    if (attempt.err.find("could not connect") == std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(attempt.exit_code, 3) << test::describe(attempt);
+  EXPECT_NE(attempt.err.find("runs as uid 65534"), std::string::npos) << attempt.err;
+  // Rank 0 listens on loopback, as MASTER_ADDR says, not on every interface.
+  std::ifstream tcp("/proc/net/tcp");
+  std::string table((std::istreambuf_iterator<char>(tcp)), std::istreambuf_iterator<char>());
+  char loopback[32];
+  char wildcard[32];
+  std::snprintf(loopback, sizeof(loopback), "0100007F:%04X 00000000:0000 0A", port);
+  std::snprintf(wildcard, sizeof(wildcard), "00000000:%04X 00000000:0000 0A", port);
+  EXPECT_NE(table.find(loopback), std::string::npos) << table;
+  EXPECT_EQ(table.find(wildcard), std::string::npos) << table;
+  const auto result = rank0.finish();
+  EXPECT_NE(result.exit_code, 0) << test::describe(result);
+}
+
+}  // namespace
+}  // namespace cohort
