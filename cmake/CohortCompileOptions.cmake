@@ -21,3 +21,11 @@ if(COHORT_SANITIZE)
                       -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${COHORT_SANITIZE})
 endif()
+
+if(COHORT_BUILD_FUZZERS)
+  # Coverage for libFuzzer in every library a harness reaches, and the
+  # sanitizers that turn a silent bug into a finding (scripts/fuzz).
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -32,6 +32,10 @@ struct RunOptions {
   int max_restarts = 0;
   /// Between SIGTERM and SIGKILL, on every stop path.
   std::chrono::milliseconds grace{5000};
+  /// The whole job's time limit, restarts included (mpirun's --timeout); 0:
+  /// none. Past it the job stops with exit status 124 and a report of what
+  /// each rank still running printed last.
+  std::chrono::milliseconds timeout{0};
   /// Signals forwarded to the workers, by name ("TERM", "SIGUSR1") or number.
   /// TERM, INT, HUP and QUIT also stop the job (SIGKILL after `grace`); the
   /// others (USR1, USR2) are only passed on. Empty: TERM INT HUP QUIT USR1 USR2.

@@ -39,14 +39,22 @@ void add_verb(CLI::App& hostlist, Runner& run, const std::string& name,
               const std::function<int(const HostlistOptions&)>& body) {
   auto options = std::make_shared<HostlistOptions>();
   CLI::App* verb = hostlist.add_subcommand(name, description);
-  verb->add_option("EXPR", options->expressions,
-                   "hostlist expressions, e.g. 'node[001-003,010],login'; '-' reads stdin")
-      ->required();
+  // The expressions are taken as they are, not through a CLI11 option, which
+  // would read "[1-3]" (a hostlist of numeric names) as its own list syntax.
+  verb->allow_extras();
+  verb->footer("EXPR...: hostlist expressions, e.g. 'node[001-003,010],login'; '-' reads stdin");
   if (with_delimiter) {
     verb->add_option("-d,--delimiter", options->delimiter,
                      "printed between hosts (default: newline)");
   }
-  verb->callback([&run, options, body] { run = [options, body] { return body(*options); }; });
+  verb->callback([&run, options, body, verb] {
+    options->expressions = verb->remaining();
+    if (options->expressions.empty()) throw CLI::RequiredError("EXPR");
+    for (const std::string& word : options->expressions) {
+      if (word.size() > 1 && word[0] == '-') throw CLI::ExtrasError({word});
+    }
+    run = [options, body] { return body(*options); };
+  });
 }
 
 }  // namespace

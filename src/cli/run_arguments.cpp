@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -52,6 +53,10 @@ constexpr std::array kOptions = {
                "restart all workers up to N times after a failure (default 0)"},
     OptionSpec{"--grace", "--grace", "PET_GRACE", Kind::value,
                "seconds between SIGTERM and SIGKILL when stopping workers (default 5)"},
+    OptionSpec{"--timeout", "--timeout", "PET_TIMEOUT", Kind::value,
+               "seconds the whole job may run (restarts included); past them every worker is "
+               "stopped, the report says what each rank printed last, and the exit status is "
+               "124 (as mpirun --timeout)"},
     OptionSpec{"--signals,--signals-to-handle,--signals_to_handle", "--signals", "PET_SIGNALS",
                Kind::value,
                "signals passed on to workers (default TERM,INT,HUP,QUIT,USR1,USR2); TERM INT HUP "
@@ -296,6 +301,12 @@ void apply_rdzv_conf(const Given& given, RunOptions& options) {
 }
 
 std::string current_directory_file(const std::string& path, const std::string& origin) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw InvalidArgument(cat(origin, " ", path,
+                              ": is a directory; give the file that lists "
+                              "the hosts, one `host [slots=N]` per line"));
+  }
   std::ifstream file(path);
   if (!file) {
     throw InvalidArgument(cat(origin, " ", path, ": cannot read it (", std::strerror(errno), ")"));
@@ -478,6 +489,9 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
     options.max_restarts = integer(restarts, 0, 1000000, "expected a number, 0 or more");
   }
   if (const Given grace = get(arguments, "--grace")) options.grace = seconds(grace, 0, 86400);
+  if (const Given timeout = get(arguments, "--timeout")) {
+    options.timeout = seconds(timeout, 0, 365 * 86400);
+  }
   if (const Given signals = get(arguments, "--signals"))
     options.signals = split(signals.value, ", ");
   if (const Given dir = get(arguments, "--log-dir")) options.log_dir = dir.value;

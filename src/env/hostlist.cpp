@@ -15,6 +15,8 @@ using detail::cat;
 
 // More digits than this do not fit an unsigned 64-bit number in every case.
 constexpr std::size_t kMaxDigits = 18;
+// Memory one expression may expand to (names and their strings).
+constexpr std::size_t kMaxExpandedBytes = std::size_t{64} << 20;
 
 bool is_delimiter(char c) {
   return c == ',' || std::isspace(static_cast<unsigned char>(c));
@@ -75,6 +77,21 @@ class Parser {
       if (count + hosts.size() > kMaxHosts)
         fail(begin, cat("names more than ", kMaxHosts, " hosts"));
       i = close + 1;
+    }
+    // Checked before a byte is spent: a short expression of long names must
+    // not take gigabytes only to be refused.
+    std::size_t width = 0;
+    for (std::string_view literal : literals)
+      width += literal.size();
+    for (const std::vector<std::string>& group : groups) {
+      std::size_t widest = 0;
+      for (const std::string& number : group)
+        widest = std::max(widest, number.size());
+      width += widest;
+    }
+    bytes_ += count * (width + sizeof(std::string));
+    if (bytes_ > kMaxExpandedBytes) {
+      fail(begin, cat("expands to more than ", kMaxExpandedBytes >> 20, " MiB of host names"));
     }
     std::vector<std::size_t> fastest_first;
     if (!groups.empty()) fastest_first.push_back(groups.size() - 1);
@@ -137,6 +154,7 @@ class Parser {
   }
 
   std::string_view text_;
+  std::size_t bytes_ = 0;  // what the hosts expanded so far take
 };
 
 // A host split as prefix + trailing number ("rack1-n01" -> "rack1-n", "01").

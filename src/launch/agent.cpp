@@ -3,12 +3,15 @@
 // workers' output pipes. Nothing polls with a sleep.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -20,8 +23,10 @@
 #include <cohort/store.hpp>
 
 #include "core/fd.hpp"
+#include "core/log.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "launch/console.hpp"
 #include "launch/error_file.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/guardian.hpp"
@@ -29,6 +34,7 @@
 #include "launch/launcher_variables.hpp"
 #include "launch/node_group.hpp"
 #include "launch/node_plan.hpp"
+#include "launch/orphans.hpp"
 #include "launch/output.hpp"
 #include "launch/program_check.hpp"
 #include "launch/report.hpp"
@@ -49,10 +55,36 @@ constexpr std::uint64_t kSignalTag = 0;
 constexpr std::uint64_t kTimerTag = 1;
 constexpr std::uint64_t kGroupTag = 2;      // another node stopped the job, or all are done
 constexpr std::uint64_t kStdinTag = 3;      // the launcher that started this agent over ssh is gone
-constexpr std::uint64_t kFirstPipeTag = 4;  // then 2 per worker: stdout, stderr
+constexpr std::uint64_t kJobTimerTag = 4;   // the whole job's --timeout passed
+constexpr std::uint64_t kFirstPipeTag = 5;  // then 2 per worker: stdout, stderr
 // How long output pipes may stay open after every worker exited (a
 // grandchild that left the process group may hold them).
 constexpr std::chrono::milliseconds kDrainTimeout{2000};
+// The exit status of a job stopped by --timeout, as GNU timeout's.
+constexpr int kTimeoutExitCode = 124;
+
+// This process adopts what its workers orphan, for as long as it runs them
+// (cohort::spawn runs inside a user's program: that is given back after).
+class SubreaperScope {
+ public:
+  SubreaperScope() {
+    int was = 0;
+    prctl(PR_GET_CHILD_SUBREAPER, &was);
+    was_ = was != 0;
+    if (!was_ && !detail::adopt_orphans()) {
+      detail::log(detail::LogLevel::info, "run",
+                  "cannot become the workers' subreaper: a daemonized worker may outlive the job");
+    }
+  }
+  ~SubreaperScope() {
+    if (!was_) prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
+  SubreaperScope(const SubreaperScope&) = delete;
+  SubreaperScope& operator=(const SubreaperScope&) = delete;
+
+ private:
+  bool was_ = false;
+};
 constexpr std::size_t kTailLines = 20;
 constexpr int kRecordedFrames = 3;  // traceback frames of an error file in the report
 
@@ -79,6 +111,7 @@ struct Worker {
   pid_t pid = -1;
   bool running = false;
   bool signalled_by_us = false;  // we sent it a stopping signal
+  bool running_at_timeout = false;
   int wait_status = 0;
   std::chrono::system_clock::time_point ended;
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
@@ -142,6 +175,18 @@ class Agent {
     }
     watch(signal_fd_.get(), kSignalTag);
     watch(timer_fd_.get(), kTimerTag);
+    if (options_.timeout.count() > 0) {
+      // The whole job's limit, restarts included, from here.
+      job_timer_fd_ = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+      if (!job_timer_fd_.valid()) {
+        throw Error(cat("cohort run: timerfd failed: ", detail::errno_text(errno)));
+      }
+      itimerspec spec{};
+      spec.it_value.tv_sec = static_cast<time_t>(options_.timeout.count() / 1000);
+      spec.it_value.tv_nsec = static_cast<long>((options_.timeout.count() % 1000) * 1000000);
+      timerfd_settime(job_timer_fd_.get(), 0, &spec, nullptr);
+      watch(job_timer_fd_.get(), kJobTimerTag);
+    }
 
     group_ = std::make_unique<detail::NodeGroup>(plan_.group);
     placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
@@ -175,6 +220,7 @@ class Agent {
     threads_ = detail::thread_budget(env, detail::probe_cpu_facts(), options_.nproc_per_node,
                                      first.local_world_size);
     guardian_ = std::make_unique<detail::Guardian>();
+    const SubreaperScope subreaper;
 
     for (int attempt = 0;; ++attempt) {
       run_attempt(attempt);
@@ -187,7 +233,7 @@ class Agent {
   }
 
  private:
-  enum class Stop { none, worker_failed, signal, elsewhere };
+  enum class Stop { none, worker_failed, signal, elsewhere, timeout };
   enum class Timer { none, grace, drain };
 
   bool multi_node() const { return plan_.group.nnodes > 1; }
@@ -239,7 +285,7 @@ class Agent {
     }
   }
 
-  void print(const std::string& text) { detail::write_fully(STDERR_FILENO, text); }
+  void print(const std::string& text) { detail::console_write(STDERR_FILENO, text); }
 
   void spawn_all(int attempt) {
     const auto [master_addr, master_port] = master_of();
@@ -336,6 +382,8 @@ class Agent {
           on_group_event();
         } else if (tag == kStdinTag) {
           on_stdin();
+        } else if (tag == kJobTimerTag) {
+          on_job_timeout();
         } else {
           on_output(tag - kFirstPipeTag);
         }
@@ -460,9 +508,27 @@ class Agent {
             cat("rank ", worker.rank, " failed: ", detail::describe_exit_briefly(status)));
       }
     }
-    if (!any_running() && any_pipe_open() && timer_ != Timer::drain) {
-      arm_timer(Timer::drain, kDrainTimeout);
-    }
+    if (any_running()) return;
+    stop_left_behind();
+    if (any_pipe_open() && timer_ != Timer::drain) arm_timer(Timer::drain, kDrainTimeout);
+  }
+
+  // Every worker is gone: what they left running outside their process
+  // groups (a daemon; this agent is their subreaper) ends with them.
+  void stop_left_behind() {
+    std::set<pid_t> groups;
+    for (const Worker& worker : workers_)
+      groups.insert(worker.pid);
+    const std::vector<detail::Orphan> stopped =
+        detail::stop_orphans({guardian_->pid()}, groups, options_.grace);
+    if (stopped.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < stopped.size() && i < 5; ++i)
+      list += cat(i ? ", " : "", "pid ", stopped[i].pid, " (", stopped[i].command, ")");
+    if (stopped.size() > 5) list += cat(" and ", stopped.size() - 5, " more");
+    print(cat("cohort run", multi_node() ? cat(" [", host_, "]") : std::string(), ": stopped ",
+              stopped.size(), stopped.size() == 1 ? " process" : " processes",
+              " the workers left running outside their process groups: ", list, "\n"));
   }
 
   // The first stop anywhere wins: remember whose it was, and wake every node.
@@ -488,6 +554,23 @@ class Agent {
     stop_ = Stop::elsewhere;
     signal_all(SIGTERM, true);
     arm_timer(Timer::grace, options_.grace);
+  }
+
+  // --timeout passed: the job is hung or too slow. What each rank still
+  // running printed last goes into the report, then every worker is stopped.
+  void on_job_timeout() {
+    std::uint64_t expirations = 0;
+    (void)!::read(job_timer_fd_.get(), &expirations, sizeof(expirations));
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, job_timer_fd_.get(), nullptr);
+    if (stop_ != Stop::none) return;
+    stop_ = Stop::timeout;
+    for (Worker& worker : workers_)
+      worker.running_at_timeout = worker.running;
+    signal_all(SIGTERM, true);
+    arm_timer(Timer::grace, options_.grace);
+    tell_other_nodes(-1, kTimeoutExitCode,
+                     cat("the job ran past --timeout ",
+                         static_cast<double>(options_.timeout.count()) / 1000, " s"));
   }
 
   void on_stdin() {
@@ -575,6 +658,7 @@ class Agent {
     input.max_restarts = options_.max_restarts;
     input.restarting = restarting;
     input.stop_signal = stop_ == Stop::signal ? stop_signal_ : 0;
+    if (stop_ == Stop::timeout) input.timeout = options_.timeout;
     input.first_failure = first_failure_;
     input.grace = options_.grace;
     input.exit_code = exit_code();
@@ -582,6 +666,13 @@ class Agent {
     input.master_port_given = options_.master_port != 0;
     input.agent_store = options_.agent_store;
     input.under_mpirun = plan_.used_mpi_service;
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0;
+    int high = 0;
+    if (range >> low >> high) input.ephemeral_ports = cat(low, "-", high);
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0)
+      input.open_files_limit = static_cast<long>(files.rlim_cur);
     if (!options_.entry && detail::runs_with_python(options_)) input.interpreter = options_.python;
     if (first_failure_ >= 0) {
       input.recorded = detail::read_error_file(
@@ -597,6 +688,10 @@ class Agent {
       end.stopped_by_cohort = worker.signalled_by_us;
       const auto& tail = worker.streams[1]->tail();
       end.stderr_tail.assign(tail.begin(), tail.end());
+      end.running_at_timeout = worker.running_at_timeout;
+      const bool stderr_later =
+          worker.streams[1]->last_line_at() > worker.streams[0]->last_line_at();
+      end.last_line = worker.streams[stderr_later ? 1 : 0]->last_line();
       input.workers.push_back(std::move(end));
     }
     return input;
@@ -605,6 +700,7 @@ class Agent {
   int exit_code() const {
     if (first_stop_) return first_stop_->exit_code;
     if (stop_ == Stop::signal) return detail::stop_exit_code(stop_signal_);
+    if (stop_ == Stop::timeout) return kTimeoutExitCode;
     if (stop_ == Stop::worker_failed) {
       return detail::shell_exit_code(
           workers_[static_cast<std::size_t>(first_failure_)].wait_status);
@@ -618,6 +714,7 @@ class Agent {
   std::string host_;
   Fd signal_fd_;
   Fd timer_fd_;
+  Fd job_timer_fd_;  // --timeout
   Fd epoll_fd_;
   std::unique_ptr<detail::NodeGroup> group_;
   detail::Placement placement_;
@@ -654,7 +751,11 @@ int run(const RunOptions& options) {
   // PROGRAM is checked here on one node, on each node after the rendezvous
   // on several (so that the others hear of it at once).
   if (plan.group.nnodes == 1 && !options.entry) detail::check_program(options, env);
-  return Agent(options, std::move(plan)).run();
+  const int code = Agent(options, std::move(plan)).run();
+  // The workers' last lines and the report reach a console that reads; one
+  // that stalls gets --grace to take them, then the job ends regardless.
+  detail::console_flush(options.grace + std::chrono::seconds(1));
+  return code;
 }
 
 int spawn(int nprocs, std::function<int()> fn, RunOptions options) {

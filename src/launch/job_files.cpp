@@ -15,9 +15,37 @@ namespace cohort::detail {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Says which directory stops --log-dir, before any worker starts: the
+// deepest one that exists, and why it cannot be written.
+void check_writable(const std::string& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (!error && ::access(dir.c_str(), W_OK | X_OK) == 0) return;
+  fs::path existing = fs::absolute(dir, error);
+  while (!existing.empty() && existing != existing.root_path() && !fs::exists(existing, error))
+    existing = existing.parent_path();
+  std::string why;
+  if (fs::exists(existing, error) && !fs::is_directory(existing, error)) {
+    why = cat(existing.string(), " is a file, not a directory");
+  } else if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    why = cat(existing.string(), ": ", errno_text(errno));
+  } else {
+    why = errno_text(EACCES);
+  }
+  throw Error(cat("cohort run: cannot write the logs to --log-dir ", dir, ": ", why,
+                  "; give a directory you can write to"));
+}
+
+}  // namespace
+
 JobFiles::JobFiles(std::string log_dir, const std::string& run_id, bool keep)
     : dir_(std::move(log_dir)), keep_(keep) {
-  if (!dir_.empty()) return;
+  if (!dir_.empty()) {
+    check_writable(dir_);
+    return;
+  }
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern =
       cat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/cohort-", run_id, "-XXXXXX");

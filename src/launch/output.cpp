@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include "launch/console.hpp"
+
 namespace cohort::detail {
 namespace {
 
@@ -12,6 +14,9 @@ namespace {
 constexpr std::size_t kMaxLine = std::size_t{64} * 1024;
 // Lines kept for the report are cut to this length.
 constexpr std::size_t kMaxTailLine = 1000;
+// Lines emitted by every stream of this process, in order: tells which of a
+// worker's two streams spoke last.
+std::uint64_t lines_seen = 0;
 
 void replace_all(std::string& text, std::string_view key, std::string_view value) {
   for (std::size_t at = text.find(key); at != std::string::npos;
@@ -82,8 +87,12 @@ void OutputStream::emit_lines(std::string_view lines) {
     if (console_fd_ >= 0) batch.append(prefix_).append(line);
     if (keep_tail_ > 0) remember(line.substr(0, line.size() - 1));
     start = end;
+    if (start == lines.size()) {
+      last_line_.assign(line.substr(0, std::min(line.size() - 1, kMaxTailLine)));
+      last_line_at_ = ++lines_seen;
+    }
   }
-  if (console_fd_ >= 0) write_fully(console_fd_, batch);
+  if (console_fd_ >= 0) console_write(console_fd_, batch);
 }
 
 void OutputStream::remember(std::string_view line) {

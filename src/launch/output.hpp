@@ -4,6 +4,7 @@
 // The last lines of stderr are kept for the failure report.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <string_view>
@@ -28,6 +29,10 @@ class OutputStream {
   void finish();
 
   const std::deque<std::string>& tail() const noexcept { return tail_; }
+  /// The last complete line (without '\n', cut at 1000 bytes), and how many
+  /// lines of any stream came before it: which stream spoke last.
+  const std::string& last_line() const noexcept { return last_line_; }
+  std::uint64_t last_line_at() const noexcept { return last_line_at_; }
 
  private:
   void emit_lines(std::string_view lines);  // complete lines, each ending in '\n'
@@ -39,6 +44,8 @@ class OutputStream {
   std::size_t keep_tail_;
   std::string partial_;
   std::deque<std::string> tail_;
+  std::string last_line_;
+  std::uint64_t last_line_at_ = 0;
 };
 
 /// Writes all of `data` to `fd`, retrying short writes and EINTR; gives up

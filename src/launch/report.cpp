@@ -98,9 +98,25 @@ std::string failure_report(const ReportInput& input) {
       for (const std::string& text : failed.stderr_tail)
         line("    | " + text);
     }
-    if (input.master_port != 0 && (says(failed.stderr_tail, "Address already in use") ||
-                                   says(failed.stderr_tail, "EADDRINUSE"))) {
+    const bool in_use = says(failed.stderr_tail, "Address already in use") ||
+                        says(failed.stderr_tail, "EADDRINUSE");
+    // MASTER_PORT is rank 0's to listen on: a rank that names it, or rank 0.
+    if (in_use && input.master_port != 0 &&
+        (failed.rank == 0 || says(failed.stderr_tail, cat(input.master_port)))) {
       row("why", port_taken(input));
+    } else if (in_use || says(failed.stderr_tail, "Cannot assign requested address") ||
+               says(failed.stderr_tail, "EADDRNOTAVAIL")) {
+      row("why", cat("this host ran out of ephemeral ports for the ranks' connections (",
+                     input.ephemeral_ports.empty() ? std::string("net.ipv4.ip_local_port_range")
+                                                   : "ports " + input.ephemeral_ports,
+                     "; a full mesh of N ranks holds about N*N connections per node): widen "
+                     "net.ipv4.ip_local_port_range, or run fewer ranks per node"));
+    } else if (says(failed.stderr_tail, "Too many open files") ||
+               says(failed.stderr_tail, "EMFILE")) {
+      row("why", cat("rank ", failed.rank, " ran out of file descriptors (the limit is ",
+                     input.open_files_limit,
+                     " per process, ulimit -n): raise it (ulimit -n, or LimitNOFILE for a "
+                     "service), or run fewer ranks per node"));
     }
     if (input.under_mpirun &&
         (says(failed.stderr_tail, "MPI_Init") || says(failed.stderr_tail, "MPI_INIT") ||
@@ -117,6 +133,16 @@ std::string failure_report(const ReportInput& input) {
       row("why", cat("the script ran with ", input.interpreter,
                      ", which lacks a module it imports: give --python with the interpreter "
                      "that has it (Debian's PyTorch is /usr/bin/python3's)"));
+    }
+  } else if (input.timeout.count() > 0) {
+    line(cat("cohort run: the job ran past --timeout ",
+             static_cast<double>(input.timeout.count()) / 1000,
+             " s; what each rank still running printed last:"));
+    for (const ReportInput::WorkerEnd& worker : input.workers) {
+      if (!worker.running_at_timeout) continue;
+      row("running",
+          cat("rank ", worker.rank, " (pid ", worker.pid, "): ",
+              worker.last_line.empty() ? std::string("printed nothing") : "| " + worker.last_line));
     }
   } else if (input.stop_signal != 0) {
     line(cat("cohort run: stopped by ", signal_name(input.stop_signal),

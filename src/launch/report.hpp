@@ -24,13 +24,16 @@ struct ReportInput {
     std::chrono::system_clock::time_point ended;
     bool stopped_by_cohort = false;  ///< cohort signalled it before it ended
     std::vector<std::string> stderr_tail;
+    bool running_at_timeout = false;  ///< still running when --timeout passed
+    std::string last_line;            ///< its last line of output, either stream
   };
   std::string host;
   int attempt = 0;
   int max_restarts = 0;
   bool restarting = false;
-  int stop_signal = 0;     ///< the signal that stopped the job, or 0
-  int first_failure = -1;  ///< index into `workers` of the first failure, or -1
+  int stop_signal = 0;                   ///< the signal that stopped the job, or 0
+  std::chrono::milliseconds timeout{0};  ///< the --timeout that stopped the job, or 0
+  int first_failure = -1;                ///< index into `workers` of the first failure, or -1
   std::chrono::milliseconds grace{0};
   int exit_code = 0;
   std::vector<WorkerEnd> workers;
@@ -38,6 +41,8 @@ struct ReportInput {
   int master_port = 0;             ///< the workers' MASTER_PORT, for the hint when it was taken
   bool master_port_given = false;  ///< ... and the user chose it (--master-port)
   bool agent_store = false;        ///< ... and the agent serves it (TORCHELASTIC_USE_AGENT_STORE)
+  std::string ephemeral_ports;     ///< "32768-60999" (net.ipv4.ip_local_port_range), for hints
+  long open_files_limit = 0;       ///< the workers' RLIMIT_NOFILE, for hints
   /// The agent is one task of mpirun and used its rank's PMI connection, so
   /// a worker that is itself an MPI program cannot (the hint when MPI_Init fails).
   bool under_mpirun = false;

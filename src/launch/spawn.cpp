@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -60,6 +61,27 @@ pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd) {
   return 0;
 }
 
+// A forked worker keeps what an exec'd one would: every descriptor marked
+// close-on-exec is closed. cohort opens all of its own that way (the
+// guardian's pipe, the store's listening sockets, other workers' pipes):
+// held by a worker, they would keep the guardian from noticing the agent's
+// death and the store's port bound after the job.
+void close_what_exec_would_close() {
+  std::vector<int> marked;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    const int own = dirfd(dir);
+    while (const dirent* entry = readdir(dir)) {
+      const int fd = std::atoi(entry->d_name);
+      if (fd > STDERR_FILENO && fd != own && (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0) {
+        marked.push_back(fd);
+      }
+    }
+    closedir(dir);
+  }
+  for (int fd : marked)
+    ::close(fd);
+}
+
 }  // namespace
 
 pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,
@@ -67,6 +89,7 @@ pid_t spawn_function(const std::function<int()>& entry, const Environment& env, 
   const pid_t pid = fork_worker(stdout_fd, stderr_fd, -1);
   if (pid > 0) return pid;
   // The worker: a copy of this process, with only the forking thread.
+  close_what_exec_would_close();
   clearenv();
   for (const auto& [name, value] : env)
     setenv(name.c_str(), value.c_str(), 1);

@@ -23,7 +23,9 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env,
                    int stderr_fd, int stdin_fd = -1);
 
 /// The same with a function instead of a program (cohort::spawn): the worker
-/// is a fork of this process that sets `env` as its environment, runs
+/// is a fork of this process that closes every close-on-exec descriptor (as
+/// exec would: cohort's own, so that none outlives the agent in a worker),
+/// sets `env` as its environment, runs
 /// `entry` and exits with what it returns (1 when it throws, after printing
 /// what() on stderr).
 pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,

@@ -15,6 +15,7 @@
 #include "core/fd.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
+#include "launch/console.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/node_group.hpp"
 #include "launch/output.hpp"
@@ -73,7 +74,11 @@ struct Agent {
 std::vector<RunOptions::Host> parse_hostfile(std::string_view text, std::string_view source) {
   std::vector<RunOptions::Host> hosts;
   int number = 0;
-  for (const std::string& raw : split_words(text, "\n")) {
+  // Line by line, empty ones included: errors name the line as an editor does.
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::string raw(text.substr(start, end - start));
+    start = end + 1;
     ++number;
     const std::string line = raw.substr(0, raw.find('#'));
     const std::vector<std::string> words = split_words(line, " \t\r");
@@ -276,8 +281,8 @@ class SshLauncher {
       }
     }
     if (record_ && (record_->node_lost || record_->node < 0 || record_->rank < 0)) {
-      write_fully(STDERR_FILENO, cat("cohort run: the job stopped: ", record_->summary,
-                                     "; exit status ", record_->exit_code, "\n"));
+      console_write(STDERR_FILENO, cat("cohort run: the job stopped: ", record_->summary,
+                                       "; exit status ", record_->exit_code, "\n"));
     }
     if (record_) return record_->exit_code;
     int code = 0;
@@ -432,7 +437,9 @@ class SshLauncher {
 }  // namespace
 
 int run_over_ssh(const RunOptions& options) {
-  return SshLauncher(options).run();
+  const int code = SshLauncher(options).run();
+  console_flush(options.grace + std::chrono::seconds(1));
+  return code;
 }
 
 }  // namespace cohort::detail

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "fuzz/fuzz_target.hpp"
+#include "store/protocol.hpp"
 
 namespace cohort::fuzz {
 namespace {
@@ -70,6 +71,53 @@ TEST(FuzzReplay, RunArguments) {
       seeds.push_back(std::string(1, option) + value);
   }
   replay(run_arguments, seeds);
+}
+
+TEST(FuzzReplay, Hostlist) {
+  replay(hostlist, {"node[001-003,010],login", "rack[1-2]-n[01-02]", "[1-3]", "a,b,c", "n[9-11]",
+                    "x[0-0]y[5]", "n[01-3]", "h[1-2],h3"});
+}
+
+TEST(FuzzReplay, Hostfile) {
+  replay(hostfile, {"n1 slots=2\nn2 slots=2\n", "# comment\n\nn1\n", "n1 slots=4 # four\n",
+                    "n1:2\nn2\n", "h slots=x\n"});
+}
+
+TEST(FuzzReplay, LaunchEnv) {
+  replay(
+      launch_env,
+      {"RANK=1\nWORLD_SIZE=4\nLOCAL_RANK=1\nMASTER_ADDR=h\nMASTER_PORT=29500\n",
+       "SLURM_PROCID=3\nSLURM_NTASKS=4\nSLURM_LOCALID=1\nSLURM_NODEID=1\nSLURM_JOB_NODELIST=n[1-2]"
+       "\nSLURM_JOB_ID=77\nSLURM_TASKS_PER_NODE=2(x2)\nSLURM_STEP_NODELIST=n[1-2]\n",
+       "OMPI_COMM_WORLD_RANK=0\nOMPI_COMM_WORLD_SIZE=2\nOMPI_COMM_WORLD_LOCAL_RANK=0\n"
+       "OMPI_COMM_WORLD_LOCAL_SIZE=2\n",
+       "PMI_RANK=1\nPMI_SIZE=2\nMPI_LOCALRANKID=1\nMPI_LOCALNRANKS=2\n",
+       "PMIX_RANK=0\nPMIX_NAMESPACE=slurm.pmix.1.0\nSLURM_NTASKS=1\n"});
+}
+
+TEST(FuzzReplay, PmiReply) {
+  const std::string good =
+      "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+      "cmd=my_kvsname kvsname=kvs_1\ncmd=put_result rc=0\ncmd=barrier_out\n"
+      "cmd=get_result rc=0 value=10.0.0.1:4242/tok\ncmd=finalize_ack\n";
+  replay(pmi_reply, {std::string(1, '\0') + good, std::string(1, '\1') + good,
+                     std::string(1, '\1') + "cmd=response_to_init rc=1 msg=no\n"});
+}
+
+TEST(FuzzReplay, StoreServer) {
+  namespace wire = detail::store_protocol;
+  const auto request = [](wire::Op op) { return wire::Writer().u8(static_cast<std::uint8_t>(op)); };
+  replay(store_server,
+         {std::string(1, '\0') + request(wire::Op::set).bytes("k").bytes("v").frame(),
+          std::string(1, '\0') + request(wire::Op::add).bytes("n").i64(3).frame() +
+              request(wire::Op::get).bytes("n").i64(10).frame(),
+          std::string(1, '\0') + request(wire::Op::wait).strings({"a", "b"}).i64(1).frame(),
+          std::string(1, '\0') +
+              request(wire::Op::compare_set).bytes("k").bytes("").bytes("x").frame() +
+              request(wire::Op::check).strings({"k"}).frame() + request(wire::Op::num_keys).frame(),
+          std::string(1, '\1') + wire::handshake("fuzz-token", "credential") +
+              request(wire::Op::delete_key).bytes("k").frame(),
+          std::string(1, '\1') + "COHS\x02"});
 }
 
 }  // namespace

@@ -16,8 +16,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/socket.hpp"
 #include "support/files.hpp"
 #include "support/subprocess.hpp"
 
@@ -349,6 +351,106 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
   for (pid_t pid : processes) {
     EXPECT_TRUE(eventually([&] { return !alive(pid); }, 5s)) << "process " << pid << " outlived";
   }
+}
+
+// cohort::spawn's workers are forks: they close the descriptors that are
+// cohort's (as exec would), so a SIGKILLed spawner takes its guardian, its
+// workers and its store's port with it.
+TEST_F(RunTest, KillingASpawnerLeavesNothingBehind) {
+  test::Subprocess spawner({COHORT_SPAWN_SLEEPER_PATH, dir_.string()}, options());
+  ASSERT_TRUE(workers_ready("pid", 2));
+  ASSERT_TRUE(workers_ready("port", 2));
+  const int port = std::stoi(test::read_file(dir_ / "port.0"));
+  kill(spawner.pid(), SIGKILL);
+  spawner.finish();
+  // Every process that runs spawn_sleeper (the workers, the guardian).
+  const auto left = [&] {
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string pid = entry.path().filename();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string cmdline = test::read_file(entry.path() / "cmdline");
+      if (cmdline.find(dir_.string()) != std::string::npos && alive(std::stoi(pid))) {
+        found.push_back(pid);
+      }
+    }
+    return found;
+  };
+  EXPECT_TRUE(eventually([&] { return left().empty(); }, 10s)) << left().size() << " left";
+  std::string error;
+  EXPECT_FALSE(detail::connect_tcp("127.0.0.1", port, detail::Clock::now() + 1s, &error).valid())
+      << "the store's port is still open";
+}
+
+// --timeout ends a hung job: the report names the ranks still running and
+// what each printed last, and the status is 124, as mpirun's --timeout.
+TEST_F(RunTest, TimeoutEndsAHungJobAndSaysWhatEachRankWasDoing) {
+  const auto result = run({"--timeout", "1", "--grace", "0.5", "-n", "3", "sh", "-c",
+                           "echo \"rank $RANK starts\"; [ $RANK = 1 ] && exit 0; "
+                           "echo \"rank $RANK waits for rank 1\" >&2; exec sleep 30"});
+  EXPECT_EQ(result.exit_code, 124) << test::describe(result);
+  EXPECT_NE(result.err.find("the job ran past --timeout 1 s"), std::string::npos) << result.err;
+  for (const char* rank : {"0", "2"}) {
+    EXPECT_NE(result.err.find(std::string("rank ") + rank + " (pid "), std::string::npos);
+    EXPECT_NE(result.err.find(std::string("| rank ") + rank + " waits for rank 1"),
+              std::string::npos)
+        << result.err;
+  }
+  EXPECT_EQ(result.err.find("| rank 1"), std::string::npos) << result.err;  // it had finished
+}
+
+// A console that stops reading (a pipe nobody drains) never freezes the
+// launcher: SIGTERM still stops the job within --grace, and the launcher exits.
+TEST_F(RunTest, AStalledConsoleDoesNotStopTheLauncher) {
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  const std::string done = (dir_ / "flooded").string();
+  const std::vector<std::string> argv =
+      cohort_run({"--grace", "1", "-n", "2", "sh", "-c",
+                  "head -c 30000000 /dev/zero | tr '\\0' 'x' | fold -w 100; touch " + done +
+                      ".$RANK; exec sleep 60"});
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    dup2(ends[1], STDOUT_FILENO);
+    close(ends[0]);
+    std::vector<char*> args;
+    for (const std::string& arg : argv)
+      args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(ends[1]);  // ends[0] stays open and unread: the stalled console
+  ASSERT_TRUE(eventually([&] { return fs::exists(done + ".0") && fs::exists(done + ".1"); }, 60s));
+  kill(launcher, SIGTERM);
+  int status = 0;
+  const bool ended =
+      eventually([&] { return waitpid(launcher, &status, WNOHANG) == launcher; }, 20s);
+  if (!ended) {
+    kill(launcher, SIGKILL);
+    waitpid(launcher, &status, 0);
+  }
+  close(ends[0]);
+  EXPECT_TRUE(ended) << "the launcher hung on its stalled console";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143) << status;
+}
+
+// A worker that daemonizes (a new session, a double fork) leaves its process
+// group; the agent, its subreaper, stops what it left at the end and says so.
+TEST_F(RunTest, ADaemonizedWorkerIsStoppedAtTheEnd) {
+  const std::string pid_file = (dir_ / "daemon").string();
+  const auto result = run({"-n", "1", "sh", "-c",
+                           "setsid -f sh -c 'echo $$ > " + pid_file + ".part; mv " + pid_file +
+                               ".part " + pid_file + "; exec sleep 60'; while [ ! -e " + pid_file +
+                               " ]; do sleep 0.01; done"});
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  const pid_t daemon = std::stoi(test::read_file(pid_file));
+  EXPECT_FALSE(alive(daemon)) << "the daemon " << daemon << " outlived the job";
+  EXPECT_NE(result.err.find("stopped 1 process the workers left running outside their process "
+                            "groups: pid " +
+                            std::to_string(daemon) + " (sleep)"),
+            std::string::npos)
+      << result.err;
 }
 
 TEST_F(RunTest, SigtermReachesWorkersAndAWorkerThatIgnoresItIsKilled) {

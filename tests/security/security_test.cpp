@@ -106,5 +106,36 @@ TEST_F(SecondUser, CannotOpenTheBarrierOfAJobWithoutAgent) {
   EXPECT_NE(result.exit_code, 0) << test::describe(result);
 }
 
+// Descriptors run out (prlimit) while 200 idle peers hold connections to
+// the store: it neither spins nor floods stderr; the job ends as it would.
+TEST(StoreUnderAttack, OutOfDescriptorsItWritesABoundedNumberOfLines) {
+  if (test::find_in_path("prlimit").empty()) COHORT_SKIP_MISSING("prlimit (util-linux) is missing");
+  test::TempDir dir("cohort-emfile");
+  const fs::path told = dir.path() / "port";
+  test::Subprocess job({"prlimit", "--nofile=128", COHORT_CLI_PATH, "run", "-n", "2", "sh", "-c",
+                        "[ $RANK = 0 ] && echo $COHORT_STORE_PORT > " + told.string() +
+                            ".part && mv " + told.string() + ".part " + told.string() +
+                            "; sleep 8"});
+  for (int i = 0; i < 200 && !fs::exists(told); ++i)
+    std::this_thread::sleep_for(50ms);
+  int port = 0;
+  std::ifstream(told) >> port;
+  ASSERT_GT(port, 0);
+  std::vector<detail::Fd> idle;
+  std::string error;
+  for (int i = 0; i < 200; ++i) {
+    idle.push_back(detail::connect_tcp("127.0.0.1", port, detail::Clock::now() + 5s, &error));
+  }
+  const auto result = job.finish();
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  std::size_t lines = 0;
+  for (std::size_t at = result.err.find("store:"); at != std::string::npos;
+       at = result.err.find("store:", at + 1))
+    ++lines;
+  // At most 5 refusals and 1 descriptor warning per 10 s, over about 8 s.
+  EXPECT_LE(lines, 12u) << result.err;
+  EXPECT_NE(result.err.find("Too many open files"), std::string::npos) << result.err;
+}
+
 }  // namespace
 }  // namespace cohort

@@ -258,6 +258,34 @@ TEST(Report, ATakenMasterPortAndOtherNodesGetALineEach) {
 }
 
 // An error file written by @record is quoted instead of the stderr lines.
+// "Address already in use" from another rank's connections is not the
+// master port: the hint names what ran out instead, with its limit.
+TEST(Report, ThePortHintOnlyWhenItIsTheMasterPort) {
+  ReportInput input;
+  input.host = "n1";
+  input.first_failure = 0;
+  input.exit_code = 1;
+  input.master_port = 29777;
+  input.ephemeral_ports = "32768-60999";
+  input.open_files_limit = 1024;
+  input.workers.resize(1);
+  input.workers[0].rank = 42;
+  input.workers[0].wait_status = exited(1);
+  input.workers[0].stderr_tail = {"gloo: connect [127.0.0.1]:41234: Address already in use"};
+  std::string report = failure_report(input);
+  EXPECT_EQ(report.find("MASTER_PORT"), std::string::npos) << report;
+  EXPECT_NE(report.find("ran out of ephemeral ports"), std::string::npos) << report;
+  EXPECT_NE(report.find("ports 32768-60999"), std::string::npos) << report;
+  input.workers[0].stderr_tail = {"socket: Too many open files"};
+  report = failure_report(input);
+  EXPECT_NE(report.find("rank 42 ran out of file descriptors (the limit is 1024"),
+            std::string::npos)
+      << report;
+  // Rank 42 naming the master port: that one is taken.
+  input.workers[0].stderr_tail = {"bind 0.0.0.0:29777: Address already in use"};
+  EXPECT_NE(failure_report(input).find("MASTER_PORT 29777 on n1 is taken"), std::string::npos);
+}
+
 TEST(Report, QuotesTheRecordedError) {
   ReportInput input;
   input.host = "n1";

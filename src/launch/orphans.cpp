@@ -1,0 +1,97 @@
+#include "launch/orphans.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fd.hpp"
+#include "core/socket.hpp"
+
+namespace cohort::detail {
+namespace {
+
+// The parent pid and process group in /proc/<pid>/stat: the fields after
+// the state, which follows the last ')' (a command name may contain ')').
+struct Parentage {
+  pid_t parent = -1;
+  pid_t group = -1;
+};
+
+Parentage parentage_of(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const std::size_t close = stat.rfind(')');
+  Parentage out;
+  if (close == std::string::npos || close + 4 >= stat.size()) return out;
+  char* end = nullptr;
+  out.parent = static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, &end, 10));
+  out.group = static_cast<pid_t>(std::strtol(end, nullptr, 10));
+  return out;
+}
+
+// Reaps the exited children of `running` without waiting and keeps the
+// others: a reaped pid may be reused at once, so it is never signalled again.
+void reap_exited(std::vector<Orphan>& running) {
+  std::erase_if(running, [](const Orphan& orphan) {
+    int status = 0;
+    return retry_eintr([&] { return waitpid(orphan.pid, &status, WNOHANG); }) != 0;
+  });
+}
+
+}  // namespace
+
+bool adopt_orphans() noexcept {
+  return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+}
+
+std::vector<Orphan> adopted_orphans(const std::set<pid_t>& known) {
+  std::vector<Orphan> orphans;
+  const pid_t self = getpid();
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return orphans;
+  while (const dirent* entry = readdir(proc)) {
+    const std::string name = entry->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::atol(name.c_str()));
+    if (known.count(pid) != 0) continue;
+    const Parentage parentage = parentage_of(name);
+    if (parentage.parent != self) continue;
+    Orphan orphan{pid, "", parentage.group};
+    std::ifstream("/proc/" + name + "/comm") >> orphan.command;
+    orphans.push_back(orphan);
+  }
+  closedir(proc);
+  return orphans;
+}
+
+std::vector<Orphan> stop_orphans(const std::set<pid_t>& known,
+                                 const std::set<pid_t>& stopped_groups,
+                                 std::chrono::milliseconds grace) {
+  std::vector<Orphan> stopped;
+  for (;;) {
+    std::vector<Orphan> running = adopted_orphans(known);
+    if (running.empty()) return stopped;
+    for (const Orphan& orphan : running) {
+      if (stopped_groups.count(orphan.group) != 0) continue;  // SIGKILLed with its group
+      stopped.push_back(orphan);
+      kill(orphan.pid, SIGTERM);
+    }
+    const Deadline deadline = deadline_after(grace);
+    for (reap_exited(running); !running.empty() && Clock::now() < deadline; reap_exited(running))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (const Orphan& orphan : running) {
+      kill(orphan.pid, SIGKILL);  // still our unreaped child: the pid is its own
+      int status = 0;
+      retry_eintr([&] { return waitpid(orphan.pid, &status, 0); });
+    }
+  }
+}
+
+}  // namespace cohort::detail

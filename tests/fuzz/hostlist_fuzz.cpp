@@ -1,0 +1,34 @@
+// Slurm hostlists from the environment and the command line
+// (src/env/hostlist.cpp): expand, then compress and expand again, which must
+// give back the same hosts.
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <cohort/errors.hpp>
+#include <cohort/launch_env.hpp>
+
+#include "fuzz/fuzz_target.hpp"
+
+namespace cohort::fuzz {
+
+COHORT_FUZZ_TARGET(hostlist) {
+  const std::string_view expression(reinterpret_cast<const char*>(data), size);
+  std::vector<std::string> hosts;
+  try {
+    hosts = cohort::hostlist::expand(expression);
+  } catch (const InvalidArgument&) {
+    return 0;
+  }
+  if (hosts.size() > cohort::hostlist::kMaxHosts) std::abort();
+  std::string compressed;
+  try {
+    compressed = cohort::hostlist::compress(hosts);
+  } catch (const InvalidArgument&) {
+    return 0;  // a name with hostlist syntax in it (only from names that are not expanded)
+  }
+  if (cohort::hostlist::expand(compressed) != hosts) std::abort();
+  return 0;
+}
+
+}  // namespace cohort::fuzz
