@@ -95,7 +95,9 @@ namespace hostlist {
 /// ...; with two groups the leftmost varies slowest); duplicates and order are
 /// kept. Throws
 /// `InvalidArgument`, naming the expression and the position, when it does not
-/// parse or names more than `kMaxHosts` hosts.
+/// parse or names more than `max_hosts` hosts (checked before they are made),
+/// or more than 64 MiB of names.
+std::vector<std::string> expand(std::string_view expression, std::size_t max_hosts);
 std::vector<std::string> expand(std::string_view expression);
 
 /// The inverse of `expand`, like `scontrol show hostlist`: consecutive hosts
@@ -105,7 +107,8 @@ std::vector<std::string> expand(std::string_view expression);
 /// delimiter characters (',', whitespace, '[' or ']').
 std::string compress(std::span<const std::string> hosts);
 
-/// Upper bound on the number of hosts one expression may expand to.
+/// Upper bound on the number of hosts one expression may expand to, and the
+/// bound of `expand(expression)`.
 inline constexpr std::size_t kMaxHosts = std::size_t{1} << 20;
 
 }  // namespace hostlist

@@ -140,12 +140,12 @@ std::string listen_address_for(const std::string& host, std::string* why) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0 || !found) {
-    *why = cat(host, " does not resolve: ", gai_strerror(rc));
+    *why = cat(host, " does not resolve: ", rc != 0 ? gai_strerror(rc) : "no IPv4 address");
     return "";
   }
   sockaddr_in address = *reinterpret_cast<const sockaddr_in*>(found->ai_addr);
   freeaddrinfo(found);
-  const std::string text = ipv4_text(address);
+  std::string text = ipv4_text(address);
   if ((ntohl(address.sin_addr.s_addr) >> 24) == 127) return text;
   try {
     for (const NetInterface& interface : ipv4_interfaces()) {

@@ -33,7 +33,8 @@ std::string padded(std::uint64_t number, std::size_t width) {
 
 class Parser {
  public:
-  explicit Parser(std::string_view expression) : text_(expression) {}
+  Parser(std::string_view expression, std::size_t max_hosts)
+      : text_(expression), max_hosts_(std::min(max_hosts, kMaxHosts)) {}
 
   std::vector<std::string> expand() {
     std::vector<std::string> hosts;
@@ -74,8 +75,8 @@ class Parser {
       const std::size_t close = text_.find(']', open);
       groups.push_back(expand_group(open + 1, close));
       count *= groups.back().size();
-      if (count + hosts.size() > kMaxHosts)
-        fail(begin, cat("names more than ", kMaxHosts, " hosts"));
+      if (count + hosts.size() > max_hosts_)
+        fail(begin, cat("names more than ", max_hosts_, " hosts"));
       i = close + 1;
     }
     // Checked before a byte is spent: a short expression of long names must
@@ -145,8 +146,8 @@ class Parser {
     const std::uint64_t low = read_number(begin, dash);
     const std::uint64_t high = dash == end ? low : read_number(dash + 1, end);
     if (high < low) fail(begin, cat("range ", low, "-", high, " runs backwards"));
-    if (high - low >= kMaxHosts - numbers.size()) {
-      fail(begin, cat("names more than ", kMaxHosts, " hosts"));
+    if (high - low >= max_hosts_ - numbers.size()) {
+      fail(begin, cat("names more than ", max_hosts_, " hosts"));
     }
     const std::size_t width = dash - begin;  // zero padding: the lower bound's width
     for (std::uint64_t n = low; n <= high; ++n)
@@ -154,6 +155,7 @@ class Parser {
   }
 
   std::string_view text_;
+  std::size_t max_hosts_;
   std::size_t bytes_ = 0;  // what the hosts expanded so far take
 };
 
@@ -175,8 +177,12 @@ Split split(std::string_view host) {
 
 }  // namespace
 
+std::vector<std::string> expand(std::string_view expression, std::size_t max_hosts) {
+  return Parser(expression, max_hosts).expand();
+}
+
 std::vector<std::string> expand(std::string_view expression) {
-  return Parser(expression).expand();
+  return expand(expression, kMaxHosts);
 }
 
 std::string compress(std::span<const std::string> hosts) {

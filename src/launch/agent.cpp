@@ -323,8 +323,16 @@ class Agent {
       for (int stream = 0; stream < 2; ++stream) {
         int ends[2];
         if (pipe2(ends, O_CLOEXEC) != 0) {
-          throw Error(cat("cohort run: pipe2 failed: ", detail::errno_text(errno),
-                          " (too many workers for the open-file limit? see ulimit -n)"));
+          const int error = errno;
+          rlimit files{};
+          getrlimit(RLIMIT_NOFILE, &files);
+          // The workers already started are stopped on the way out (~Agent).
+          throw Error(cat("cohort run: cannot start rank ", worker.rank,
+                          ": pipe2 failed: ", detail::errno_text(error),
+                          error == EMFILE ? cat(" (the open-file limit is ", files.rlim_cur,
+                                                " and each worker takes 4 descriptors: raise "
+                                                "it with ulimit -n, or run fewer workers)")
+                                          : std::string()));
         }
         worker.pipes[stream] = Fd(ends[0]);
         write_ends[stream] = Fd(ends[1]);

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "core/strings.hpp"
@@ -71,6 +72,12 @@ class Console {
   }
 
   void run() {
+    // No signal is this thread's business: a job's SIGTERM must reach the
+    // agent's signalfd, and a reader that went away must make write(2) fail
+    // with EPIPE here, not kill the process with SIGPIPE.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       wake_.wait(lock, [this] {

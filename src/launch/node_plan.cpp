@@ -79,7 +79,7 @@ bool is_loopback(const std::string& host) {
 // host's, else every interface (behind NAT), said once.
 std::string listen_address(const std::string& host) {
   std::string why;
-  const std::string address = listen_address_for(host, &why);
+  std::string address = listen_address_for(host, &why);
   if (!address.empty()) return address;
   log(LogLevel::info, "run", cat("the store listens on every interface: ", why));
   return "0.0.0.0";

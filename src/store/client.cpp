@@ -45,9 +45,19 @@ StoreClient::StoreClient(Options options)
   for (;;) {
     detail::Fd fd = detail::connect_tcp(options_.host, options_.port, deadline, &error);
     if (fd.valid()) {
-      // A credential is good once: each connection makes its own.
-      const std::string hello = wire::handshake(
-          options_.token, options_.munge ? detail::munge_encode(options_.token) : std::string());
+      // A credential is good once: each connection makes its own. Without
+      // munged the client goes on: a server on this host needs none, and
+      // one elsewhere says why it refuses (with munged's error appended).
+      std::string credential;
+      std::string munge_error;
+      if (options_.munge) {
+        try {
+          credential = detail::munge_encode(options_.token);
+        } catch (const StoreError& failure) {
+          munge_error = failure.what();
+        }
+      }
+      const std::string hello = wire::handshake(options_.token, credential);
       char header[wire::kFrameHeaderBytes];
       if (!detail::send_all(fd.get(), hello.data(), hello.size(), deadline, &error) ||
           !detail::recv_all(fd.get(), header, sizeof(header), deadline, &error)) {
@@ -68,7 +78,9 @@ StoreClient::StoreClient(Options options)
         } catch (const wire::ProtocolError&) {
           why = "no reason given";
         }
-        throw StoreError(cat("store at ", address_, " rejected this client: ", why));
+        throw StoreError(cat("store at ", address_, " rejected this client: ", why,
+                             munge_error.empty() ? "" : " (this client has no credential: ",
+                             munge_error, munge_error.empty() ? "" : ")"));
       }
       fd_ = fd.release();
       return;

@@ -435,6 +435,38 @@ TEST_F(RunTest, AStalledConsoleDoesNotStopTheLauncher) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143) << status;
 }
 
+// Out of descriptors half-way through starting the workers: the ones
+// already started are stopped, and the error names the limit.
+TEST_F(RunTest, ASpawnThatFailsHalfWayLeavesNoWorker) {
+  if (test::find_in_path("prlimit").empty()) GTEST_SKIP() << "prlimit (util-linux) is missing";
+  const std::string dir = dir_.string();
+  const auto result =
+      test::run_process({"prlimit", "--nofile=32", COHORT_CLI_PATH, "run", "-n", "8", "sh", "-c",
+                         "echo $$ > " + dir + "/pid.$RANK; exec sleep 30"},
+                        options());
+  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
+  EXPECT_NE(result.err.find("pipe2 failed: Too many open files (the open-file limit is 32"),
+            std::string::npos)
+      << result.err;
+  // Those that got as far as writing their pid are gone.
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_TRUE(eventually([&] { return !alive(std::stoi(test::read_file(entry.path()))); }, 5s))
+        << entry.path();
+  }
+}
+
+// A reader that goes away (`| head`) costs the workers' output, not the
+// job: the launcher exits with the job's status, not SIGPIPE's.
+TEST_F(RunTest, AConsoleThatGoesAwayDoesNotKillTheLauncher) {
+  const auto result = test::run_process(
+      {"bash", "-c",
+       std::string(COHORT_CLI_PATH) +
+           " run -n 4 sh -c 'for i in $(seq 1 3000); do echo line $i; done' | head -2; "
+           "echo \"launcher status ${PIPESTATUS[0]}\""},
+      options());
+  EXPECT_NE(result.out.find("launcher status 0"), std::string::npos) << test::describe(result);
+}
+
 // A worker that daemonizes (a new session, a double fork) leaves its process
 // group; the agent, its subreaper, stops what it left at the end and says so.
 TEST_F(RunTest, ADaemonizedWorkerIsStoppedAtTheEnd) {

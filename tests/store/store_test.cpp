@@ -381,6 +381,19 @@ TEST_F(StoreTest, HugeTimeoutsWaitAndAnOverflowingAddIsRefused) {
   EXPECT_EQ(store->add("n", 0), std::numeric_limits<std::int64_t>::max());  // unchanged
 }
 
+// A client that should prove itself with MUNGE but finds no munged (a
+// Slurm without it) still reaches a store on its own host, which needs no
+// credential from its own user.
+TEST_F(StoreTest, NoMungedIsNoObstacleOnTheSameHost) {
+  setenv("COHORT_MUNGE_SOCKET", "/nonexistent/munge.socket", 1);
+  StoreClient::Options options = client_options(server_->port());
+  options.munge = true;
+  StoreClient store(options);
+  store.set("k", "v");
+  EXPECT_EQ(store.get("k", 1s), "v");
+  unsetenv("COHORT_MUNGE_SOCKET");
+}
+
 // Guards before the handshake: a peer that connects and says nothing is
 // closed after the handshake deadline, and idle ones never hold more than
 // the cap of pending handshakes: the rest wait in the backlog, and a real
