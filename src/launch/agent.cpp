@@ -1,6 +1,6 @@
-// The agent behind `cohort run`: one event loop over a signalfd (SIGCHLD and
-// the forwarded signals), a timerfd (grace and drain deadlines) and the
-// workers' output pipes. Nothing polls with a sleep.
+// The agent behind `cohort run`: on the supervisor's event loop (SIGCHLD and
+// the forwarded signals, the grace, drain and --timeout deadlines, the
+// workers' output pipes) with its workers in a process set.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -9,12 +9,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +25,7 @@
 #include "core/strings.hpp"
 #include "launch/console.hpp"
 #include "launch/error_file.hpp"
+#include "launch/event_loop.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/guardian.hpp"
 #include "launch/job_files.hpp"
@@ -36,6 +34,7 @@
 #include "launch/node_plan.hpp"
 #include "launch/orphans.hpp"
 #include "launch/output.hpp"
+#include "launch/process_set.hpp"
 #include "launch/program_check.hpp"
 #include "launch/report.hpp"
 #include "launch/signal_guard.hpp"
@@ -51,12 +50,10 @@ using detail::Fd;
 
 namespace {
 
-constexpr std::uint64_t kSignalTag = 0;
-constexpr std::uint64_t kTimerTag = 1;
-constexpr std::uint64_t kGroupTag = 2;      // another node stopped the job, or all are done
-constexpr std::uint64_t kStdinTag = 3;      // the launcher that started this agent over ssh is gone
-constexpr std::uint64_t kJobTimerTag = 4;   // the whole job's --timeout passed
-constexpr std::uint64_t kFirstPipeTag = 5;  // then 2 per worker: stdout, stderr
+// The agent's deadlines on its event loop.
+constexpr int kGraceDeadline = 0;  // SIGKILL for the workers still running
+constexpr int kDrainDeadline = 1;  // output pipes still open after every worker ended
+constexpr int kJobDeadline = 2;    // --timeout
 // How long output pipes may stay open after every worker exited (a
 // grandchild that left the process group may hold them).
 constexpr std::chrono::milliseconds kDrainTimeout{2000};
@@ -105,15 +102,12 @@ int streams_for(const std::map<int, int>& spec, int local_rank) {
   return 0;
 }
 
+// What the agent knows of a worker beside its process (the process set's
+// member of the same index).
 struct Worker {
   int rank = 0;
   int local_rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  bool signalled_by_us = false;  // we sent it a stopping signal
   bool running_at_timeout = false;
-  int wait_status = 0;
-  std::chrono::system_clock::time_point ended;
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
   Fd pipes[2];             // read ends: stdout, stderr (invalid once at EOF)
   std::unique_ptr<detail::OutputStream> streams[2];
@@ -145,16 +139,9 @@ class Agent {
     host_ = options_.local_addr.empty() ? host_name() : options_.local_addr;
   }
 
-  // Reached with workers still running only when the agent itself fails
-  // (an exception): they must not outlive it.
-  ~Agent() {
-    for (Worker& worker : workers_) {
-      if (!worker.running) continue;
-      killpg(worker.pid, SIGKILL);
-      int status = 0;
-      detail::retry_eintr([&] { return waitpid(worker.pid, &status, 0); });
-    }
-  }
+  // With workers still running only when the agent itself fails (an
+  // exception): the process set SIGKILLs them, none outlives the agent.
+  ~Agent() = default;
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
@@ -166,32 +153,19 @@ class Agent {
       sigaddset(&handled, signal);
     // Blocked before the store's thread starts, so that it inherits the mask
     // and every one of these reaches the signalfd, not a thread.
-    detail::SignalGuard guard(handled);
-    signal_fd_ = Fd(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-    timer_fd_ = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
-    if (!signal_fd_.valid() || !timer_fd_.valid() || !epoll_fd_.valid()) {
-      throw Error(cat("cohort run: signalfd/timerfd/epoll failed: ", detail::errno_text(errno)));
-    }
-    watch(signal_fd_.get(), kSignalTag);
-    watch(timer_fd_.get(), kTimerTag);
+    loop_ = std::make_unique<detail::EventLoop>(handled);
+    processes_ =
+        std::make_unique<detail::ProcessSet>(*loop_, detail::system_processes(), kGraceDeadline);
+    loop_->on_signal([this](int signal) { on_signal(signal); });
     if (options_.timeout.count() > 0) {
       // The whole job's limit, restarts included, from here.
-      job_timer_fd_ = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-      if (!job_timer_fd_.valid()) {
-        throw Error(cat("cohort run: timerfd failed: ", detail::errno_text(errno)));
-      }
-      itimerspec spec{};
-      spec.it_value.tv_sec = static_cast<time_t>(options_.timeout.count() / 1000);
-      spec.it_value.tv_nsec = static_cast<long>((options_.timeout.count() % 1000) * 1000000);
-      timerfd_settime(job_timer_fd_.get(), 0, &spec, nullptr);
-      watch(job_timer_fd_.get(), kJobTimerTag);
+      loop_->set_deadline(kJobDeadline, options_.timeout, [this] { on_job_timeout(); });
     }
 
     group_ = std::make_unique<detail::NodeGroup>(plan_.group);
     placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
-    if (multi_node()) watch(group_->event_fd(), kGroupTag);
-    if (options_.stop_on_stdin_eof) watch(STDIN_FILENO, kStdinTag);
+    if (multi_node()) loop_->watch(group_->event_fd(), [this] { on_group_event(); });
+    if (options_.stop_on_stdin_eof) loop_->watch(STDIN_FILENO, [this] { on_stdin(); });
     choose_prefix();
     for (int rank : options_.console_ranks) {
       if (rank >= placement_.world_size) {
@@ -234,7 +208,6 @@ class Agent {
 
  private:
   enum class Stop { none, worker_failed, signal, elsewhere, timeout };
-  enum class Timer { none, grace, drain };
 
   bool multi_node() const { return plan_.group.nnodes > 1; }
 
@@ -276,15 +249,6 @@ class Agent {
     return {addr, placement_.master_port};
   }
 
-  void watch(int fd, std::uint64_t tag) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.u64 = tag;
-    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
-      throw Error(cat("cohort run: epoll_ctl failed: ", detail::errno_text(errno)));
-    }
-  }
-
   void print(const std::string& text) { detail::console_write(STDERR_FILENO, text); }
 
   void spawn_all(int attempt) {
@@ -292,6 +256,7 @@ class Agent {
     master_port_ = master_port;
     const Environment base = process_environment();
     workers_.clear();
+    processes_->clear();
     workers_.resize(static_cast<std::size_t>(options_.nproc_per_node));
     for (int local = 0; local < options_.nproc_per_node; ++local) {
       Worker& worker = workers_[static_cast<std::size_t>(local)];
@@ -352,19 +317,20 @@ class Agent {
                 ? files_->open_log(attempt, worker.rank, name)
                 : Fd(),
             stream == 1 ? kTailLines : 0);
-        watch(worker.pipes[stream].get(), kFirstPipeTag + 2 * static_cast<std::uint64_t>(local) +
-                                              static_cast<std::uint64_t>(stream));
+        loop_->watch(worker.pipes[stream].get(),
+                     [this, local, stream] { on_output(static_cast<std::size_t>(local), stream); });
       }
       Environment env = detail::worker_environment(base, identity);
       if (!plan_.one_worker_per_task) {
         detail::describe_worker_to_launchers(env, place, placement_.layout);
       }
-      worker.pid = options_.entry ? detail::spawn_function(options_.entry, env, write_ends[0].get(),
-                                                           write_ends[1].get())
-                                  : detail::spawn_worker(detail::worker_argv(options_, local), env,
-                                                         write_ends[0].get(), write_ends[1].get());
-      worker.running = true;
-      guardian_->watch(worker.pid);
+      const pid_t pid = options_.entry
+                            ? detail::spawn_function(options_.entry, env, write_ends[0].get(),
+                                                     write_ends[1].get())
+                            : detail::spawn_worker(detail::worker_argv(options_, local), env,
+                                                   write_ends[0].get(), write_ends[1].get());
+      processes_->add(pid);  // index `local`, as in workers_
+      guardian_->watch(pid);
     }
   }
 
@@ -372,45 +338,18 @@ class Agent {
     stop_ = Stop::none;
     stop_signal_ = 0;
     first_failure_ = -1;
-    timer_ = Timer::none;
     spawn_all(attempt);
-    epoll_event events[64];
-    while (any_running() || any_pipe_open()) {
-      const int n = epoll_wait(epoll_fd_.get(), events, 64, -1);
-      if (n < 0 && errno != EINTR) {
-        throw Error(cat("cohort run: epoll_wait failed: ", detail::errno_text(errno)));
-      }
-      for (int i = 0; i < n; ++i) {
-        const std::uint64_t tag = events[i].data.u64;
-        if (tag == kSignalTag) {
-          on_signals();
-        } else if (tag == kTimerTag) {
-          on_timer();
-        } else if (tag == kGroupTag) {
-          on_group_event();
-        } else if (tag == kStdinTag) {
-          on_stdin();
-        } else if (tag == kJobTimerTag) {
-          on_job_timeout();
-        } else {
-          on_output(tag - kFirstPipeTag);
-        }
-      }
-    }
-    arm_timer(Timer::none, {});
-  }
-
-  bool any_running() const {
-    return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+    while (processes_->any_running() || any_pipe_open())
+      loop_->turn();
+    loop_->cancel_deadline(kDrainDeadline);
   }
   bool any_pipe_open() const {
     return std::any_of(workers_.begin(), workers_.end(),
                        [](const Worker& w) { return w.pipes[0].valid() || w.pipes[1].valid(); });
   }
 
-  void on_output(std::uint64_t index) {
-    Worker& worker = workers_[index / 2];
-    const int stream = static_cast<int>(index % 2);
+  void on_output(std::size_t local, int stream) {
+    Worker& worker = workers_[local];
     char buffer[65536];
     const ssize_t n = detail::retry_eintr(
         [&] { return ::read(worker.pipes[stream].get(), buffer, sizeof(buffer)); });
@@ -424,27 +363,23 @@ class Agent {
   void close_pipe(Worker& worker, int stream) {
     if (!worker.pipes[stream].valid()) return;
     worker.streams[stream]->finish();
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, worker.pipes[stream].get(), nullptr);
+    loop_->unwatch(worker.pipes[stream].get());
     worker.pipes[stream].reset();
   }
 
-  void on_signals() {
-    detail::drain_signalfd(signal_fd_.get(), [this](int signal) {
-      if (signal == SIGCHLD) {
-        reap();
-      } else if (!stops_the_job(signal)) {
-        signal_all(signal, false);  // USR1/USR2 and the like: passed on, the job goes on
-      } else if (stop_ == Stop::none) {
-        stop_ = Stop::signal;
-        stop_signal_ = signal;
-        signal_all(signal, true);
-        arm_timer(Timer::grace, options_.grace);
-        tell_other_nodes_of(signal);
-      } else {
-        signal_all(SIGKILL, true);  // a stop request while stopping: no more grace
-      }
-      return true;
-    });
+  void on_signal(int signal) {
+    if (signal == SIGCHLD) {
+      reap();
+    } else if (!stops_the_job(signal)) {
+      processes_->signal_all(signal, false);  // USR1/USR2 and the like: passed on, the job goes on
+    } else if (stop_ == Stop::none) {
+      stop_ = Stop::signal;
+      stop_signal_ = signal;
+      processes_->stop(signal, options_.grace);
+      tell_other_nodes_of(signal);
+    } else {
+      processes_->stop(signal, options_.grace);  // a stop request while stopping: SIGKILL
+    }
   }
 
   void tell_other_nodes_of(int signal) {
@@ -452,81 +387,37 @@ class Agent {
                      cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
   }
 
-  void on_timer() {
-    std::uint64_t expirations = 0;
-    (void)!::read(timer_fd_.get(), &expirations, sizeof(expirations));
-    if (timer_ == Timer::grace) {
-      signal_all(SIGKILL, true);
-    } else if (timer_ == Timer::drain) {
-      for (Worker& worker : workers_) {
-        close_pipe(worker, 0);
-        close_pipe(worker, 1);
-      }
-    }
-    timer_ = Timer::none;
-  }
-
-  void arm_timer(Timer kind, std::chrono::milliseconds after) {
-    timer_ = kind;
-    itimerspec spec{};
-    if (kind != Timer::none) {
-      const long long ms = std::max<long long>(1, after.count());
-      spec.it_value.tv_sec = static_cast<time_t>(ms / 1000);
-      spec.it_value.tv_nsec = static_cast<long>((ms % 1000) * 1000000);
-    }
-    timerfd_settime(timer_fd_.get(), 0, &spec, nullptr);
-  }
-
-  // Sends `signal` to the process group of every running worker.
-  void signal_all(int signal, bool stopping) {
-    for (Worker& worker : workers_) {
-      if (!worker.running) continue;
-      if (stopping) worker.signalled_by_us = true;
-      killpg(worker.pid, signal);
-    }
-  }
-
   void reap() {
-    for (std::size_t i = 0; i < workers_.size(); ++i) {
-      Worker& worker = workers_[i];
-      if (!worker.running) continue;
-      // Peek without reaping: while the exited worker is a zombie its pid
-      // cannot be reused, so killing its process group below cannot hit
-      // another process.
-      siginfo_t info{};
-      if (waitid(P_PID, static_cast<id_t>(worker.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-          info.si_pid == 0) {
-        continue;
-      }
-      killpg(worker.pid, SIGKILL);  // whatever it left behind in its group
-      guardian_->forget(worker.pid);
-      int status = 0;
-      detail::retry_eintr([&] { return waitpid(worker.pid, &status, 0); });
-      worker.running = false;
-      worker.wait_status = status;
-      worker.ended = std::chrono::system_clock::now();
-      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && stop_ == Stop::none) {
-        stop_ = Stop::worker_failed;
-        first_failure_ = static_cast<int>(i);
-        signal_all(SIGTERM, true);
-        arm_timer(Timer::grace, options_.grace);
-        tell_other_nodes(
-            worker.rank, detail::shell_exit_code(status),
-            cat("rank ", worker.rank, " failed: ", detail::describe_exit_briefly(status)));
-      }
-    }
-    if (any_running()) return;
+    processes_->reap([this](std::size_t i) { guardian_->forget((*processes_)[i].pid); },
+                     [this](std::size_t i) {
+                       const int status = (*processes_)[i].wait_status;
+                       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+                       if (!failed || stop_ != Stop::none) return;
+                       stop_ = Stop::worker_failed;
+                       first_failure_ = static_cast<int>(i);
+                       processes_->stop(SIGTERM, options_.grace);
+                       tell_other_nodes(workers_[i].rank, detail::shell_exit_code(status),
+                                        cat("rank ", workers_[i].rank,
+                                            " failed: ", detail::describe_exit_briefly(status)));
+                     });
+    if (processes_->any_running()) return;
     stop_left_behind();
-    if (any_pipe_open() && timer_ != Timer::drain) arm_timer(Timer::drain, kDrainTimeout);
+    if (any_pipe_open() && !loop_->has_deadline(kDrainDeadline)) {
+      loop_->set_deadline(kDrainDeadline, kDrainTimeout, [this] {
+        for (Worker& worker : workers_) {
+          close_pipe(worker, 0);
+          close_pipe(worker, 1);
+        }
+      });
+    }
   }
 
   // Every worker is gone: what they left running outside their process
   // groups (a daemon; this agent is their subreaper) ends with them.
   void stop_left_behind() {
     std::set<pid_t> groups;
-    for (const Worker& worker : workers_)
-      groups.insert(worker.pid);
+    for (std::size_t i = 0; i < processes_->size(); ++i)
+      groups.insert((*processes_)[i].pid);
     const std::vector<detail::Orphan> stopped =
         detail::stop_orphans({guardian_->pid()}, groups, options_.grace);
     if (stopped.empty()) return;
@@ -560,22 +451,17 @@ class Agent {
     if (!record || stop_ != Stop::none) return;
     first_stop_ = record;
     stop_ = Stop::elsewhere;
-    signal_all(SIGTERM, true);
-    arm_timer(Timer::grace, options_.grace);
+    processes_->stop(SIGTERM, options_.grace);
   }
 
   // --timeout passed: the job is hung or too slow. What each rank still
   // running printed last goes into the report, then every worker is stopped.
   void on_job_timeout() {
-    std::uint64_t expirations = 0;
-    (void)!::read(job_timer_fd_.get(), &expirations, sizeof(expirations));
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, job_timer_fd_.get(), nullptr);
     if (stop_ != Stop::none) return;
     stop_ = Stop::timeout;
-    for (Worker& worker : workers_)
-      worker.running_at_timeout = worker.running;
-    signal_all(SIGTERM, true);
-    arm_timer(Timer::grace, options_.grace);
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      workers_[i].running_at_timeout = (*processes_)[i].running;
+    processes_->stop(SIGTERM, options_.grace);
     tell_other_nodes(-1, kTimeoutExitCode,
                      cat("the job ran past --timeout ",
                          static_cast<double>(options_.timeout.count()) / 1000, " s"));
@@ -586,13 +472,12 @@ class Agent {
     const ssize_t n =
         detail::retry_eintr([&] { return ::read(STDIN_FILENO, buffer, sizeof(buffer)); });
     if (n > 0 || (n < 0 && errno == EAGAIN)) return;
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, STDIN_FILENO, nullptr);
+    loop_->unwatch(STDIN_FILENO);
     if (stop_ != Stop::none) return;
     // The launcher that started this agent over ssh is gone (its connection closed).
     stop_ = Stop::signal;
     stop_signal_ = SIGHUP;
-    signal_all(SIGTERM, true);
-    arm_timer(Timer::grace, options_.grace);
+    processes_->stop(SIGTERM, options_.grace);
     tell_other_nodes(-1, detail::stop_exit_code(SIGHUP),
                      cat("the connection to the launcher of the agent on ", host_, " closed"));
   }
@@ -631,32 +516,24 @@ class Agent {
       group_->linger(bound);
       return;
     }
-    while (!group_->all_done()) {
-      epoll_event events[8];
-      const int n = epoll_wait(epoll_fd_.get(), events, 8, -1);
-      for (int i = 0; i < n; ++i) {
-        if (events[i].data.u64 == kGroupTag) {
-          std::uint64_t count = 0;
-          (void)!::read(group_->event_fd(), &count, sizeof(count));
-          if (auto record = group_->stop_record()) {
-            first_stop_ = record;
-            group_->linger(bound);
-            return;
-          }
-        } else if (events[i].data.u64 == kSignalTag) {
-          bool stopped = false;
-          detail::drain_signalfd(signal_fd_.get(), [&](int signal) {
-            stopped = stops_the_job(signal);
-            if (stopped) tell_other_nodes_of(signal);
-            return !stopped;
-          });
-          if (stopped) {
-            group_->linger(bound);
-            return;
-          }
-        }
+    bool stopped = false;
+    loop_->watch(group_->event_fd(), [&] {
+      std::uint64_t count = 0;
+      (void)!::read(group_->event_fd(), &count, sizeof(count));
+      if (auto record = group_->stop_record()) {
+        first_stop_ = record;
+        stopped = true;
       }
-    }
+    });
+    loop_->on_signal([&](int signal) {
+      if (stopped || !stops_the_job(signal)) return;
+      tell_other_nodes_of(signal);
+      stopped = true;
+    });
+    loop_->cancel_deadline(kJobDeadline);  // the workers are done
+    while (!stopped && !group_->all_done())
+      loop_->turn();
+    if (stopped) group_->linger(bound);
   }
 
   detail::ReportInput report_input(int attempt, bool restarting) const {
@@ -686,14 +563,16 @@ class Agent {
       input.recorded = detail::read_error_file(
           workers_[static_cast<std::size_t>(first_failure_)].error_file, kRecordedFrames);
     }
-    for (const Worker& worker : workers_) {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const Worker& worker = workers_[i];
+      const detail::ProcessSet::Member& process = (*processes_)[i];
       detail::ReportInput::WorkerEnd end;
       end.rank = worker.rank;
       end.local_rank = worker.local_rank;
-      end.pid = worker.pid;
-      end.wait_status = worker.wait_status;
-      end.ended = worker.ended;
-      end.stopped_by_cohort = worker.signalled_by_us;
+      end.pid = process.pid;
+      end.wait_status = process.wait_status;
+      end.ended = process.ended;
+      end.stopped_by_cohort = process.signalled;
       const auto& tail = worker.streams[1]->tail();
       end.stderr_tail.assign(tail.begin(), tail.end());
       end.running_at_timeout = worker.running_at_timeout;
@@ -711,7 +590,7 @@ class Agent {
     if (stop_ == Stop::timeout) return kTimeoutExitCode;
     if (stop_ == Stop::worker_failed) {
       return detail::shell_exit_code(
-          workers_[static_cast<std::size_t>(first_failure_)].wait_status);
+          (*processes_)[static_cast<std::size_t>(first_failure_)].wait_status);
     }
     return 0;
   }
@@ -720,10 +599,7 @@ class Agent {
   detail::AgentPlan plan_;
   std::vector<int> signals_;
   std::string host_;
-  Fd signal_fd_;
-  Fd timer_fd_;
-  Fd job_timer_fd_;  // --timeout
-  Fd epoll_fd_;
+  std::unique_ptr<detail::EventLoop> loop_;
   std::unique_ptr<detail::NodeGroup> group_;
   detail::Placement placement_;
   std::optional<detail::StopRecord> first_stop_;  ///< the job's first stop, on any node
@@ -733,10 +609,11 @@ class Agent {
   detail::ThreadBudget threads_;
   std::unique_ptr<detail::Guardian> guardian_;
   std::vector<Worker> workers_;
+  // After the guardian: destroyed first, it SIGKILLs workers still running.
+  std::unique_ptr<detail::ProcessSet> processes_;
   Stop stop_ = Stop::none;
   int stop_signal_ = 0;
   int first_failure_ = -1;
-  Timer timer_ = Timer::none;
 };
 
 }  // namespace

@@ -4,10 +4,7 @@
 #include <cmath>
 
 #include <fcntl.h>
-#include <sys/epoll.h>
-#include <sys/signalfd.h>
-#include <sys/timerfd.h>
-#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cohort/errors.hpp>
@@ -16,10 +13,11 @@
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 #include "launch/console.hpp"
+#include "launch/event_loop.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/node_group.hpp"
 #include "launch/output.hpp"
-#include "launch/signal_guard.hpp"
+#include "launch/process_set.hpp"
 #include "launch/spawn.hpp"
 
 namespace cohort::detail {
@@ -61,13 +59,15 @@ std::string seconds_text(std::chrono::milliseconds time) {
   return cat(time.count() / 1000, ".", cat(1000 + time.count() % 1000).substr(1));
 }
 
+// A remote agent, beside its ssh process (the process set's member of the
+// same index).
 struct Agent {
   std::string host;
-  pid_t pid = -1;
   Fd stdin_pipe;  // write end: closing it tells the remote agent to stop
-  bool running = false;
-  int exit_code = 0;
 };
+
+// The launcher's one deadline: hang up on the agents, then SIGKILL their ssh.
+constexpr int kKillDeadline = 0;
 
 }  // namespace
 
@@ -231,13 +231,10 @@ class SshLauncher {
     sigemptyset(&handled);
     for (int signal : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT})
       sigaddset(&handled, signal);
-    SignalGuard guard(handled);
-    signal_fd_ = Fd(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-    timer_fd_ = Fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
-    if (!signal_fd_.valid() || !timer_fd_.valid() || !epoll_fd_.valid()) {
-      throw Error(cat("cohort run: signalfd/timerfd/epoll failed: ", errno_text(errno)));
-    }
+    // Before the store's thread starts, which inherits the blocked signals.
+    loop_ = std::make_unique<EventLoop>(handled);
+    processes_ = std::make_unique<ProcessSet>(*loop_, system_processes(), kKillDeadline);
+    loop_->on_signal([this](int signal) { on_signal(signal); });
 
     const Route route = route_to(options_.hosts.front().name);
     if (!route.found) {
@@ -259,46 +256,22 @@ class SshLauncher {
     group_ = std::make_unique<NodeGroup>(group);
     group_->start_watching();
 
-    watch(signal_fd_.get(), 0);
-    watch(timer_fd_.get(), 1);
-    watch(group_->event_fd(), 2);
+    loop_->watch(group_->event_fd(), [this] { on_group_event(); });
     start_agents({route.source_address, group_->store_port()});
-
-    while (std::any_of(agents_.begin(), agents_.end(), [](const Agent& a) { return a.running; })) {
-      epoll_event events[8];
-      const int n = epoll_wait(epoll_fd_.get(), events, 8, -1);
-      for (int i = 0; i < n; ++i) {
-        switch (events[i].data.u64) {
-          case 0:
-            on_signals();
-            break;
-          case 1:
-            on_timer();
-            break;
-          default:
-            on_group_event();
-        }
-      }
-    }
+    while (processes_->any_running())
+      loop_->turn();
     if (record_ && (record_->node_lost || record_->node < 0 || record_->rank < 0)) {
       console_write(STDERR_FILENO, cat("cohort run: the job stopped: ", record_->summary,
                                        "; exit status ", record_->exit_code, "\n"));
     }
     if (record_) return record_->exit_code;
     int code = 0;
-    for (const Agent& agent : agents_)
-      code = std::max(code, agent.exit_code);
+    for (std::size_t node = 0; node < processes_->size(); ++node)
+      code = std::max(code, shell_exit_code((*processes_)[node].wait_status));
     return code;
   }
 
  private:
-  void watch(int fd, std::uint64_t tag) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.u64 = tag;
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event);
-  }
-
   void start_agents(const StoreEndpoint& store) {
     const Environment env = process_environment();
     const std::string cwd = current_directory();
@@ -321,8 +294,7 @@ class SshLauncher {
       argv.push_back(agent.host);
       argv.push_back(
           remote_agent_command(options_, static_cast<int>(node), store, cwd, cohort, env));
-      agent.pid = spawn_worker(argv, env, STDOUT_FILENO, STDERR_FILENO, read_end.get());
-      agent.running = true;
+      processes_->add(spawn_worker(argv, env, STDOUT_FILENO, STDERR_FILENO, read_end.get()));
       // The token's first line of the agent's standard input (--token-file
       // -): never on a command line, which every local user can read. The
       // pipe is empty and far larger than a token: this never blocks.
@@ -330,18 +302,15 @@ class SshLauncher {
     }
   }
 
-  void on_signals() {
-    drain_signalfd(signal_fd_.get(), [this](int signal) {
-      if (signal == SIGCHLD) {
-        reap();
-      } else if (!stopping_) {
-        stop(stop_exit_code(signal),
-             cat("cohort run --hostfile was stopped by ", signal_name(signal)));
-      } else {
-        hang_up();  // asked twice: no more grace
-      }
-      return true;
-    });
+  void on_signal(int signal) {
+    if (signal == SIGCHLD) {
+      reap();
+    } else if (!stopping_) {
+      stop(stop_exit_code(signal),
+           cat("cohort run --hostfile was stopped by ", signal_name(signal)));
+    } else {
+      hang_up();  // asked twice: no more grace
+    }
   }
 
   void stop(int code, const std::string& summary) {
@@ -358,33 +327,16 @@ class SshLauncher {
   void begin_stopping() {
     if (stopping_) return;
     stopping_ = true;
-    arm(options_.grace + std::chrono::seconds(5));
-  }
-
-  void on_timer() {
-    std::uint64_t expirations = 0;
-    (void)!::read(timer_fd_.get(), &expirations, sizeof(expirations));
-    if (!hung_up_) {
+    loop_->set_deadline(kKillDeadline, options_.grace + std::chrono::seconds(5), [this] {
       hang_up();
-      arm(std::chrono::seconds(5));
-      return;
-    }
-    for (Agent& agent : agents_) {
-      if (agent.running) killpg(agent.pid, SIGKILL);
-    }
+      loop_->set_deadline(kKillDeadline, std::chrono::seconds(5),
+                          [this] { processes_->signal_all(SIGKILL, true); });
+    });
   }
 
   void hang_up() {
-    hung_up_ = true;
     for (Agent& agent : agents_)
       agent.stdin_pipe.reset();
-  }
-
-  void arm(std::chrono::milliseconds after) {
-    itimerspec spec{};
-    spec.it_value.tv_sec = static_cast<time_t>(after.count() / 1000);
-    spec.it_value.tv_nsec = static_cast<long>((after.count() % 1000) * 1000000);
-    timerfd_settime(timer_fd_.get(), 0, &spec, nullptr);
   }
 
   void on_group_event() {
@@ -397,41 +349,37 @@ class SshLauncher {
   }
 
   void reap() {
-    for (std::size_t node = 0; node < agents_.size(); ++node) {
-      Agent& agent = agents_[node];
-      if (!agent.running) continue;
-      int status = 0;
-      if (waitpid(agent.pid, &status, WNOHANG) != agent.pid) continue;
-      agent.running = false;
-      agent.exit_code = shell_exit_code(status);
-      if (agent.exit_code == 0 || record_) continue;
-      // The agent ended badly without telling the others (ssh could not
-      // connect, cohort is missing there ...): stop the job.
-      StopRecord lost;
-      lost.node = static_cast<int>(node);
-      lost.host = agent.host;
-      lost.node_lost = true;
-      lost.exit_code = agent.exit_code;
-      lost.summary =
-          cat("the agent on ", agent.host, " (node ", node, ") ended with exit status ",
-              agent.exit_code,
-              agent.exit_code == 255 ? cat(": ssh failed; check that `", options_.ssh, " ",
-                                           agent.host, " true` works without a password")
-                                     : std::string());
-      record_ = group_->declare_stop(lost);
-      begin_stopping();
-    }
+    processes_->reap([](std::size_t) {}, [this](std::size_t node) { on_agent_ended(node); });
+  }
+
+  // The agent ended badly without telling the others (ssh could not
+  // connect, cohort is missing there ...): stop the job.
+  void on_agent_ended(std::size_t node) {
+    const std::string& host = agents_[node].host;
+    const int exit_code = shell_exit_code((*processes_)[node].wait_status);
+    if (exit_code == 0 || record_) return;
+    StopRecord lost;
+    lost.node = static_cast<int>(node);
+    lost.host = host;
+    lost.node_lost = true;
+    lost.exit_code = exit_code;
+    lost.summary =
+        cat("the agent on ", host, " (node ", node, ") ended with exit status ", exit_code,
+            exit_code == 255 ? cat(": ssh failed; check that `", options_.ssh, " ", host,
+                                   " true` works without a password")
+                             : std::string());
+    record_ = group_->declare_stop(lost);
+    begin_stopping();
   }
 
   RunOptions options_;
-  Fd signal_fd_;
-  Fd timer_fd_;
-  Fd epoll_fd_;
+  std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<NodeGroup> group_;
   std::vector<Agent> agents_;
+  // Destroyed first: it SIGKILLs the ssh processes still running.
+  std::unique_ptr<ProcessSet> processes_;
   std::optional<StopRecord> record_;
   bool stopping_ = false;
-  bool hung_up_ = false;
 };
 
 }  // namespace
