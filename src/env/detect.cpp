@@ -90,6 +90,30 @@ void validate(const EnvReader& env, const LaunchInfo& info) {
   require_order(env, "num_nodes", info.num_nodes, "world_size", info.world_size, true);
 }
 
+// Hand-set RANK and WORLD_SIZE under mpirun (exported from a shell into
+// every rank) would give every rank the same number. A launcher nested in
+// mpirun (torchrun, cohort run) sets its own run id and group; bare
+// variables for the same world that contradict mpirun's rank are an error.
+void check_against_mpi(const EnvReader& env, const LaunchInfo& info) {
+  for (std::string_view nested : {"TORCHELASTIC_RUN_ID", "COHORT_RUN_ID", "GROUP_RANK"}) {
+    if (env.has(nested)) return;
+  }
+  constexpr std::pair<std::string_view, std::string_view> kMpi[] = {
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"}};
+  for (const auto& [rank_name, size_name] : kMpi) {
+    const auto rank = env.first_int({rank_name});
+    const auto size = env.first_int({size_name});
+    if (!rank || !size || size->value != info.world_size.value || rank->value == info.rank.value) {
+      continue;
+    }
+    throw LaunchEnvError(cat(show("rank", info.rank), " contradicts ", rank_name, "=", rank->value,
+                             " of mpirun's ", size->value,
+                             " ranks: RANK was exported into every rank (a shell profile, a job "
+                             "script, mpirun -x RANK); unset it and let mpirun number the ranks"),
+                         {env.variable("RANK"), env.variable(rank_name)});
+  }
+}
+
 void apply_master_overrides(const EnvReader& env, Detection& detection) {
   LaunchInfo& info = detection.info;
   if (auto addr = env.first({"MASTER_ADDR"}); addr && !addr->value.empty()) {
@@ -158,6 +182,7 @@ LaunchInfo detect_launch(const Environment& environment) {
   Detection detection =
       chosen < kDetectors.size() ? kDetectors[chosen].read(env) : detail::read_single(env);
   validate(env, detection.info);
+  if (chosen == 0) check_against_mpi(env, detection.info);
   apply_master_overrides(env, detection);
 
   // Say which outer launchers' variables were set aside, e.g. the SLURM_* of

@@ -108,6 +108,24 @@ TEST(DetectLaunch, TorchrunWinsOverEverything) {
   EXPECT_EQ(info.notes.size(), 2u);  // MPICH and Slurm set aside
 }
 
+// RANK exported into every rank of an mpirun job contradicts mpirun's own
+// numbering of the same world: an error naming both. A launcher nested in
+// mpirun (its own run id), or another world size, is not that.
+TEST(DetectLaunch, AnExportedRankContradictingMpirunsIsAnError) {
+  const Environment env{{"RANK", "0"},
+                        {"WORLD_SIZE", "2"},
+                        {"MASTER_ADDR", "h"},
+                        {"MASTER_PORT", "29500"},
+                        {"OMPI_COMM_WORLD_RANK", "1"},
+                        {"OMPI_COMM_WORLD_SIZE", "2"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  expect_error_naming(env, {"RANK", "OMPI_COMM_WORLD_RANK"});
+  EXPECT_EQ(detect_launch(with(env, {{"TORCHELASTIC_RUN_ID", "r"}})).rank.value, 0);
+  EXPECT_EQ(detect_launch(with(env, {{"WORLD_SIZE", "4"}})).rank.value, 0);
+  EXPECT_EQ(detect_launch(with(env, {{"RANK", "1"}})).rank.value, 1);
+}
+
 TEST(DetectLaunch, CohortRunIdMeansCohort) {
   const LaunchInfo info = detect_launch({{"RANK", "0"},
                                          {"WORLD_SIZE", "4"},
