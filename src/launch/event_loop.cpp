@@ -28,8 +28,8 @@ bool empty(const sigset_t& set) {
 }  // namespace
 
 const LoopClock& real_clock() {
-  static const RealClock clock;
-  return clock;
+  static const RealClock kClock;
+  return kClock;
 }
 
 EventLoop::EventLoop(const sigset_t& signals, const LoopClock& clock) : clock_(clock) {
