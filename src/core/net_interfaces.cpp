@@ -135,26 +135,57 @@ std::string listen_address_for(const std::string& host, std::string* why) {
   // Plain getaddrinfo, not getaddrinfo_a: an agent that called this forks
   // cohort::spawn workers, and glibc's asynchronous lookups do not survive
   // a fork (the child's next lookup would wait for a thread that is gone).
+  const std::string name = host.size() > 2 && host.front() == '[' && host.back() == ']'
+                               ? host.substr(1, host.size() - 2)
+                               : host;
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0 || !found) {
-    *why = cat(host, " does not resolve: ", rc != 0 ? gai_strerror(rc) : "no IPv4 address");
+  if (const int rc = getaddrinfo(name.c_str(), nullptr, &hints, &found); rc != 0 || !found) {
+    *why = cat(host, " does not resolve: ", rc != 0 ? gai_strerror(rc) : "no address");
     return "";
   }
-  sockaddr_in address = *reinterpret_cast<const sockaddr_in*>(found->ai_addr);
-  freeaddrinfo(found);
-  std::string text = ipv4_text(address);
-  if ((ntohl(address.sin_addr.s_addr) >> 24) == 127) return text;
-  try {
-    for (const NetInterface& interface : ipv4_interfaces()) {
-      if (interface.ipv4 == text) return text;
+  // IPv4 when the name has it (as connect_tcp prefers), else IPv6.
+  const addrinfo* chosen = found;
+  for (const addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+    if (entry->ai_family == AF_INET) {
+      chosen = entry;
+      break;
     }
-  } catch (const Error& error) {
-    *why = error.what();
-    return "";
   }
+  std::string text;
+  bool local = false;
+  if (chosen->ai_family == AF_INET6) {
+    const in6_addr address = reinterpret_cast<const sockaddr_in6*>(chosen->ai_addr)->sin6_addr;
+    char buffer[INET6_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET6, &address, buffer, sizeof(buffer));
+    text = buffer;
+    local = IN6_IS_ADDR_LOOPBACK(&address);
+    ifaddrs* interfaces = nullptr;
+    if (!local && getifaddrs(&interfaces) == 0) {
+      for (const ifaddrs* entry = interfaces; entry != nullptr && !local; entry = entry->ifa_next) {
+        if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET6) continue;
+        local = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr)->sin6_addr,
+                            &address, sizeof(address)) == 0;
+      }
+      freeifaddrs(interfaces);
+    }
+  } else {
+    sockaddr_in address = *reinterpret_cast<const sockaddr_in*>(chosen->ai_addr);
+    text = ipv4_text(address);
+    local = (ntohl(address.sin_addr.s_addr) >> 24) == 127;
+    try {
+      for (const NetInterface& interface : ipv4_interfaces())
+        local = local || interface.ipv4 == text;
+    } catch (const Error& error) {
+      freeaddrinfo(found);
+      *why = error.what();
+      return "";
+    }
+  }
+  freeaddrinfo(found);
+  if (local) return text;
   *why = cat(host, " (", text, ") is not an address of this host");
   return "";
 }

@@ -1,5 +1,6 @@
 #include "core/peer_owner.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 #include <linux/inet_diag.h>
@@ -15,8 +16,8 @@ namespace cohort::detail {
 
 PeerOwner owner_of_peer(int fd) {
   PeerOwner owner;
-  sockaddr_in peer{};
-  sockaddr_in self{};
+  sockaddr_storage peer{};
+  sockaddr_storage self{};
   socklen_t peer_size = sizeof(peer);
   socklen_t self_size = sizeof(self);
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0 ||
@@ -24,8 +25,8 @@ PeerOwner owner_of_peer(int fd) {
     owner.error = cat("getpeername/getsockname: ", errno_text(errno));
     return owner;
   }
-  if (peer.sin_family != AF_INET) {
-    owner.error = "not an IPv4 connection";
+  if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) {
+    owner.error = "not a TCP/IP connection";
     return owner;
   }
   Fd diag(socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
@@ -42,13 +43,24 @@ PeerOwner owner_of_peer(int fd) {
   message.header.nlmsg_len = sizeof(message);
   message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
   message.header.nlmsg_flags = NLM_F_REQUEST;
-  message.request.sdiag_family = AF_INET;
+  message.request.sdiag_family = static_cast<std::uint8_t>(peer.ss_family);
   message.request.sdiag_protocol = IPPROTO_TCP;
   message.request.idiag_states = ~0u;
-  message.request.id.idiag_sport = peer.sin_port;
-  message.request.id.idiag_dport = self.sin_port;
-  std::memcpy(message.request.id.idiag_src, &peer.sin_addr, sizeof(peer.sin_addr));
-  std::memcpy(message.request.id.idiag_dst, &self.sin_addr, sizeof(self.sin_addr));
+  if (peer.ss_family == AF_INET6) {
+    const auto& from = reinterpret_cast<const sockaddr_in6&>(peer);
+    const auto& to = reinterpret_cast<const sockaddr_in6&>(self);
+    message.request.id.idiag_sport = from.sin6_port;
+    message.request.id.idiag_dport = to.sin6_port;
+    std::memcpy(message.request.id.idiag_src, &from.sin6_addr, sizeof(from.sin6_addr));
+    std::memcpy(message.request.id.idiag_dst, &to.sin6_addr, sizeof(to.sin6_addr));
+  } else {
+    const auto& from = reinterpret_cast<const sockaddr_in&>(peer);
+    const auto& to = reinterpret_cast<const sockaddr_in&>(self);
+    message.request.id.idiag_sport = from.sin_port;
+    message.request.id.idiag_dport = to.sin_port;
+    std::memcpy(message.request.id.idiag_src, &from.sin_addr, sizeof(from.sin_addr));
+    std::memcpy(message.request.id.idiag_dst, &to.sin_addr, sizeof(to.sin_addr));
+  }
   message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
   message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
   sockaddr_nl kernel{};

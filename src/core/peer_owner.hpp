@@ -22,7 +22,8 @@ struct PeerOwner {
   std::string error;
 };
 
-/// The owner of the peer socket of connected TCP (IPv4) socket `fd`. Never
+/// The owner of the peer socket of connected TCP socket `fd` (IPv4 or
+/// IPv6). Never
 /// throws. One netlink round trip, independent of how many sockets exist.
 PeerOwner owner_of_peer(int fd);
 

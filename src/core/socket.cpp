@@ -42,19 +42,40 @@ bool wait_ready(int fd, short events, Deadline deadline, std::string* error) {
   }
 }
 
-bool resolve(const std::string& host, int port, sockaddr_in* out, std::string* error) {
+// An address of `host` (IPv4 preferred, as every name the tests and most
+// clusters use has one; IPv6 when that is all it has: "::1").
+struct Resolved {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  int family = AF_INET;
+};
+
+bool resolve(const std::string& host, int port, Resolved* out, std::string* error) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  // "[::1]" as in host:port notation, or a bare literal.
+  const std::string name = host.size() > 2 && host.front() == '[' && host.back() == ']'
+                               ? host.substr(1, host.size() - 2)
+                               : host;
   addrinfo* result = nullptr;
   const std::string service = std::to_string(port);
   const int rc =
-      getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
-  if (rc != 0) {
-    *error = cat(host, " does not resolve: ", gai_strerror(rc));
+      getaddrinfo(name.empty() ? nullptr : name.c_str(), service.c_str(), &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    *error = cat(host, " does not resolve: ", rc != 0 ? gai_strerror(rc) : "no address");
     return false;
   }
-  std::memcpy(out, result->ai_addr, sizeof(*out));
+  const addrinfo* chosen = result;
+  for (const addrinfo* entry = result; entry != nullptr; entry = entry->ai_next) {
+    if (entry->ai_family == AF_INET) {
+      chosen = entry;
+      break;
+    }
+  }
+  std::memcpy(&out->address, chosen->ai_addr, chosen->ai_addrlen);
+  out->length = chosen->ai_addrlen;
+  out->family = chosen->ai_family;
   freeaddrinfo(result);
   return true;
 }
@@ -78,20 +99,22 @@ std::chrono::milliseconds saturating_sum(std::chrono::milliseconds a,
 }
 
 Listener listen_tcp(const std::string& host, int port, int backlog) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
+  Resolved resolved;
   std::string error;
   if (host.empty() || host == "0.0.0.0") {
-    address.sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (!resolve(host, port, &address, &error)) {
+    auto* any = reinterpret_cast<sockaddr_in*>(&resolved.address);
+    any->sin_family = AF_INET;
+    any->sin_port = htons(static_cast<uint16_t>(port));
+    any->sin_addr.s_addr = htonl(INADDR_ANY);
+    resolved.length = sizeof(sockaddr_in);
+  } else if (!resolve(host, port, &resolved, &error)) {
     throw Error(cat("cannot listen on ", host, ":", port, ": ", error));
   }
-  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  Fd fd(socket(resolved.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) throw Error(cat("socket() for ", host, ":", port, ": ", errno_text(errno)));
   const int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&resolved.address), resolved.length) != 0) {
     const int bind_errno = errno;
     throw Error(cat("cannot listen on ", host.empty() ? "0.0.0.0" : host, ":", port, ": ",
                     errno_text(bind_errno),
@@ -102,21 +125,25 @@ Listener listen_tcp(const std::string& host, int port, int backlog) {
   if (listen(fd.get(), backlog) != 0) {
     throw Error(cat("listen() on port ", port, ": ", errno_text(errno)));
   }
-  sockaddr_in bound{};
+  sockaddr_storage bound{};
   socklen_t length = sizeof(bound);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length);
-  return {std::move(fd), ntohs(bound.sin_port)};
+  const int bound_port = bound.ss_family == AF_INET6
+                             ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+                             : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  return {std::move(fd), bound_port};
 }
 
 Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string* error) {
-  sockaddr_in address{};
-  if (!resolve(host, port, &address, error)) return Fd();
-  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  Resolved resolved;
+  if (!resolve(host, port, &resolved, error)) return Fd();
+  Fd fd(socket(resolved.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) {
     *error = "socket() failed: " + errno_text(errno);
     return Fd();
   }
-  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&resolved.address), resolved.length) !=
+      0) {
     if (errno != EINPROGRESS) {
       *error = errno_text(errno);
       return Fd();
@@ -173,12 +200,18 @@ bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::stri
 }
 
 std::string peer_name(int fd) {
-  sockaddr_in address{};
+  sockaddr_storage address{};
   socklen_t length = sizeof(address);
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
-  char text[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &address.sin_addr, text, sizeof(text));
-  return cat(text, ":", ntohs(address.sin_port));
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
+    return cat("[", text, "]:", ntohs(v6->sin6_port));
+  }
+  const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+  inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
+  return cat(text, ":", ntohs(v4->sin_port));
 }
 
 int pick_free_port(const std::string& host) {

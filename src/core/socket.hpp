@@ -1,5 +1,6 @@
 // TCP helpers over blocking sockets with deadlines (poll), for the store's
-// client and server and the launcher. IPv4; every error names host:port.
+// client and server and the launcher. IPv4, and IPv6 where a host has no
+// IPv4 address ("::1", "[::1]"); every error names host:port.
 #pragma once
 
 #include <chrono>

@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cohort/launch_env.hpp>
+
 #include "core/socket.hpp"
 #include "support/files.hpp"
 #include "support/subprocess.hpp"
@@ -465,6 +467,35 @@ TEST_F(RunTest, AConsoleThatGoesAwayDoesNotKillTheLauncher) {
            "echo \"launcher status ${PIPESTATUS[0]}\""},
       options());
   EXPECT_NE(result.out.find("launcher status 0"), std::string::npos) << test::describe(result);
+}
+
+// No launcher, MASTER_ADDR an IPv6 address (both spellings): rank 0's store
+// listens there and the other rank finds it.
+TEST_F(RunTest, PlainVariablesWithAnIpv6MasterAddress) {
+  for (const char* master : {"::1", "[::1]"}) {
+    SCOPED_TRACE(master);
+    const int port = free_port();
+    std::vector<std::unique_ptr<test::Subprocess>> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      test::ProcessOptions options = this->options();
+      options.env = process_environment();
+      for (const char* name : {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "COHORT_STORE_ADDR"})
+        options.env->erase(name);
+      (*options.env)["RANK"] = std::to_string(rank);
+      (*options.env)["WORLD_SIZE"] = "2";
+      (*options.env)["LOCAL_RANK"] = std::to_string(rank);
+      (*options.env)["LOCAL_WORLD_SIZE"] = "2";
+      (*options.env)["MASTER_ADDR"] = master;
+      (*options.env)["MASTER_PORT"] = std::to_string(port);
+      ranks.push_back(std::make_unique<test::Subprocess>(
+          std::vector<std::string>{COHORT_REDUCTION_PATH}, options));
+    }
+    for (auto& rank : ranks) {
+      const auto result = rank->finish();
+      EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+      EXPECT_NE(result.out.find("has data 2"), std::string::npos) << test::describe(result);
+    }
+  }
 }
 
 // A worker that daemonizes (a new session, a double fork) leaves its process

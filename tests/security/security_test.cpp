@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cohort/errors.hpp>
 #include <cohort/launch_env.hpp>
 #include <cohort/store.hpp>
 
@@ -64,6 +65,25 @@ TEST_F(SecondUser, IsRefusedByTheStoreEvenWithTheToken) {
   // The same program as the job's own user gets in: the refusal above is
   // about the user, nothing else.
   const auto joined = intrude("127.0.0.1", server.port(), options.token, false);
+  EXPECT_EQ(joined.exit_code, 0) << test::describe(joined);
+}
+
+// The same over IPv6 (MASTER_ADDR=::1): the kernel is asked about IPv6
+// sockets the same way.
+TEST_F(SecondUser, IsRefusedOverIpv6Too) {
+  StoreServer::Options options;
+  options.host = "::1";
+  options.token = "0123456789abcdef0123456789abcdef";
+  std::unique_ptr<StoreServer> server;
+  try {
+    server = std::make_unique<StoreServer>(options);
+  } catch (const Error& error) {
+    COHORT_SKIP_MISSING("no IPv6 loopback here: " << error.what());
+  }
+  const auto refused = intrude("::1", server->port(), options.token);
+  EXPECT_EQ(refused.exit_code, 3) << test::describe(refused);
+  EXPECT_NE(refused.err.find("runs as uid 65534"), std::string::npos) << refused.err;
+  const auto joined = intrude("[::1]", server->port(), options.token, false);
   EXPECT_EQ(joined.exit_code, 0) << test::describe(joined);
 }
 
