@@ -79,6 +79,10 @@ class Parser {
         fail(begin, cat("names more than ", max_hosts_, " hosts"));
       i = close + 1;
     }
+    // A name without groups counts too (found by the hostlist fuzzer: a long
+    // list of plain names went past the bound).
+    if (count + hosts.size() > max_hosts_)
+      fail(begin, cat("names more than ", max_hosts_, " hosts"));
     // Checked before a byte is spent: a short expression of long names must
     // not take gigabytes only to be refused.
     std::size_t width = 0;

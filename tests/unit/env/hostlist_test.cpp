@@ -48,6 +48,13 @@ TEST(Hostlist, LimitsTheNumberOfHosts) {
   EXPECT_THROW(hostlist::expand("n[0-1048576]"), InvalidArgument);
   EXPECT_THROW(hostlist::expand("n[0-1023][0-1024]"), InvalidArgument);
   EXPECT_THROW(hostlist::expand("n[1234567890123456789]"), InvalidArgument);
+  // A bound of the caller's, checked before the hosts are made; plain names
+  // count as much as bracket groups do.
+  EXPECT_EQ(hostlist::expand("a,b,c", 3).size(), 3u);
+  EXPECT_THROW(hostlist::expand("a,b,c,d", 3), InvalidArgument);
+  EXPECT_THROW(hostlist::expand("a,n[1-3]", 3), InvalidArgument);
+  // Long names: a short expression must not take gigabytes to be refused.
+  EXPECT_THROW(hostlist::expand(std::string(200, 'a') + "[1-1000000]"), InvalidArgument);
 }
 
 TEST(Hostlist, CompressesLikeScontrol) {
