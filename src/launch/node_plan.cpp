@@ -72,7 +72,7 @@ std::string resolve_ipv4(const std::string& host) {
 }
 
 bool is_loopback(const std::string& host) {
-  return resolve_ipv4(host).rfind("127.", 0) == 0;
+  return host == "::1" || host == "[::1]" || resolve_ipv4(host).rfind("127.", 0) == 0;
 }
 
 // Where a store served for `host` listens: that address when it is this
