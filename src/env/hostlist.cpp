@@ -71,18 +71,16 @@ class Parser {
     for (std::size_t i = begin;;) {
       std::size_t open = std::min(text_.find('[', i), end);
       literals.push_back(text_.substr(i, open - i));
+      // After each group, and for a name without any (the hostlist fuzzer
+      // found a long list of plain names going past the bound).
+      if (count + hosts.size() > max_hosts_)
+        fail(begin, cat("names more than ", max_hosts_, " hosts"));
       if (open == end) break;
       const std::size_t close = text_.find(']', open);
       groups.push_back(expand_group(open + 1, close));
       count *= groups.back().size();
-      if (count + hosts.size() > max_hosts_)
-        fail(begin, cat("names more than ", max_hosts_, " hosts"));
       i = close + 1;
     }
-    // A name without groups counts too (found by the hostlist fuzzer: a long
-    // list of plain names went past the bound).
-    if (count + hosts.size() > max_hosts_)
-      fail(begin, cat("names more than ", max_hosts_, " hosts"));
     // Checked before a byte is spent: a short expression of long names must
     // not take gigabytes only to be refused.
     std::size_t width = 0;
