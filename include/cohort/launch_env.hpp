@@ -100,6 +100,15 @@ namespace hostlist {
 std::vector<std::string> expand(std::string_view expression, std::size_t max_hosts);
 std::vector<std::string> expand(std::string_view expression);
 
+/// How many hosts `expression` names, and the first `keep` of them: checked
+/// and counted as `expand` does (the same errors), without making the
+/// strings of the others.
+struct Summary {
+  std::size_t count = 0;
+  std::vector<std::string> hosts;  // the first min(keep, count)
+};
+Summary summarize(std::string_view expression, std::size_t keep);
+
 /// The inverse of `expand`, like `scontrol show hostlist`: consecutive hosts
 /// that differ only in a trailing number share one bracket group, and runs of
 /// consecutive numbers become ranges. Order and duplicates are kept, so

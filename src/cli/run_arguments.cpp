@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -228,17 +229,23 @@ int parse_nproc(const Given& given, const HostCounts& host) {
   return integer(given, 1, 4096, "expected a number from 1 to 4096, auto, cpu or gpu");
 }
 
-// "0,2-3" -> {0, 2, 3}; `limit` < 0: no upper bound.
-std::set<int> parse_rank_list(const Given& given, int limit) {
+// "0,2-3" -> {0, 2, 3}. A console shows a bounded number of ranks: more
+// would also make a command line of megabytes for the other nodes' agents.
+std::set<int> parse_rank_list(const Given& given) {
+  constexpr std::int64_t kMaxRanks = 65536;
   std::set<int> ranks;
+  std::int64_t named = 0;
   for (const std::string& item : split(given.value, ",")) {
     const std::size_t dash = item.find('-', 1);
     auto low = detail::parse_int(item.substr(0, dash));
     auto high = dash == std::string::npos ? low : detail::parse_int(item.substr(dash + 1));
-    if (!low || !high || *low < 0 || *high < *low || (limit >= 0 && *high >= limit) ||
-        *high - *low > 1 << 20) {
-      bad(given, limit >= 0 ? cat("'", item, "' is not a rank or range of ranks 0-", limit - 1)
-                            : cat("'", item, "' is not a rank or range of ranks"));
+    if (!low || !high || *low < 0 || *high < *low || *high > INT_MAX) {
+      bad(given, cat("'", item, "' is not a rank or range of ranks"));
+    }
+    named += *high - *low + 1;
+    if (named > kMaxRanks) {
+      bad(given, cat("names more than ", kMaxRanks,
+                     " ranks; leave it out to show every rank, or use --log-dir"));
     }
     for (auto rank = *low; rank <= *high; ++rank)
       ranks.insert(static_cast<int>(rank));
@@ -506,7 +513,7 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
     options.prefix = prefix.value;
   }
   if (const Given filter = get(arguments, "--local-ranks-filter")) {
-    options.console_local_ranks = parse_rank_list(filter, -1);
+    options.console_local_ranks = parse_rank_list(filter);
   }
   if (const Given style = get(arguments, "--local-rank-arg")) {
     if (style.value == "underscore" || style.value == "1" || style.value == "true") {
@@ -573,8 +580,7 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
   if (over_ssh && !arguments.given("--nproc-per-node")) options.nproc_per_node = 1;
   place(arguments, options, getenv);
   // Not checked against the world size: under srun or mpirun it is not known yet.
-  if (const Given ranks = get(arguments, "--ranks"))
-    options.console_ranks = parse_rank_list(ranks, -1);
+  if (const Given ranks = get(arguments, "--ranks")) options.console_ranks = parse_rank_list(ranks);
   return options;
 }
 

@@ -31,13 +31,48 @@ std::string padded(std::uint64_t number, std::size_t width) {
   return digits;
 }
 
+// A bracket group's range "007-012": numbers printed at least `width` wide.
+struct Range {
+  std::uint64_t low = 0;
+  std::uint64_t high = 0;
+  std::size_t width = 0;
+  std::size_t size() const { return static_cast<std::size_t>(high - low) + 1; }
+  std::size_t widest() const { return std::max(width, std::to_string(high).size()); }
+};
+
+// One bracket group: its ranges in order, as many numbers as they hold.
+struct Group {
+  std::vector<Range> ranges;
+  std::size_t size = 0;
+};
+
+// A digit of the odometer that walks a name's groups: where it is in a group.
+struct Place {
+  std::size_t range = 0;
+  std::uint64_t offset = 0;
+  std::string number(const Group& group) const {
+    const Range& at = group.ranges[range];
+    return padded(at.low + offset, at.width);
+  }
+  // Steps on; false when it wrapped round to the group's first number.
+  bool advance(const Group& group) {
+    if (++offset < group.ranges[range].size()) return true;
+    offset = 0;
+    if (++range < group.ranges.size()) return true;
+    range = 0;
+    return false;
+  }
+};
+
+// Reads and checks the whole expression, counts every host, and makes the
+// strings of the first `keep` only: the first host of a 100,000-node list
+// costs no more than that of a 2-node one.
 class Parser {
  public:
-  Parser(std::string_view expression, std::size_t max_hosts)
-      : text_(expression), max_hosts_(std::min(max_hosts, kMaxHosts)) {}
+  Parser(std::string_view expression, std::size_t max_hosts, std::size_t keep)
+      : text_(expression), max_hosts_(std::min(max_hosts, kMaxHosts)), keep_(keep) {}
 
-  std::vector<std::string> expand() {
-    std::vector<std::string> hosts;
+  Summary parse() {
     std::size_t start = 0;
     int depth = 0;
     for (std::size_t i = 0; i <= text_.size(); ++i) {
@@ -48,11 +83,11 @@ class Parser {
         if (depth-- == 0) fail(i, "']' without a matching '['");
       } else if (end || (depth == 0 && is_delimiter(text_[i]))) {
         if (end && depth > 0) fail(text_.rfind('['), "'[' is never closed");
-        if (i > start) expand_name(start, i, hosts);
+        if (i > start) expand_name(start, i);
         start = i + 1;
       }
     }
-    return hosts;
+    return std::move(out_);
   }
 
  private:
@@ -64,21 +99,21 @@ class Parser {
   // One name with its bracket groups, text_[begin, end), expanded in
   // scontrol's order: the last group varies fastest, then the first, the
   // second, ... (with two groups, simply the leftmost varies slowest).
-  void expand_name(std::size_t begin, std::size_t end, std::vector<std::string>& hosts) {
+  void expand_name(std::size_t begin, std::size_t end) {
     std::vector<std::string_view> literals;  // around and between the groups
-    std::vector<std::vector<std::string>> groups;
+    std::vector<Group> groups;
     std::size_t count = 1;
     for (std::size_t i = begin;;) {
       std::size_t open = std::min(text_.find('[', i), end);
       literals.push_back(text_.substr(i, open - i));
       // After each group, and for a name without any (the hostlist fuzzer
       // found a long list of plain names going past the bound).
-      if (count + hosts.size() > max_hosts_)
+      if (count + out_.count > max_hosts_)
         fail(begin, cat("names more than ", max_hosts_, " hosts"));
       if (open == end) break;
       const std::size_t close = text_.find(']', open);
-      groups.push_back(expand_group(open + 1, close));
-      count *= groups.back().size();
+      groups.push_back(read_group(open + 1, close));
+      count *= groups.back().size;
       i = close + 1;
     }
     // Checked before a byte is spent: a short expression of long names must
@@ -86,44 +121,45 @@ class Parser {
     std::size_t width = 0;
     for (std::string_view literal : literals)
       width += literal.size();
-    for (const std::vector<std::string>& group : groups) {
+    for (const Group& group : groups) {
       std::size_t widest = 0;
-      for (const std::string& number : group)
-        widest = std::max(widest, number.size());
+      for (const Range& range : group.ranges)
+        widest = std::max(widest, range.widest());
       width += widest;
     }
     bytes_ += count * (width + sizeof(std::string));
     if (bytes_ > kMaxExpandedBytes) {
       fail(begin, cat("expands to more than ", kMaxExpandedBytes >> 20, " MiB of host names"));
     }
+    out_.count += count;
+
     std::vector<std::size_t> fastest_first;
     if (!groups.empty()) fastest_first.push_back(groups.size() - 1);
     for (std::size_t g = 0; g + 1 < groups.size(); ++g)
       fastest_first.push_back(g);
-
-    std::vector<std::size_t> index(groups.size(), 0);
-    for (std::size_t n = 0; n < count; ++n) {
+    std::vector<Place> places(groups.size());
+    for (std::size_t n = 0; n < count && out_.hosts.size() < keep_; ++n) {
       std::string host(literals[0]);
       for (std::size_t g = 0; g < groups.size(); ++g) {
-        host.append(groups[g][index[g]]).append(literals[g + 1]);
+        host.append(places[g].number(groups[g])).append(literals[g + 1]);
       }
-      hosts.push_back(std::move(host));
+      out_.hosts.push_back(std::move(host));
       for (std::size_t g : fastest_first) {  // advance the odometer
-        if (++index[g] < groups[g].size()) break;
-        index[g] = 0;
+        if (places[g].advance(groups[g])) break;
       }
     }
   }
 
-  // "001-003,010" at text_[begin, end) -> 001 002 003 010.
-  std::vector<std::string> expand_group(std::size_t begin, std::size_t end) {
-    std::vector<std::string> numbers;
+  // "001-003,010" at text_[begin, end) -> 001-003 and 010.
+  Group read_group(std::size_t begin, std::size_t end) {
+    Group group;
     std::size_t i = begin;
     while (true) {
       std::size_t comma = text_.find(',', i);
       if (comma > end) comma = end;
-      expand_range(i, comma, numbers);
-      if (comma == end) return numbers;
+      group.ranges.push_back(read_range(i, comma, group.size));
+      group.size += group.ranges.back().size();
+      if (comma == end) return group;
       i = comma + 1;
     }
   }
@@ -142,23 +178,24 @@ class Parser {
     return static_cast<std::uint64_t>(*detail::parse_int(text_.substr(begin, end - begin)));
   }
 
-  void expand_range(std::size_t begin, std::size_t end, std::vector<std::string>& numbers) {
+  // `before`: how many numbers the group holds already.
+  Range read_range(std::size_t begin, std::size_t end, std::size_t before) const {
     std::size_t dash = text_.find('-', begin);
     if (dash > end) dash = end;
     const std::uint64_t low = read_number(begin, dash);
     const std::uint64_t high = dash == end ? low : read_number(dash + 1, end);
     if (high < low) fail(begin, cat("range ", low, "-", high, " runs backwards"));
-    if (high - low >= max_hosts_ - numbers.size()) {
+    if (high - low >= max_hosts_ - before) {
       fail(begin, cat("names more than ", max_hosts_, " hosts"));
     }
-    const std::size_t width = dash - begin;  // zero padding: the lower bound's width
-    for (std::uint64_t n = low; n <= high; ++n)
-      numbers.push_back(padded(n, width));
+    return {low, high, dash - begin};  // zero padding: the lower bound's width
   }
 
   std::string_view text_;
   std::size_t max_hosts_;
-  std::size_t bytes_ = 0;  // what the hosts expanded so far take
+  std::size_t keep_;
+  std::size_t bytes_ = 0;  // what the hosts counted so far would take
+  Summary out_;
 };
 
 // A host split as prefix + trailing number ("rack1-n01" -> "rack1-n", "01").
@@ -180,7 +217,11 @@ Split split(std::string_view host) {
 }  // namespace
 
 std::vector<std::string> expand(std::string_view expression, std::size_t max_hosts) {
-  return Parser(expression, max_hosts).expand();
+  return Parser(expression, max_hosts, kMaxHosts).parse().hosts;
+}
+
+Summary summarize(std::string_view expression, std::size_t keep) {
+  return Parser(expression, kMaxHosts, keep).parse();
 }
 
 std::vector<std::string> expand(std::string_view expression) {

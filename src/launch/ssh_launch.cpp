@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -57,6 +58,19 @@ std::string shell_quote(std::string_view text) {
 
 std::string seconds_text(std::chrono::milliseconds time) {
   return cat(time.count() / 1000, ".", cat(1000 + time.count() % 1000).substr(1));
+}
+
+// {0, 1, 2, 5} -> "0-2,5": --ranks 0-65535 stays a short argument.
+std::string format_rank_list(const std::set<int>& ranks) {
+  std::vector<std::string> items;
+  for (auto it = ranks.begin(); it != ranks.end();) {
+    const int low = *it;
+    int high = low;
+    while (++it != ranks.end() && *it == high + 1)
+      ++high;
+    items.push_back(low == high ? cat(low) : cat(low, "-", high));
+  }
+  return join(items, ",");
 }
 
 // A remote agent, beside its ssh process (the process set's member of the
@@ -178,10 +192,7 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
     }
   }
   if (!options.console_ranks.empty()) {
-    std::vector<std::string> ranks;
-    for (int rank : options.console_ranks)
-      ranks.push_back(std::to_string(rank));
-    run.insert(run.end(), {"--ranks", join(ranks, ",")});
+    run.insert(run.end(), {"--ranks", format_rank_list(options.console_ranks)});
   }
   if (options.local_rank_arg == RunOptions::LocalRankArg::underscore) {
     run.emplace_back("--local-rank-arg");
@@ -198,10 +209,7 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
     if (!spec->empty()) run.insert(run.end(), {flag, format_stream_spec(*spec)});
   }
   if (!options.console_local_ranks.empty()) {
-    std::vector<std::string> ranks;
-    for (int rank : options.console_local_ranks)
-      ranks.push_back(std::to_string(rank));
-    run.insert(run.end(), {"--local-ranks-filter", join(ranks, ",")});
+    run.insert(run.end(), {"--local-ranks-filter", format_rank_list(options.console_local_ranks)});
   }
   run.emplace_back("--");
   run.insert(run.end(), options.command.begin(), options.command.end());

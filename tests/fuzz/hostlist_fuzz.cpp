@@ -1,6 +1,7 @@
 // Slurm hostlists from the environment and the command line
 // (src/env/hostlist.cpp): expand, then compress and expand again, which must
-// give back the same hosts.
+// give back the same hosts; summarize must count them and begin them alike.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -24,6 +25,13 @@ COHORT_FUZZ_TARGET(hostlist) {
     return 0;
   }
   if (hosts.size() > kBound) std::abort();
+  const cohort::hostlist::Summary summary = cohort::hostlist::summarize(expression, 3);
+  if (summary.count != hosts.size() ||
+      !std::equal(
+          summary.hosts.begin(), summary.hosts.end(), hosts.begin(),
+          hosts.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(3, hosts.size())))) {
+    std::abort();
+  }
   std::string compressed;
   try {
     compressed = cohort::hostlist::compress(hosts);

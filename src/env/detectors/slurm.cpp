@@ -85,25 +85,25 @@ Sourced<std::string> first_host(const EnvReader& env, const LaunchInfo& info) {
     if (info.num_nodes.value == 1) return {"127.0.0.1", "loopback: a one-node step"};
     return {"", "unknown: no SLURM_STEP_NODELIST or SLURM_JOB_NODELIST"};
   }
-  std::vector<std::string> hosts;
+  hostlist::Summary hosts;
   try {
-    hosts = hostlist::expand(list->value);
+    hosts = hostlist::summarize(list->value, 1);
   } catch (const InvalidArgument& error) {
     throw LaunchEnvError(cat(list->source, "='", list->value, "' does not parse: ", error.what()),
                          {{list->source, list->value}});
   }
-  if (hosts.empty()) {
+  if (hosts.count == 0) {
     throw LaunchEnvError(cat(list->source, " is empty: srun sets it to the step's nodes"),
                          {{list->source, list->value}});
   }
   if (list->source == "SLURM_STEP_NODELIST" && info.num_nodes.source == "SLURM_STEP_NUM_NODES" &&
-      static_cast<int>(hosts.size()) != info.num_nodes.value) {
+      hosts.count != static_cast<std::size_t>(info.num_nodes.value)) {
     throw LaunchEnvError(
-        cat("inconsistent Slurm step: SLURM_STEP_NODELIST=", list->value, " names ", hosts.size(),
+        cat("inconsistent Slurm step: SLURM_STEP_NODELIST=", list->value, " names ", hosts.count,
             " hosts but SLURM_STEP_NUM_NODES=", info.num_nodes.value),
         {{list->source, list->value}, env.variable("SLURM_STEP_NUM_NODES")});
   }
-  return {hosts.front(), cat("first host of ", list->source)};
+  return {hosts.hosts.front(), cat("first host of ", list->source)};
 }
 
 }  // namespace

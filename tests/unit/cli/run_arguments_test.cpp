@@ -112,6 +112,17 @@ TEST(RunArguments, ScriptFormsOutputAndLocalRank) {
   EXPECT_TRUE(parse({{"--use-env", "1"}}).agent_store);
 }
 
+TEST(RunArguments, RankListsAreBounded) {
+  EXPECT_EQ(parse({{"--ranks", "0-65535"}}).console_ranks.size(), 65536u);
+  EXPECT_NE(error_of({{"--ranks", "0-65535,70000"}}).find("names more than 65536 ranks"),
+            std::string::npos);
+  // Repeating a range counts each time: the work is bounded, not just the result.
+  EXPECT_NE(error_of({{"--ranks", "0-40000,0-40000"}}).find("names more than"), std::string::npos);
+  EXPECT_NE(error_of({{"--local-ranks-filter", "4294967296"}}).find("is not a rank"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"--ranks", "3-1"}}).find("'3-1' is not a rank or range"), std::string::npos);
+}
+
 TEST(RunArguments, PetVariablesFillWhatTheCommandLineDidNotGive) {
   RunOptions options = parse({{"--nproc-per-node", "3"}}, {{"PET_NPROC_PER_NODE", "5"},
                                                            {"PET_MAX_RESTARTS", "2"},

@@ -57,6 +57,24 @@ TEST(Hostlist, LimitsTheNumberOfHosts) {
   EXPECT_THROW(hostlist::expand(std::string(200, 'a') + "[1-1000000]"), InvalidArgument);
 }
 
+TEST(Hostlist, SummarizeCountsAllAndMakesOnlyTheFirst) {
+  const hostlist::Summary big = hostlist::summarize("n[000001-999999],login[1-2]", 2);
+  EXPECT_EQ(big.count, 1000001u);
+  EXPECT_EQ(big.hosts, (std::vector<std::string>{"n000001", "n000002"}));
+  // The odometer's order and several ranges in a group, as expand has them.
+  for (const char* expression : {"r[1-2]-n[8-9,11]-c[3,5-6]", "a,b[07-08,1],c", "x[1-3][9]"}) {
+    const std::vector<std::string> all = hostlist::expand(expression);
+    const hostlist::Summary summary = hostlist::summarize(expression, 5);
+    EXPECT_EQ(summary.count, all.size()) << expression;
+    const auto first =
+        all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size()));
+    EXPECT_EQ(summary.hosts, std::vector<std::string>(all.begin(), first)) << expression;
+  }
+  // The same errors as expand.
+  EXPECT_THROW(hostlist::summarize("n[0-1048576]", 1), InvalidArgument);
+  EXPECT_THROW(hostlist::summarize("n[1-", 1), InvalidArgument);
+}
+
 TEST(Hostlist, CompressesLikeScontrol) {
   // Pairs taken from `scontrol show hostlist` (Slurm 22.05).
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -262,6 +262,12 @@ TEST(RemoteAgent, TheCommandCarriesTheJobAndOnlyTheNamedVariablesButNeverTheToke
   }
   EXPECT_EQ(node1.find("SECRET"), std::string::npos) << node1;
   EXPECT_EQ(node1.find("TOKEN"), std::string::npos) << node1;
+  // Rank lists travel as ranges.
+  options.console_ranks = {0, 1, 2, 3, 7, 9, 10};
+  options.console_local_ranks = {1};
+  const std::string filtered = remote_agent_command(options, 1, {"h", 1}, "/", "c", env);
+  EXPECT_NE(filtered.find("'--ranks' '0-3,7,9-10'"), std::string::npos) << filtered;
+  EXPECT_NE(filtered.find("'--local-ranks-filter' '1'"), std::string::npos) << filtered;
   // A host without slots runs nproc_per_node workers.
   EXPECT_NE(remote_agent_command(options, 0, {"h", 1}, "/", "c", env).find("'-n' '2'"),
             std::string::npos);
