@@ -7,6 +7,7 @@
 
 #include "comm/async_queue.hpp"
 #include "comm/backend.hpp"
+#include "comm/kit/buffers.hpp"
 #include "core/strings.hpp"
 
 namespace cohort {
@@ -46,9 +47,7 @@ void require_no_overlap(std::string_view collective, const Buffer& part, const B
   if (slice >= 0 && part_begin == whole_begin + static_cast<std::size_t>(slice) * part.bytes()) {
     return;
   }
-  const bool disjoint =
-      part_begin + part.bytes() <= whole_begin || whole_begin + whole.bytes() <= part_begin;
-  if (disjoint) return;
+  if (!detail::overlaps(part, whole)) return;
   if (slice < 0) {
     throw InvalidArgument(cat(collective,
                               ": input and output overlap; pass separate buffers, or the same "

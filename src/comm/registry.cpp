@@ -1,53 +1,37 @@
 #include "comm/registry.hpp"
 
+#include <algorithm>
+
 #include <cohort/config.hpp>
 #include <cohort/errors.hpp>
 
-#include "comm/backends/self/factory.hpp"
-#if COHORT_WITH_GLOO
 #include "comm/backends/gloo/factory.hpp"
-#endif
+#include "comm/backends/self/factory.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {
+
 namespace {
 
-std::string self_unviable(const BackendContext& context) {
-  const int size = context.info->world_size.value;
-  return size == 1 ? std::string() : cat("it serves a world of one, this one has ", size, " ranks");
+// One row per backend: name, priority (higher wins), its factory's two
+// functions, whether this build has it. A backend left out of the build
+// stays listed, so that asking for it by name says how to build it.
+std::vector<BackendEntry> rows() {
+  return {
+      {"self", 100, self_backend::unviable_because, self_backend::create, true},
+      {"gloo", 50, gloo_backend::unviable_because, gloo_backend::create, COHORT_WITH_GLOO},
+  };
 }
-
-std::unique_ptr<Communicator> self_create(const BackendContext& context) {
-  return self_backend::create(context.timeout);
-}
-
-#if COHORT_WITH_GLOO
-std::string gloo_unviable(const BackendContext& context) {
-  return context.store ? std::string() : "it needs the job's store to connect the ranks";
-}
-
-std::unique_ptr<Communicator> gloo_create(const BackendContext& context) {
-  gloo_backend::Options options;
-  options.rank = context.info->rank.value;
-  options.size = context.info->world_size.value;
-  options.store = std::make_shared<PrefixStore>("comm/gloo", context.store);
-  options.address = context.address;
-  options.timeout = context.timeout;
-  return gloo_backend::create(options);
-}
-#endif
 
 }  // namespace
 
 const std::vector<BackendEntry>& backends() {
-  // The order is the priority order: `self` for a world of one, then `gloo`
-  // (TCP). A shared-memory backend will rank above gloo for ranks on one node.
-  static const std::vector<BackendEntry> kBackends = {
-    {"self", 100, self_unviable, self_create},
-#if COHORT_WITH_GLOO
-    {"gloo", 50, gloo_unviable, gloo_create},
-#endif
-  };
+  static const std::vector<BackendEntry> kBackends = [] {
+    std::vector<BackendEntry> sorted = rows();
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const auto& a, const auto& b) { return a.priority > b.priority; });
+    return sorted;
+  }();
   return kBackends;
 }
 
@@ -55,8 +39,9 @@ std::string_view choose_backend(const BackendContext& context, std::string_view 
   std::vector<std::string> names;
   std::vector<std::string> reasons;
   for (const BackendEntry& entry : backends()) {
-    names.emplace_back(entry.name);
+    if (entry.built) names.emplace_back(entry.name);
     if (!name.empty() && entry.name != name) continue;
+    if (!entry.built && name.empty()) continue;
     const std::string why = entry.unviable_because(context);
     if (why.empty()) return entry.name;
     if (!name.empty()) {
@@ -89,8 +74,9 @@ namespace cohort {
 
 std::vector<std::string> compiled_backends() {
   std::vector<std::string> names;
-  for (const detail::BackendEntry& entry : detail::backends())
-    names.emplace_back(entry.name);
+  for (const detail::BackendEntry& entry : detail::backends()) {
+    if (entry.built) names.emplace_back(entry.name);
+  }
   return names;
 }
 

@@ -10,31 +10,25 @@
 #include <vector>
 
 #include <cohort/communicator.hpp>
-#include <cohort/launch_env.hpp>
-#include <cohort/store.hpp>
+
+#include "comm/backend_context.hpp"
 
 namespace cohort::detail {
 
-/// What a backend needs to connect a group.
-struct BackendContext {
-  const LaunchInfo* info = nullptr;
-  std::chrono::milliseconds timeout{};
-  /// The job's store, through which ranks exchange addresses (may be null
-  /// for a world of one).
-  std::shared_ptr<Store> store;
-  /// This rank's address for peers to connect to.
-  std::string address = "127.0.0.1";
-};
-
+/// One row of the registry: what every backends/<name>/factory.hpp exports.
 struct BackendEntry {
   std::string_view name;
   int priority = 0;  ///< higher wins
-  /// Empty when the backend can serve this context, else why not.
+  /// Empty when the backend can serve this context, else why not. A backend
+  /// left out of the build says so (and how to build it) here.
   std::string (*unviable_because)(const BackendContext& context);
+  /// Connects the group: collective over the context's ranks.
   std::unique_ptr<Communicator> (*create)(const BackendContext& context);
+  /// Whether this build has it (its COHORT_WITH_<NAME> option).
+  bool built = true;
 };
 
-/// Every backend compiled in, in priority order.
+/// Every backend, built or not, highest priority first.
 const std::vector<BackendEntry>& backends();
 
 /// The backend create_communicator would use, without connecting anything.

@@ -1,24 +1,26 @@
 // Collective conformance, written once and run for every backend: each
 // collective × element type × reduction op × element count, checked against
 // a plain serial computation over every rank's input (exact for integers;
-// floating point within kTolerance of the type). Ranks run as threads of this
-// process, one communicator each. A backend joins by adding its group factory
-// and world sizes to kBackends; `self` serves a world of one.
+// floating point within kTolerance of the type). Groups are made through the
+// registry, as cohort::init() makes them. A backend joins the whole suite
+// with one entry in backends_under_test(): its name, world sizes and how its
+// ranks run (threads of this process sharing an in-process store, or
+// processes of a launcher that runs this binary once per rank).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include <cohort/communicator.hpp>
-#include <cohort/config.hpp>
 #include <cohort/store.hpp>
+#include <cohort/world.hpp>
 
-#include "comm/backends/self/factory.hpp"
-#if COHORT_WITH_GLOO
-#include "comm/backends/gloo/factory.hpp"
-#endif
+#include "comm/registry.hpp"
+#include "support/subprocess.hpp"
 
 namespace cohort {
 namespace {
@@ -32,16 +34,44 @@ using namespace std::chrono_literals;
 constexpr std::chrono::milliseconds kDefault = 10s;
 constexpr std::chrono::milliseconds kOther = 11s;
 
+// Set in the processes a launcher starts: each is one rank of the group.
+constexpr const char* kChildVariable = "COHORT_CONFORMANCE_CHILD";
+
 struct BackendUnderTest {
   std::string name;
   std::vector<int> world_sizes;
-  std::function<std::vector<std::unique_ptr<Communicator>>(int)> make_group;
+  /// The launcher command for `ranks` processes (it gets this binary's
+  /// command line appended); nullptr: the ranks are threads of this process.
+  std::vector<std::string> (*launcher)(int ranks) = nullptr;
 };
 
-#if COHORT_WITH_GLOO
-// A gloo group of `n` ranks over one in-process store server; the ranks
+const std::vector<BackendUnderTest>& backends_under_test() {
+  static const std::vector<BackendUnderTest> kBackends = {
+      {"self", {1}},
+      {"gloo", {1, 2, 3, 4, 7}},
+  };
+  return kBackends;
+}
+
+const BackendUnderTest& backend_under_test(const std::string& name) {
+  for (const BackendUnderTest& backend : backends_under_test()) {
+    if (backend.name == name) return backend;
+  }
+  throw std::logic_error("no backend under test named " + name);
+}
+
+// Why this build cannot run `name`'s groups ("" when it can).
+std::string not_built_because(const std::string& name) {
+  for (const detail::BackendEntry& entry : detail::backends()) {
+    if (entry.name == name) return entry.built ? "" : entry.unviable_because({});
+  }
+  return "the registry has no backend " + name;
+}
+
+// A group of `n` ranks of backend `name`, each a thread of this process
+// with its own LaunchInfo and client of one in-process store server; they
 // connect concurrently, as separate processes would.
-std::vector<std::unique_ptr<Communicator>> gloo_group(int n) {
+std::vector<std::unique_ptr<Communicator>> thread_group(const std::string& name, int n) {
   static StoreServer server([] {
     StoreServer::Options options;
     options.host = "127.0.0.1";
@@ -53,22 +83,36 @@ std::vector<std::unique_ptr<Communicator>> gloo_group(int n) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {
     threads.emplace_back([&, rank] {
+      LaunchInfo info;
+      info.rank.value = rank;
+      info.world_size.value = n;
       StoreClient::Options client;
       client.port = server.port();
       client.timeout = 30s;
-      detail::gloo_backend::Options options;
-      options.rank = rank;
-      options.size = n;
-      options.store = std::make_shared<PrefixStore>(prefix, std::make_shared<StoreClient>(client));
-      options.timeout = kDefault;
-      group[static_cast<std::size_t>(rank)] = detail::gloo_backend::create(options);
+      detail::BackendContext context;
+      context.info = &info;
+      context.timeout = kDefault;
+      context.store = std::make_shared<PrefixStore>(prefix, std::make_shared<StoreClient>(client));
+      group[static_cast<std::size_t>(rank)] = detail::create_communicator(context, name);
     });
   }
   for (std::thread& thread : threads)
     thread.join();
   return group;
 }
-#endif
+
+// This process's one rank of a group of backend `name`, in a process a
+// launcher started: its World says who it is and lends its store.
+std::unique_ptr<Communicator> process_rank(const std::string& name) {
+  static World world = init();
+  static int groups = 0;
+  const std::shared_ptr<Store> store(std::shared_ptr<Store>(), &world.store());  // not owned
+  detail::BackendContext context;
+  context.info = &world.info();
+  context.timeout = kDefault;
+  context.store = std::make_shared<PrefixStore>("group" + std::to_string(++groups), store);
+  return detail::create_communicator(context, name);
+}
 
 // Closes a group's communicators together, as separate processes would: a
 // closing rank waits (briefly) for the others to be done.
@@ -79,22 +123,6 @@ void close_all(std::vector<std::unique_ptr<Communicator>>& group) {
   for (std::thread& thread : threads)
     thread.join();
   group.clear();
-}
-
-const std::vector<BackendUnderTest>& backends_under_test() {
-  static const std::vector<BackendUnderTest> kBackends = {
-    {"self",
-     {1},
-     [](int) {
-       std::vector<std::unique_ptr<Communicator>> group;
-       group.push_back(detail::self_backend::create(kDefault));
-       return group;
-     }},
-#if COHORT_WITH_GLOO
-    {"gloo", {1, 2, 3, 4, 7}, gloo_group},
-#endif
-  };
-  return kBackends;
 }
 
 constexpr DataType kTypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
@@ -246,21 +274,31 @@ void expect_value(DataType type, double got, double want, const std::string& whe
 class Conformance : public ::testing::TestWithParam<std::tuple<std::string, int>> {
  protected:
   void SetUp() override {
-    for (const BackendUnderTest& backend : backends_under_test()) {
-      if (backend.name == std::get<0>(GetParam())) group_ = backend.make_group(ranks());
+    const BackendUnderTest& backend = backend_under_test(std::get<0>(GetParam()));
+    if (const std::string why = not_built_because(backend.name); !why.empty()) GTEST_SKIP() << why;
+    if (backend.launcher != nullptr && std::getenv(kChildVariable) != nullptr) {
+      group_.push_back(process_rank(backend.name));
+      ASSERT_EQ(group_.front()->size(), ranks()) << "the launcher started another number of ranks";
+      return;
     }
+    if (backend.launcher != nullptr) return run_under_launcher(backend);
+    group_ = thread_group(backend.name, ranks());
     ASSERT_EQ(static_cast<int>(group_.size()), ranks());
   }
   void TearDown() override { close_all(group_); }
   int ranks() const { return std::get<1>(GetParam()); }
 
-  // Runs `body(rank, communicator)` on one thread per rank; failures name the rank.
+  // Runs `body(rank, communicator)` on one thread per rank, or on this
+  // process's one rank; failures name the rank. Nothing here when the test
+  // ran under a launcher (it passed or failed there).
   void on_every_rank(const std::function<void(int, Communicator&)>& body) {
+    if (delegated_) return;
     std::vector<std::thread> threads;
-    for (int rank = 0; rank < ranks(); ++rank) {
-      threads.emplace_back([&, rank] {
+    for (std::unique_ptr<Communicator>& member : group_) {
+      threads.emplace_back([&] {
+        const int rank = member->rank();
         try {
-          body(rank, *group_[static_cast<std::size_t>(rank)]);
+          body(rank, *member);
         } catch (const std::exception& error) {
           ADD_FAILURE() << "rank " << rank << ": " << error.what();
         }
@@ -271,6 +309,29 @@ class Conformance : public ::testing::TestWithParam<std::tuple<std::string, int>
   }
 
   std::vector<std::unique_ptr<Communicator>> group_;
+
+ private:
+  // This test, run by the backend's launcher on ranks() processes of this
+  // binary; skipped when the launcher is missing.
+  void run_under_launcher(const BackendUnderTest& backend) {
+    std::vector<std::string> argv = backend.launcher(ranks());
+    if (test::find_in_path(argv.front()).empty()) {
+      GTEST_SKIP() << argv.front() << " is missing: the " << backend.name
+                   << " backend's ranks cannot be started";
+    }
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    argv.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+    argv.push_back(std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name());
+    test::ProcessOptions options;
+    options.env = process_environment();
+    options.env->insert_or_assign(kChildVariable, "1");
+    options.timeout = 120s;
+    const test::ProcessResult result = test::run_process(argv, options);
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    delegated_ = true;
+  }
+
+  bool delegated_ = false;
 };
 
 TEST_P(Conformance, GroupKnowsItsRanks) {
@@ -586,9 +647,9 @@ TEST_P(Conformance, SplitMakesSubgroupsAndBarrierPasses) {
 // Two communicators one after the other in one process: the first is closed
 // before the second connects, and both work.
 TEST(ConformanceGloo, TwoCommunicatorsOneAfterTheOther) {
-#if COHORT_WITH_GLOO
+  if (const std::string why = not_built_because("gloo"); !why.empty()) GTEST_SKIP() << why;
   for (int round = 0; round < 2; ++round) {
-    std::vector<std::unique_ptr<Communicator>> group = gloo_group(3);
+    std::vector<std::unique_ptr<Communicator>> group = thread_group("gloo", 3);
     std::vector<std::thread> threads;
     std::vector<std::int32_t> results(3);
     for (int rank = 0; rank < 3; ++rank) {
@@ -604,9 +665,6 @@ TEST(ConformanceGloo, TwoCommunicatorsOneAfterTheOther) {
       EXPECT_EQ(result, 3 + 3 * round) << "round " << round;
     close_all(group);
   }
-#else
-  GTEST_SKIP() << "gloo is not in this build";
-#endif
 }
 
 std::vector<std::tuple<std::string, int>> combinations() {

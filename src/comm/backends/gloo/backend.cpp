@@ -27,7 +27,10 @@
 #include "comm/backends/gloo/factory.hpp"
 #include "comm/backends/gloo/fast_close.hpp"
 #include "comm/backends/gloo/legacy_allreduce.hpp"
-#include "comm/backends/gloo/peers.hpp"
+#include "comm/kit/buffers.hpp"
+#include "comm/kit/fallbacks.hpp"
+#include "comm/kit/group_store.hpp"
+#include "comm/kit/peers.hpp"
 #include "comm/local_mailbox.hpp"
 #include "comm/reduce.hpp"
 #include "core/config.hpp"
@@ -35,6 +38,18 @@
 
 namespace cohort::detail::gloo_backend {
 namespace {
+
+// One group's connection settings (a split makes a subgroup's from its parent's).
+struct Options {
+  int rank = 0;
+  int size = 1;
+  /// Where the ranks of this group publish their addresses: a view no other
+  /// group shares.
+  std::shared_ptr<Store> store;
+  /// The local address peers reach this rank at ("127.0.0.1" on one node).
+  std::string address = "127.0.0.1";
+  Communicator::Duration timeout{};
+};
 
 // Gloo's rendezvous store interface over cohort's store. get() blocks until
 // the key is set, which connectFullMesh relies on.
@@ -106,8 +121,9 @@ std::unique_ptr<Backend> connect(const Options& options);
 // the slow way.
 constexpr std::chrono::milliseconds kDoneWait{250};
 
-class GlooBackend final : public Backend {
+class GlooBackend final : public Backend, private Channel {
  public:
+  using Duration = Backend::Duration;
   GlooBackend(const Options& options, std::shared_ptr<Context> context,
               std::shared_ptr<Context> sync_mesh, std::shared_ptr<Context> loop_mesh,
               std::shared_ptr<::gloo::transport::Device> device,
@@ -123,7 +139,8 @@ class GlooBackend final : public Backend {
     // Fast close only once every rank is past its last operation: a rank that
     // closes while a peer still reads from it can cost the peer its last
     // message. A peer that does not come soon leaves Gloo's slow close.
-    disconnect(broken_.empty() && everyone_done());
+    disconnect(broken_.empty() && everyone_done(*options_.store, rank(), size(),
+                                                std::min<Duration>(options_.timeout, kDoneWait)));
   }
 
   int rank() const noexcept override { return options_.rank; }
@@ -242,14 +259,8 @@ class GlooBackend final : public Backend {
   }
 
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
-    // All-reduce a copy, keep this rank's slice (twice the traffic of a
-    // dedicated algorithm, and small slices ride the fast ring).
-    std::vector<unsigned char> whole(input.bytes());
-    std::memcpy(whole.data(), input.data, whole.size());
-    const Buffer copy{whole.data(), input.count, input.type};
-    all_reduce(copy, op, timeout);
-    std::memmove(output.data, whole.data() + static_cast<std::size_t>(rank()) * output.bytes(),
-                 output.bytes());
+    // Gloo has none: the kit's ring, over the pairs' channel slot.
+    guarded("reduce_scatter", [&] { ring_reduce_scatter(*this, input, output, op, timeout); });
   }
 
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
@@ -304,37 +315,44 @@ class GlooBackend final : public Backend {
   }
 
   std::unique_ptr<Backend> split(int color, int key) override {
-    // Everyone publishes (color, key); each group then connects on its own view.
-    const std::string round = cat("split/", ++splits_);
-    options_.store->set(cat(round, "/", rank()), cat(color, " ", key));
-    std::vector<std::tuple<int, int, int>> members;  // key, rank, color
-    for (int r = 0; r < size(); ++r) {
-      const std::string entry = options_.store->get(cat(round, "/", r), options_.timeout);
-      const std::size_t space = entry.find(' ');
-      const int their_color = std::stoi(entry.substr(0, space));
-      if (their_color == color) members.emplace_back(std::stoi(entry.substr(space + 1)), r, color);
-    }
-    if (color < 0) return nullptr;
-    std::sort(members.begin(), members.end());
+    // Each subgroup connects on its own view of the store.
+    const std::optional<Subgroup> group =
+        plan_split(options_.store, ++splits_, rank(), size(), color, key, options_.timeout);
+    if (!group) return nullptr;
     Options sub = options_;
-    sub.size = static_cast<int>(members.size());
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      if (std::get<1>(members[i]) == rank()) sub.rank = static_cast<int>(i);
-    }
-    sub.store = std::make_shared<PrefixStore>(cat(round, "/color", color), options_.store);
+    sub.rank = group->rank;
+    sub.size = group->size;
+    sub.store = group->store;
     return connect(sub);
   }
 
  private:
-  // Point-to-point messages use slots of their own, apart from collectives'.
+  // Point-to-point messages use slots of their own, apart from collectives';
+  // the kit's algorithms (the Channel) another.
   static std::uint64_t slot(int tag) {
     return (std::uint64_t{1} << 56) | static_cast<std::uint32_t>(tag);
   }
+  static constexpr std::uint64_t kChannelSlot = std::uint64_t{2} << 56;
 
-  static bool overlaps(const Buffer& a, const Buffer& b) {
-    const auto a_begin = reinterpret_cast<std::uintptr_t>(a.data);
-    const auto b_begin = reinterpret_cast<std::uintptr_t>(b.data);
-    return a_begin < b_begin + b.bytes() && b_begin < a_begin + a.bytes();
+  // Channel: both directions posted before either is waited for. Gloo's
+  // exceptions pass through to the collective's guarded().
+  void exchange(const void* send, std::size_t send_bytes, int to, void* recv,
+                std::size_t recv_bytes, int from, Duration timeout) override {
+    std::unique_ptr<::gloo::transport::UnboundBuffer> out, in;
+    if (to >= 0) {
+      out = context_->createUnboundBuffer(const_cast<void*>(send), send_bytes);
+      out->send(to, kChannelSlot);
+    }
+    if (from >= 0) {
+      in = context_->createUnboundBuffer(recv, recv_bytes);
+      in->recv(from, kChannelSlot);
+    }
+    if (in && !in->waitRecv(timeout)) {
+      throw Timeout(cat("receiving from rank ", from, " timed out after ", timeout.count(), " ms"));
+    }
+    if (out && !out->waitSend(timeout)) {
+      throw Timeout(cat("sending to rank ", to, " timed out after ", timeout.count(), " ms"));
+    }
   }
 
   // `input`, or a copy of it when it lies inside `output` (in-place use):
@@ -363,29 +381,6 @@ class GlooBackend final : public Backend {
     }
   }
 
-  // The rank the group's first blame fell on: the one recorded in the store,
-  // else a peer on this host whose process is gone (waiting a moment: the
-  // kernel resets a SIGKILLed process's connections before it marks it
-  // dead), else the peer the error names. Records its own blame. -1 when no
-  // peer can be told (a timeout with nothing recorded).
-  int first_blame(bool timed_out, const std::string& gloo_error, int& blamed) {
-    constexpr int kChecks = 50;  // every 4 ms: 200 ms at most, on the failure path only
-    const bool can_see_deaths = peers_.any_on_this_host();
-    for (int check = 1;; ++check) {
-      if (options_.store->check({"lost"})) {
-        return std::stoi(options_.store->get("lost", std::chrono::milliseconds(500)));
-      }
-      if (timed_out) return -1;
-      blamed = peers_.gone_on_this_host();
-      if (blamed < 0 && (!can_see_deaths || check == kChecks)) blamed = peers_.named_in(gloo_error);
-      if (blamed >= 0) {
-        return std::stoi(options_.store->compare_set("lost", "", std::to_string(blamed)));
-      }
-      if (check >= kChecks) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(4));
-    }
-  }
-
   [[noreturn]] void fail(const char* collective, const std::string& gloo_error) {
     // "Timed out waiting ... for recv operation", "Read timeout [addr]:port".
     std::string lower = gloo_error;
@@ -395,15 +390,7 @@ class GlooBackend final : public Backend {
         lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
     // The first rank to pin an error on a peer records it, so that the ranks
     // that then see only the cascade (or a timeout) name the rank that failed.
-    int blamed = -1;
-    int lost = -1;
-    try {
-      lost = first_blame(timed_out, gloo_error, blamed);
-    } catch (const std::exception&) {
-      // The store is gone too. Without a launcher it lived in rank 0, which
-      // may have exited after its own PeerLost: another dead peer went first.
-      lost = blamed >= 0 ? blamed : peers_.gone_on_this_host(0);
-    }
+    const int lost = find_lost_peer(*options_.store, peers_, gloo_error, timed_out);
     const std::string where = cat(collective, " on rank ", rank(), " of ", size());
     if (lost < 0 && timed_out) {
       throw Timeout(cat(where, " timed out (gloo: ", gloo_error,
@@ -416,20 +403,6 @@ class GlooBackend final : public Backend {
     broken_ += cat(" (gloo: ", gloo_error, ")");
     disconnect(true);  // the peers waiting on this rank fail at once too
     throw PeerLost(cat(where, ": ", broken_), lost);
-  }
-
-  bool everyone_done() noexcept {
-    try {
-      options_.store->set(cat("done/", rank()), "");
-      std::vector<std::string> keys;
-      keys.reserve(static_cast<std::size_t>(size()));
-      for (int r = 0; r < size(); ++r)
-        keys.push_back(cat("done/", r));
-      options_.store->wait(keys, std::min<Duration>(options_.timeout, kDoneWait));
-      return true;
-    } catch (const std::exception&) {
-      return false;
-    }
   }
 
   // Closes every connection, without Gloo's close waits when `fast`.
@@ -509,7 +482,17 @@ std::unique_ptr<Backend> connect(const Options& options) {
 
 }  // namespace
 
-std::unique_ptr<Communicator> create(const Options& options) {
+std::string unviable_because(const BackendContext& context) {
+  return context.store ? std::string() : "it needs the job's store to connect the ranks";
+}
+
+std::unique_ptr<Communicator> create(const BackendContext& context) {
+  Options options;
+  options.rank = context.info->rank.value;
+  options.size = context.info->world_size.value;
+  options.store = std::make_shared<PrefixStore>("comm/gloo", context.store);
+  options.address = context.address;
+  options.timeout = context.timeout;
   return std::make_unique<Communicator>(connect(options));
 }
 

@@ -6,24 +6,17 @@
 #include <string>
 
 #include <cohort/communicator.hpp>
-#include <cohort/store.hpp>
+
+#include "comm/backend_context.hpp"
 
 namespace cohort::detail::gloo_backend {
 
-struct Options {
-  int rank = 0;
-  int size = 1;
-  /// Where the ranks of this group publish their addresses: a view no other
-  /// group shares.
-  std::shared_ptr<Store> store;
-  /// The local address peers reach this rank at ("127.0.0.1" on one node).
-  std::string address = "127.0.0.1";
-  Communicator::Duration timeout{};
-};
+/// Empty when the context has a store (the ranks meet there); else why not.
+std::string unviable_because(const BackendContext& context);
 
-/// Connects the group: collective, every rank of it calls create together.
-/// Throws StoreError / Timeout when the rendezvous fails, PeerLost when a
-/// peer vanishes while connecting.
-std::unique_ptr<Communicator> create(const Options& options);
+/// Connects the group: collective, every rank of it calls create together
+/// with a store view of its own. Throws StoreError / Timeout when the
+/// rendezvous fails, PeerLost when a peer vanishes while connecting.
+std::unique_ptr<Communicator> create(const BackendContext& context);
 
 }  // namespace cohort::detail::gloo_backend

@@ -4,6 +4,7 @@
 
 #include "comm/backends/self/factory.hpp"
 #include "comm/local_mailbox.hpp"
+#include "core/strings.hpp"
 
 namespace cohort::detail::self_backend {
 namespace {
@@ -54,8 +55,13 @@ class SelfBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Communicator> create(Communicator::Duration timeout) {
-  return std::make_unique<Communicator>(std::make_unique<SelfBackend>(timeout));
+std::string unviable_because(const BackendContext& context) {
+  const int size = context.info->world_size.value;
+  return size == 1 ? std::string() : cat("it serves a world of one, this one has ", size, " ranks");
+}
+
+std::unique_ptr<Communicator> create(const BackendContext& context) {
+  return std::make_unique<Communicator>(std::make_unique<SelfBackend>(context.timeout));
 }
 
 }  // namespace cohort::detail::self_backend

@@ -4,12 +4,18 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include <cohort/communicator.hpp>
 
+#include "comm/backend_context.hpp"
+
 namespace cohort::detail::self_backend {
 
-/// A communicator for a group of one with `timeout` as its default.
-std::unique_ptr<Communicator> create(Communicator::Duration timeout);
+/// Empty for a world of one; else why not.
+std::string unviable_because(const BackendContext& context);
+
+/// A communicator for a group of one with the context's timeout as its default.
+std::unique_ptr<Communicator> create(const BackendContext& context);
 
 }  // namespace cohort::detail::self_backend

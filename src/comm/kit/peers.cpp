@@ -1,14 +1,15 @@
-#include "comm/backends/gloo/peers.hpp"
+#include "comm/kit/peers.hpp"
 
 #include <cctype>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <unistd.h>
 
 #include "core/strings.hpp"
 
-namespace cohort::detail::gloo_backend {
+namespace cohort::detail {
 namespace {
 
 std::string this_host() {
@@ -82,9 +83,9 @@ bool Peers::any_on_this_host() const {
   return false;
 }
 
-int Peers::named_in(const std::string& gloo_error) const {
-  const std::string address = address_in(gloo_error);
-  const std::string ip = ip_of(gloo_error);
+int Peers::named_in(const std::string& transport_error) const {
+  const std::string address = address_in(transport_error);
+  const std::string ip = ip_of(transport_error);
   std::vector<int> at_ip;
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     if (static_cast<int>(r) == rank_) continue;
@@ -100,4 +101,38 @@ std::string Peers::describe(int rank) const {
   return cat(" (host ", peer.host.empty() ? "?" : peer.host, ", pid ", peer.pid, ")");
 }
 
-}  // namespace cohort::detail::gloo_backend
+namespace {
+
+// The first blame, per find_lost_peer; `blamed`: the peer this rank pinned.
+int first_blame(Store& store, const Peers& peers, const std::string& transport_error,
+                bool timed_out, int& blamed) {
+  constexpr int kChecks = 50;  // every 4 ms: 200 ms at most, on the failure path only
+  const bool can_see_deaths = peers.any_on_this_host();
+  for (int check = 1;; ++check) {
+    if (store.check({"lost"})) return std::stoi(store.get("lost", std::chrono::milliseconds(500)));
+    if (timed_out) return -1;
+    blamed = peers.gone_on_this_host();
+    if (blamed < 0 && (!can_see_deaths || check == kChecks)) {
+      blamed = peers.named_in(transport_error);
+    }
+    if (blamed >= 0) return std::stoi(store.compare_set("lost", "", std::to_string(blamed)));
+    if (check >= kChecks) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  }
+}
+
+}  // namespace
+
+int find_lost_peer(Store& store, const Peers& peers, const std::string& transport_error,
+                   bool timed_out) {
+  int blamed = -1;
+  try {
+    return first_blame(store, peers, transport_error, timed_out, blamed);
+  } catch (const std::exception&) {
+    // The store is gone too. Without a launcher it lived in rank 0, which
+    // may have exited after its own PeerLost: another dead peer went first.
+    return blamed >= 0 ? blamed : peers.gone_on_this_host(0);
+  }
+}
+
+}  // namespace cohort::detail

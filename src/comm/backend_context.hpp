@@ -1,0 +1,26 @@
+// What a backend is given to connect a group: who this rank is, the job's
+// store and an address. Every backends/<name>/factory.hpp takes it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <cohort/launch_env.hpp>
+#include <cohort/store.hpp>
+
+namespace cohort::detail {
+
+struct BackendContext {
+  const LaunchInfo* info = nullptr;
+  /// The default bound of every call of the communicator made.
+  std::chrono::milliseconds timeout{};
+  /// The job's store, through which ranks exchange addresses: a view no
+  /// other group shares (may be null for a world of one, and for backends
+  /// that bring their own rendezvous).
+  std::shared_ptr<Store> store;
+  /// This rank's address for peers to connect to.
+  std::string address = "127.0.0.1";
+};
+
+}  // namespace cohort::detail

@@ -1,0 +1,19 @@
+// Byte-range facts about collective buffers, shared by the Communicator's
+// argument checks and the backends that must copy around an overlap.
+#pragma once
+
+#include <cstdint>
+
+#include <cohort/communicator.hpp>
+
+namespace cohort::detail {
+
+/// Whether the bytes of `a` and `b` intersect (never for an empty buffer).
+inline bool overlaps(const Buffer& a, const Buffer& b) noexcept {
+  const auto a_begin = reinterpret_cast<std::uintptr_t>(a.data);
+  const auto b_begin = reinterpret_cast<std::uintptr_t>(b.data);
+  return a.bytes() != 0 && b.bytes() != 0 && a_begin < b_begin + b.bytes() &&
+         b_begin < a_begin + a.bytes();
+}
+
+}  // namespace cohort::detail
