@@ -38,8 +38,20 @@ std::string address_in(const std::string& text) {
 
 }  // namespace
 
+std::string Peers::entry() {
+  return cat(this_host(), " ", ::getpid());
+}
+
 void Peers::publish(Store& store, int rank) {
-  store.set(cat("peer/", rank), cat(this_host(), " ", ::getpid()));
+  store.set(cat("peer/", rank), entry());
+}
+
+Peers::Peers(int rank, const std::vector<std::string>& entries)
+    : rank_(rank), host_(this_host()), peers_(entries.size()) {
+  for (std::size_t r = 0; r < entries.size(); ++r) {
+    std::istringstream entry(entries[r]);
+    entry >> peers_[r].host >> peers_[r].pid;
+  }
 }
 
 Peers::Peers(Store& store, int rank, std::vector<std::string> addresses,

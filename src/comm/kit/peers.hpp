@@ -17,8 +17,14 @@ namespace cohort::detail {
 
 class Peers {
  public:
-  /// Publishes this rank's host and pid in the group's store.
+  /// This process's entry: "<host> <pid>".
+  static std::string entry();
+  /// Publishes this rank's entry in the group's store.
   static void publish(Store& store, int rank);
+
+  /// From every rank's entry, exchanged by the transport itself (no
+  /// addresses: errors are pinned on dead local processes only).
+  Peers(int rank, const std::vector<std::string>& entries);
 
   /// Reads the other ranks' entries (after every rank published), with
   /// `addresses[r]`: the address this rank connected to for rank r, as its
