@@ -6,6 +6,7 @@
 #include <cohort/errors.hpp>
 
 #include "comm/backends/gloo/factory.hpp"
+#include "comm/backends/mpi/factory.hpp"
 #include "comm/backends/self/factory.hpp"
 #include "core/strings.hpp"
 
@@ -19,6 +20,7 @@ namespace {
 std::vector<BackendEntry> rows() {
   return {
       {"self", 100, self_backend::unviable_because, self_backend::create, true},
+      {"mpi", 80, mpi_backend::unviable_because, mpi_backend::create, COHORT_WITH_MPI},
       {"gloo", 50, gloo_backend::unviable_because, gloo_backend::create, COHORT_WITH_GLOO},
   };
 }

@@ -45,10 +45,15 @@ struct BackendUnderTest {
   std::vector<std::string> (*launcher)(int ranks) = nullptr;
 };
 
+std::vector<std::string> mpirun(int ranks) {
+  return {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks)};
+}
+
 const std::vector<BackendUnderTest>& backends_under_test() {
   static const std::vector<BackendUnderTest> kBackends = {
       {"self", {1}},
       {"gloo", {1, 2, 3, 4, 7}},
+      {"mpi", {1, 2, 3, 4, 7}, mpirun},
   };
   return kBackends;
 }

@@ -1,0 +1,9 @@
+# The `mpi` backend, when COHORT_WITH_MPI (libopenmpi-dev, or MPICH's) is on.
+if(COHORT_WITH_MPI)
+  target_sources(cohort_comm PRIVATE ${CMAKE_CURRENT_LIST_DIR}/backend.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/runtime.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/element_types.cpp)
+  target_link_libraries(cohort_comm PRIVATE MPI::MPI_CXX)
+else()
+  target_sources(cohort_comm PRIVATE ${CMAKE_CURRENT_LIST_DIR}/not_built.cpp)
+endif()

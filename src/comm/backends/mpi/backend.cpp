@@ -1,0 +1,413 @@
+#include "comm/backend.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+
+#include <mpi.h>
+
+#include <cohort/errors.hpp>
+
+#include "comm/backends/mpi/element_types.hpp"
+#include "comm/backends/mpi/factory.hpp"
+#include "comm/backends/mpi/runtime.hpp"
+#include "comm/kit/buffers.hpp"
+#include "comm/kit/peers.hpp"
+#include "comm/local_mailbox.hpp"
+#include "comm/reduce.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail::mpi_backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How calls wait. Direct: MPI's blocking call, as fast as MPI itself; when a
+// rank dies, Open MPI's mpirun ends the whole job (it kills the others and
+// names the rank), so nobody waits on the dead. Watched: the non-blocking
+// form, tested until done while dead local peers, the store's record and
+// the deadline are checked every kCheckEvery: for jobs the runtime keeps
+// alive after a death (mpirun --enable-recovery), where Open MPI's blocking
+// calls would never return. COHORT_MPI_WATCH=1 or 0 forces either.
+bool watched() {
+  if (const char* forced = std::getenv("COHORT_MPI_WATCH")) return std::string_view(forced) == "1";
+  const char* recovery = std::getenv("OMPI_MCA_orte_enable_recovery");
+  return recovery != nullptr && std::string_view(recovery) == "1";
+}
+constexpr std::chrono::milliseconds kCheckEvery{50};
+
+// MPI counts are int.
+int count_of(std::size_t count, const char* collective) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    throw InvalidArgument(cat(collective, ": ", count,
+                              " elements per rank are more than MPI's int counts hold; split "
+                              "the buffer, or use COHORT_BACKEND=gloo"));
+  }
+  return static_cast<int>(count);
+}
+
+// Whether `part` is slice number `index` of `whole` (in-place use).
+bool is_slice(const Buffer& part, const Buffer& whole, int index) {
+  return part.data ==
+         static_cast<unsigned char*>(whole.data) + static_cast<std::size_t>(index) * part.bytes();
+}
+
+std::string error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+class MpiBackend final : public Backend {
+ public:
+  MpiBackend(MPI_Comm comm, Duration timeout, bool watch, std::shared_ptr<Store> store)
+      : comm_(comm), timeout_(timeout), watch_(watch), store_(std::move(store)) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    int* tag_bound = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_bound, &found);
+    tag_bound_ = found != 0 ? *tag_bound : 32767;
+    if (watch_) peers_ = exchange_peers();
+  }
+
+  ~MpiBackend() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    // A broken group may have a collective still pending: leave it be.
+    if (!finalized && broken_.empty()) {
+      auto lock = serialise_calls();
+      MPI_Comm_free(&comm_);
+    }
+  }
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::string_view name() const noexcept override { return "mpi"; }
+  Duration default_timeout() const noexcept override { return timeout_; }
+
+  void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
+    const int count = count_of(data.count, "all_reduce");
+    const MPI_Datatype type = mpi_type(data.type);
+    const MPI_Op reduction = mpi_op(data.type, op);
+    call(
+        "all_reduce", timeout,
+        [&] { return MPI_Allreduce(MPI_IN_PLACE, data.data, count, type, reduction, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Iallreduce(MPI_IN_PLACE, data.data, count, type, reduction, comm_, request);
+        });
+    if (op == ReduceOp::avg) finish_average(data.type, data.data, data.count, size_);
+  }
+
+  void broadcast(Buffer data, int root, Duration timeout) override {
+    const int count = count_of(data.count, "broadcast");
+    const MPI_Datatype type = mpi_type(data.type);
+    call(
+        "broadcast", timeout, [&] { return MPI_Bcast(data.data, count, type, root, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Ibcast(data.data, count, type, root, comm_, request);
+        });
+  }
+
+  void reduce(Buffer data, ReduceOp op, int root, Duration timeout) override {
+    const int count = count_of(data.count, "reduce");
+    const MPI_Datatype type = mpi_type(data.type);
+    const MPI_Op reduction = mpi_op(data.type, op);
+    const bool at_root = rank_ == root;
+    const void* send = at_root ? MPI_IN_PLACE : data.data;
+    void* receive = at_root ? data.data : nullptr;
+    call(
+        "reduce", timeout,
+        [&] { return MPI_Reduce(send, receive, count, type, reduction, root, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Ireduce(send, receive, count, type, reduction, root, comm_, request);
+        });
+    if (op == ReduceOp::avg && at_root) finish_average(data.type, data.data, data.count, size_);
+  }
+
+  void all_gather(Buffer input, Buffer output, Duration timeout) override {
+    const int count = count_of(input.count, "all_gather");
+    const MPI_Datatype type = mpi_type(input.type);
+    const void* send = is_slice(input, output, rank_) ? MPI_IN_PLACE : input.data;
+    call(
+        "all_gather", timeout,
+        [&] { return MPI_Allgather(send, count, type, output.data, count, type, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Iallgather(send, count, type, output.data, count, type, comm_, request);
+        });
+  }
+
+  void gather(Buffer input, Buffer output, int root, Duration timeout) override {
+    const int count = count_of(input.count, "gather");
+    const MPI_Datatype type = mpi_type(input.type);
+    const bool at_root = rank_ == root;
+    const void* send = at_root && is_slice(input, output, root) ? MPI_IN_PLACE : input.data;
+    void* receive = at_root ? output.data : nullptr;
+    call(
+        "gather", timeout,
+        [&] { return MPI_Gather(send, count, type, receive, count, type, root, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Igather(send, count, type, receive, count, type, root, comm_, request);
+        });
+  }
+
+  void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
+    const int count = count_of(output.count, "scatter");
+    const MPI_Datatype type = mpi_type(output.type);
+    const bool at_root = rank_ == root;
+    const void* send = at_root ? input.data : nullptr;
+    void* receive = at_root && is_slice(output, input, root) ? MPI_IN_PLACE : output.data;
+    call(
+        "scatter", timeout,
+        [&] { return MPI_Scatter(send, count, type, receive, count, type, root, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Iscatter(send, count, type, receive, count, type, root, comm_, request);
+        });
+  }
+
+  void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
+    const int count = count_of(output.count, "reduce_scatter");
+    const MPI_Datatype type = mpi_type(output.type);
+    const MPI_Op reduction = mpi_op(output.type, op);
+    // MPI's in-place form leaves the result at the start of the buffer, not
+    // at this rank's slice: an output inside the input goes through scratch.
+    std::vector<unsigned char> scratch(overlaps(input, output) ? output.bytes() : 0);
+    void* receive = scratch.empty() ? output.data : scratch.data();
+    call(
+        "reduce_scatter", timeout,
+        [&] {
+          return MPI_Reduce_scatter_block(input.data, receive, count, type, reduction, comm_);
+        },
+        [&](MPI_Request* request) {
+          return MPI_Ireduce_scatter_block(input.data, receive, count, type, reduction, comm_,
+                                           request);
+        });
+    if (!scratch.empty()) std::memcpy(output.data, scratch.data(), scratch.size());
+    if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size_);
+  }
+
+  void all_to_all(Buffer input, Buffer output, Duration timeout) override {
+    const int count = count_of(output.count / static_cast<std::size_t>(size_), "all_to_all");
+    const MPI_Datatype type = mpi_type(output.type);
+    const void* send = input.data == output.data ? MPI_IN_PLACE : input.data;
+    call(
+        "all_to_all", timeout,
+        [&] { return MPI_Alltoall(send, count, type, output.data, count, type, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Ialltoall(send, count, type, output.data, count, type, comm_, request);
+        });
+  }
+
+  void barrier(Duration timeout) override {
+    call(
+        "barrier", timeout, [&] { return MPI_Barrier(comm_); },
+        [&](MPI_Request* request) { return MPI_Ibarrier(comm_, request); });
+  }
+
+  void send(Buffer data, int peer, int tag, Duration timeout) override {
+    if (peer == rank_) return mailbox_.post(data, tag);  // MPI would deadlock on itself
+    const int count = count_of(data.count, "send");
+    const MPI_Datatype type = mpi_type(data.type);
+    check_tag("send", tag);
+    call(
+        "send", timeout, [&] { return MPI_Send(data.data, count, type, peer, tag, comm_); },
+        [&](MPI_Request* request) {
+          return MPI_Isend(data.data, count, type, peer, tag, comm_, request);
+        });
+  }
+
+  void recv(Buffer data, int peer, int tag, Duration timeout) override {
+    if (peer == rank_) return mailbox_.take(data, tag, timeout);
+    const int count = count_of(data.count, "recv");
+    const MPI_Datatype type = mpi_type(data.type);
+    check_tag("recv", tag);
+    call(
+        "recv", timeout,
+        [&] { return MPI_Recv(data.data, count, type, peer, tag, comm_, MPI_STATUS_IGNORE); },
+        [&](MPI_Request* request) {
+          return MPI_Irecv(data.data, count, type, peer, tag, comm_, request);
+        });
+  }
+
+  std::unique_ptr<Backend> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    ++splits_;
+    call(
+        "split", timeout_,
+        [&] { return MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub); },
+        nullptr);
+    if (sub == MPI_COMM_NULL) return nullptr;
+    std::shared_ptr<Store> store;
+    if (store_) store = std::make_shared<PrefixStore>(cat("split/", splits_, "/", color), store_);
+    return std::make_unique<MpiBackend>(sub, timeout_, watch_, std::move(store));
+  }
+
+ private:
+  // Runs one MPI call, `blocking` in direct mode, `started` (which fills in
+  // a request) in watched mode; `started` may be nullptr for calls MPI has
+  // no non-blocking form of. Failures become PeerLost naming the lost rank
+  // where it is known, and break the group.
+  template <class Blocking, class Started>
+  void call(const char* collective, Duration timeout, Blocking&& blocking, Started&& started) {
+    if (!broken_.empty()) throw PeerLost(cat(collective, ": ", broken_), lost_rank_);
+    auto lock = serialise_calls();
+    if constexpr (std::is_same_v<std::decay_t<Started>, std::nullptr_t>) {
+      check(collective, blocking());
+    } else {
+      if (!watch_) return check(collective, blocking());
+      MPI_Request request = MPI_REQUEST_NULL;
+      check(collective, started(&request));
+      wait(collective, request, timeout);
+    }
+  }
+
+  void check(const char* collective, int code) {
+    if (code != MPI_SUCCESS) fail(collective, cat("MPI: ", error_text(code)), lost_peer());
+  }
+
+  // Tests `request` until it completes, checking for a lost peer every
+  // kCheckEvery and giving up at the deadline.
+  void wait(const char* collective, MPI_Request& request, Duration timeout) {
+    const Clock::time_point deadline = Clock::now() + timeout;
+    Clock::time_point next_check = Clock::now() + kCheckEvery;
+    for (int done = 0;;) {
+      check(collective, MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      const Clock::time_point now = Clock::now();
+      if (now < next_check && now < deadline) {
+        std::this_thread::yield();
+        continue;
+      }
+      next_check = now + kCheckEvery;
+      if (const int lost = seen_lost_peer(); lost >= 0) fail(collective, "", lost);
+      if (now >= deadline) {
+        fail(collective,
+             cat("timed out after ", timeout.count(),
+                 " ms with no peer known to have failed: one may be stuck, or slow (raise "
+                 "COHORT_TIMEOUT)"),
+             -1);
+      }
+    }
+  }
+
+  // After an MPI error: the rank to blame, by the kit's order; -1 when none
+  // is known.
+  int lost_peer() {
+    if (store_) return find_lost_peer(*store_, peers_, "", /*timed_out=*/false);
+    return peers_.gone_on_this_host();
+  }
+
+  // While waiting, at once: a rank another survivor recorded as lost, or a
+  // dead peer on this host (recorded for the others); -1 when none.
+  int seen_lost_peer() {
+    try {
+      if (store_ && store_->check({"lost"})) {
+        return std::stoi(store_->get("lost", std::chrono::milliseconds(500)));
+      }
+      const int gone = peers_.gone_on_this_host();
+      if (gone < 0 || !store_) return gone;
+      return std::stoi(store_->compare_set("lost", "", std::to_string(gone)));
+    } catch (const std::exception&) {
+      return peers_.gone_on_this_host();  // the store went with its host
+    }
+  }
+
+  [[noreturn]] void fail(const char* collective, const std::string& detail, int lost) {
+    lost_rank_ = lost;
+    broken_ = lost >= 0 ? cat("rank ", lost, peers_.describe(lost), " failed or left")
+                        : std::string("the group is broken");
+    if (!detail.empty()) broken_ += cat(" (", detail, ")");
+    const std::string where = cat(collective, " on rank ", rank_, " of ", size_);
+    if (lost < 0 && detail.rfind("timed out", 0) == 0) {
+      throw Timeout(cat(where, " ", detail, "; the communicator is unusable after it"));
+    }
+    throw PeerLost(cat(where, ": ", broken_), lost);
+  }
+
+  void check_tag(const char* operation, int tag) const {
+    if (tag < 0 || tag > tag_bound_) {
+      throw InvalidArgument(cat(operation, ": tag ", tag, " is outside what MPI allows (0 to ",
+                                tag_bound_, ", MPI_TAG_UB)"));
+    }
+  }
+
+  // Every rank's "host pid", for naming a dead local peer.
+  Peers exchange_peers() {
+    constexpr int kEntry = 320;
+    char mine[kEntry] = {};
+    const std::string entry = Peers::entry();
+    std::memcpy(mine, entry.data(), std::min<std::size_t>(entry.size(), kEntry - 1));
+    std::vector<char> all(static_cast<std::size_t>(kEntry) * static_cast<std::size_t>(size_));
+    auto lock = serialise_calls();
+    MPI_Allgather(mine, kEntry, MPI_CHAR, all.data(), kEntry, MPI_CHAR, comm_);
+    std::vector<std::string> entries;
+    for (int r = 0; r < size_; ++r)
+      entries.emplace_back(all.data() + static_cast<std::size_t>(r) * kEntry);
+    return Peers(rank_, entries);
+  }
+
+  MPI_Comm comm_;
+  Duration timeout_;
+  bool watch_;
+  std::shared_ptr<Store> store_;  // for the "lost" record; may be null
+  int rank_ = 0;
+  int size_ = 1;
+  int tag_bound_ = 32767;
+  Peers peers_{0, {}};
+  int splits_ = 0;
+  std::string broken_;
+  int lost_rank_ = -1;
+  LocalMailbox mailbox_;
+};
+
+}  // namespace
+
+std::string unviable_because(const BackendContext& context) {
+  const Launcher launcher = context.info->launcher.value;
+#if defined(OMPI_MAJOR_VERSION)
+  const bool ours = launcher == Launcher::openmpi || launcher == Launcher::pmix;
+  const char* starter = "Open MPI's mpirun or mpiexec, or srun --mpi=pmix";
+#elif defined(MPICH_VERSION)
+  const bool ours = launcher == Launcher::mpich;
+  const char* starter = "MPICH's mpiexec";
+#else
+  const bool ours = launcher == Launcher::openmpi || launcher == Launcher::mpich;
+  const char* starter = "mpirun";
+#endif
+  if (!ours) {
+    return cat("it needs a job started by ", starter, " (this build's MPI is ", library_name(),
+               "); this process was started by ", to_string(launcher));
+  }
+  return runtime_unusable_because();
+}
+
+std::unique_ptr<Communicator> create(const BackendContext& context) {
+  ensure_initialised();
+  int world_rank = 0, world_size = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+  {
+    auto lock = serialise_calls();
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    const LaunchInfo& info = *context.info;
+    if (world_rank != info.rank.value || world_size != info.world_size.value) {
+      throw Error(cat("MPI says this is rank ", world_rank, " of ", world_size,
+                      ", the launch environment rank ", info.rank.value, " (", info.rank.source,
+                      ") of ", info.world_size.value, " (", info.world_size.source,
+                      "): the process was not started by the mpirun of ", library_name(),
+                      "; start it with that one, or use COHORT_BACKEND=gloo"));
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  }
+  std::shared_ptr<Store> store;
+  if (context.store) store = std::make_shared<PrefixStore>("comm/mpi", context.store);
+  return std::make_unique<Communicator>(
+      std::make_unique<MpiBackend>(comm, context.timeout, watched(), std::move(store)));
+}
+
+}  // namespace cohort::detail::mpi_backend

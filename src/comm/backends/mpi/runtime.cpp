@@ -1,0 +1,90 @@
+#include "comm/backends/mpi/runtime.hpp"
+
+#include <cstdlib>
+
+#include <mpi.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/strings.hpp"
+
+namespace cohort::detail::mpi_backend {
+namespace {
+
+std::string level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
+  }
+}
+
+int provided_level = MPI_THREAD_MULTIPLE;  // set once, under std::call_once
+std::mutex calls;
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+std::string runtime_unusable_because() {
+  int finalized = 0, initialised = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return "MPI was finalized already in this process";
+  MPI_Initialized(&initialised);
+  if (!initialised) return {};
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_SERIALIZED) {
+    return cat("the program initialised MPI with ", level_name(level),
+               "; cohort calls MPI from its own threads too and needs MPI_THREAD_SERIALIZED or "
+               "MPI_THREAD_MULTIPLE (MPI_Init_thread)");
+  }
+  return {};
+}
+
+void ensure_initialised() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (const std::string why = runtime_unusable_because(); !why.empty()) throw Error(why);
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (initialised) {
+      MPI_Query_thread(&provided_level);
+      return;
+    }
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided_level) != MPI_SUCCESS) {
+      throw Error(cat("MPI_Init_thread failed (", library_name(), ")"));
+    }
+    std::atexit(finalize_at_exit);
+    if (provided_level < MPI_THREAD_SERIALIZED) {
+      throw Error(cat(library_name(), " gives only ", level_name(provided_level),
+                      "; cohort needs MPI_THREAD_SERIALIZED at least"));
+    }
+  });
+}
+
+std::unique_lock<std::mutex> serialise_calls() {
+  if (provided_level >= MPI_THREAD_MULTIPLE) return {};
+  return std::unique_lock<std::mutex>(calls);
+}
+
+std::string library_name() {
+#if defined(OMPI_MAJOR_VERSION)
+  return cat("Open MPI ", OMPI_MAJOR_VERSION, ".", OMPI_MINOR_VERSION, ".", OMPI_RELEASE_VERSION);
+#elif defined(MPICH_VERSION)
+  return cat("MPICH ", MPICH_VERSION);
+#else
+  return "MPI";
+#endif
+}
+
+}  // namespace cohort::detail::mpi_backend
