@@ -86,5 +86,57 @@ TEST(PeerLost, AStuckPeerIsATimeoutNotAHang) {
   EXPECT_EQ(ranks[2]->finish().signal, SIGKILL);
 }
 
+// Under Open MPI's mpirun (the mpi backend), as Open MPI 4.1 really does it:
+// when a rank is SIGKILLed, mpirun itself ends the job within a second or
+// two (it kills the survivors, even those blocked in a collective) and
+// names the rank and the signal; the survivors never see an MPI error.
+std::vector<std::string> mpirun_workers(const std::vector<std::string>& options, int ranks) {
+  std::vector<std::string> argv{"mpirun", "--allow-run-as-root", "--oversubscribe"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {"-np", std::to_string(ranks), COHORT_PEER_LOST_WORKER, "2", "kill"});
+  return argv;
+}
+
+TEST(PeerLost, UnderMpirunTheRuntimeEndsTheJobAndNamesTheRank) {
+  if (!COHORT_WITH_MPI) GTEST_SKIP() << "no mpi backend in this build";
+  if (test::find_in_path("mpirun").empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is missing";
+  test::ProcessOptions options;
+  options.env = process_environment();
+  options.env->insert_or_assign("COHORT_TIMEOUT", "30");
+  options.timeout = 60s;
+  const auto start = std::chrono::steady_clock::now();
+  const test::ProcessResult result = test::run_process(mpirun_workers({}, 4), options);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "the job outlived its dead rank";
+  EXPECT_NE(result.exit_code, 0) << test::describe(result);
+  const std::string all = result.out + result.err;
+  EXPECT_NE(all.find("process rank 2 with PID"), std::string::npos) << all;
+  EXPECT_NE(all.find("signal 9"), std::string::npos) << all;
+}
+
+// With mpirun --enable-recovery the job outlives the death, and Open MPI's
+// own calls would wait on the dead rank for ever: the backend watches, and
+// every survivor raises PeerLost naming rank 2 within the timeout.
+TEST(PeerLost, UnderMpirunWithRecoveryEverySurvivorRaisesIt) {
+  if (!COHORT_WITH_MPI) GTEST_SKIP() << "no mpi backend in this build";
+  if (test::find_in_path("mpirun").empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is missing";
+  constexpr int kTimeoutSeconds = 10;
+  test::ProcessOptions options;
+  options.env = process_environment();
+  options.env->insert_or_assign("COHORT_TIMEOUT", std::to_string(kTimeoutSeconds));
+  options.timeout = 60s;
+  const test::ProcessResult result =
+      test::run_process(mpirun_workers({"--enable-recovery"}, 4), options);
+  std::size_t survivors = 0;
+  for (std::size_t at = 0; (at = result.err.find("PeerLost after ", at)) != std::string::npos;
+       ++at) {
+    const std::string line = result.err.substr(at, result.err.find('\n', at) - at);
+    ++survivors;
+    EXPECT_LT(millis_after(line), kTimeoutSeconds * 1000) << line;
+    EXPECT_NE(line.find("peer_rank=2:"), std::string::npos) << line;
+    EXPECT_NE(line.find("rank 2 (host " + this_host()), std::string::npos) << line;
+  }
+  EXPECT_EQ(survivors, 3u) << test::describe(result);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -2,7 +2,8 @@
 if(COHORT_WITH_MPI)
   target_sources(cohort_comm PRIVATE ${CMAKE_CURRENT_LIST_DIR}/backend.cpp
                                      ${CMAKE_CURRENT_LIST_DIR}/runtime.cpp
-                                     ${CMAKE_CURRENT_LIST_DIR}/element_types.cpp)
+                                     ${CMAKE_CURRENT_LIST_DIR}/element_types.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/lost_record.cpp)
   target_link_libraries(cohort_comm PRIVATE MPI::MPI_CXX)
 else()
   target_sources(cohort_comm PRIVATE ${CMAKE_CURRENT_LIST_DIR}/not_built.cpp)

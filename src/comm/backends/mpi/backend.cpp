@@ -13,6 +13,7 @@
 
 #include "comm/backends/mpi/element_types.hpp"
 #include "comm/backends/mpi/factory.hpp"
+#include "comm/backends/mpi/lost_record.hpp"
 #include "comm/backends/mpi/runtime.hpp"
 #include "comm/kit/buffers.hpp"
 #include "comm/kit/peers.hpp"
@@ -37,7 +38,8 @@ bool watched() {
   const char* recovery = std::getenv("OMPI_MCA_orte_enable_recovery");
   return recovery != nullptr && std::string_view(recovery) == "1";
 }
-constexpr std::chrono::milliseconds kCheckEvery{50};
+constexpr std::chrono::milliseconds kCheckEvery{5};
+constexpr int kStoreEvery = 20;  // of those checks: the store is a network round trip
 
 // MPI counts are int.
 int count_of(std::size_t count, const char* collective) {
@@ -64,8 +66,15 @@ std::string error_text(int code) {
 
 class MpiBackend final : public Backend {
  public:
-  MpiBackend(MPI_Comm comm, Duration timeout, bool watch, std::shared_ptr<Store> store)
-      : comm_(comm), timeout_(timeout), watch_(watch), store_(std::move(store)) {
+  // `group`: a name for this communicator, the same on every rank of it.
+  MpiBackend(MPI_Comm comm, Duration timeout, bool watch, std::shared_ptr<Store> store,
+             const std::string& group)
+      : comm_(comm),
+        timeout_(timeout),
+        watch_(watch),
+        store_(std::move(store)),
+        group_(group),
+        record_(group) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     int* tag_bound = nullptr;
@@ -241,9 +250,11 @@ class MpiBackend final : public Backend {
         [&] { return MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub); },
         nullptr);
     if (sub == MPI_COMM_NULL) return nullptr;
+    const std::string name = cat("split", splits_, "-color", color);
     std::shared_ptr<Store> store;
-    if (store_) store = std::make_shared<PrefixStore>(cat("split/", splits_, "/", color), store_);
-    return std::make_unique<MpiBackend>(sub, timeout_, watch_, std::move(store));
+    if (store_) store = std::make_shared<PrefixStore>(name, store_);
+    return std::make_unique<MpiBackend>(sub, timeout_, watch_, std::move(store),
+                                        cat(group_, "-", name));
   }
 
  private:
@@ -269,12 +280,12 @@ class MpiBackend final : public Backend {
     if (code != MPI_SUCCESS) fail(collective, cat("MPI: ", error_text(code)), lost_peer());
   }
 
-  // Tests `request` until it completes, checking for a lost peer every
+  // Tests `request` until it completes, looking for a lost peer every
   // kCheckEvery and giving up at the deadline.
   void wait(const char* collective, MPI_Request& request, Duration timeout) {
     const Clock::time_point deadline = Clock::now() + timeout;
     Clock::time_point next_check = Clock::now() + kCheckEvery;
-    for (int done = 0;;) {
+    for (int done = 0, checks = 0;;) {
       check(collective, MPI_Test(&request, &done, MPI_STATUS_IGNORE));
       if (done) return;
       const Clock::time_point now = Clock::now();
@@ -283,7 +294,8 @@ class MpiBackend final : public Backend {
         continue;
       }
       next_check = now + kCheckEvery;
-      if (const int lost = seen_lost_peer(); lost >= 0) fail(collective, "", lost);
+      const bool ask_store = ++checks % kStoreEvery == 0;
+      if (const int lost = seen_lost_peer(ask_store); lost >= 0) fail(collective, "", lost);
       if (now >= deadline) {
         fail(collective,
              cat("timed out after ", timeout.count(),
@@ -294,25 +306,35 @@ class MpiBackend final : public Backend {
     }
   }
 
-  // After an MPI error: the rank to blame, by the kit's order; -1 when none
-  // is known.
+  // After an MPI error: the rank recorded on this host, else the one to
+  // blame by the kit's order (then recorded); -1 when none is known.
   int lost_peer() {
-    if (store_) return find_lost_peer(*store_, peers_, "", /*timed_out=*/false);
-    return peers_.gone_on_this_host();
+    if (const int recorded = record_.read(); recorded >= 0) return recorded;
+    const int lost = store_ ? find_lost_peer(*store_, peers_, "", /*timed_out=*/false)
+                            : peers_.gone_on_this_host();
+    return lost >= 0 ? record_.record(lost) : -1;
   }
 
-  // While waiting, at once: a rank another survivor recorded as lost, or a
-  // dead peer on this host (recorded for the others); -1 when none.
-  int seen_lost_peer() {
+  // While waiting: a dead peer on this host (recorded in the store for the
+  // others), else, when `ask_store`, a rank another survivor recorded; -1
+  // when none. Local deaths are looked for often and first: survivors that
+  // raise PeerLost and exit look dead too, and the sooner the first death is
+  // seen, the less likely one of them is blamed instead.
+  int seen_lost_peer(bool ask_store) {
+    if (const int recorded = record_.read(); recorded >= 0) return recorded;
+    int gone = peers_.gone_on_this_host();
+    if (gone >= 0) gone = record_.record(gone);
     try {
-      if (store_ && store_->check({"lost"})) {
+      if (gone >= 0 && store_) return std::stoi(store_->compare_set("lost", "", cat(gone)));
+      if (gone >= 0) return gone;
+      if (ask_store && store_ && store_->check({"lost"})) {
         return std::stoi(store_->get("lost", std::chrono::milliseconds(500)));
       }
-      const int gone = peers_.gone_on_this_host();
-      if (gone < 0 || !store_) return gone;
-      return std::stoi(store_->compare_set("lost", "", std::to_string(gone)));
+      return -1;
     } catch (const std::exception&) {
-      return peers_.gone_on_this_host();  // the store went with its host
+      // The store went with its host: rank 0 without a launcher, which may
+      // have exited after its own PeerLost. Another dead peer went first.
+      return gone >= 0 ? peers_.gone_on_this_host(0) : -1;
     }
   }
 
@@ -354,6 +376,8 @@ class MpiBackend final : public Backend {
   Duration timeout_;
   bool watch_;
   std::shared_ptr<Store> store_;  // for the "lost" record; may be null
+  std::string group_;
+  LostRecord record_;
   int rank_ = 0;
   int size_ = 1;
   int tag_bound_ = 32767;
@@ -404,10 +428,13 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
+  // Communicators of the world are made in the same order on every rank.
+  static int worlds = 0;
+  const std::string group = cat("world", ++worlds);
   std::shared_ptr<Store> store;
-  if (context.store) store = std::make_shared<PrefixStore>("comm/mpi", context.store);
+  if (context.store) store = std::make_shared<PrefixStore>("comm/mpi/" + group, context.store);
   return std::make_unique<Communicator>(
-      std::make_unique<MpiBackend>(comm, context.timeout, watched(), std::move(store)));
+      std::make_unique<MpiBackend>(comm, context.timeout, watched(), std::move(store), group));
 }
 
 }  // namespace cohort::detail::mpi_backend
