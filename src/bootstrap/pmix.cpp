@@ -1,6 +1,7 @@
 // PMIx, as Open MPI's mpirun (4.x, through its PMIx server) and srun
 // --mpi=pmix provide it: rank 0 puts its address, a fence with data
 // collection spreads it, every rank gets it.
+#include <cstdlib>
 #include <cstring>
 
 #include <pmix.h>
@@ -27,9 +28,14 @@ MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
   if (pmix_status_t status = PMIx_Init(&self, nullptr, 0); status != PMIX_SUCCESS) {
     fail("PMIx_Init", status);
   }
-  struct Finalize {
-    ~Finalize() { PMIx_Finalize(nullptr, 0); }
-  } finalize;
+  // Finalized at exit, not now: a PMIx client finalized and then initialised
+  // again (MPI_Init does, for the mpi backend) no longer finds its job's
+  // data on a node of several (Open MPI 4.1: "getting local rank failed").
+  // Kept open, MPI's own PMIx_Init only counts one more user of it.
+  static const bool finalize_at_exit = [] {
+    return std::atexit([] { PMIx_Finalize(nullptr, 0); }) == 0;
+  }();
+  (void)finalize_at_exit;
   const std::string text = encode_master(mine);
   if (rank == 0) {
     pmix_value_t value;

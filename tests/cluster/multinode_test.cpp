@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -39,15 +40,14 @@ const std::string kCohort = COHORT_CLI_PATH;
 const std::string kReduction = COHORT_REDUCTION_PATH;
 const std::string kSpawn = COHORT_SPAWN_PATH;
 
-// "[n3:gloo] process 5/8" -> "n3": the host each reduction line came from.
+// "[n3:gloo] process 5/8" -> "n3": the host each reduction line came from
+// (over any backend: mpi under Open MPI's mpirun).
 std::multiset<std::string> hosts_of(const std::vector<std::string>& lines) {
+  static const std::regex kHost(R"(\[([^\[\]:]+):(gloo|mpi|self)\] process )");
   std::multiset<std::string> hosts;
   for (const std::string& line : lines) {
-    const std::size_t end = line.find(":gloo]");
-    const std::size_t start = line.rfind('[', end);
-    if (end != std::string::npos && start != std::string::npos) {
-      hosts.insert(line.substr(start + 1, end - start - 1));
-    }
+    std::smatch match;
+    if (std::regex_search(line, match, kHost)) hosts.insert(match[1]);
   }
   return hosts;
 }
