@@ -9,10 +9,12 @@
 #include <cohort/communicator.hpp>
 #include <cohort/config.hpp>
 #include <cohort/launch_env.hpp>
+#include <cohort/store.hpp>
 
 #include "bootstrap/interface_choice.hpp"
 #include "cli/commands.hpp"
 #include "cli/host_probe.hpp"
+#include "comm/registry.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 #include "launch/thread_budget.hpp"
@@ -28,6 +30,33 @@ Json number_or_null(int value) {
 
 // The whole report as one JSON object; the text form is rendered from it, so
 // both always say the same.
+// The backend cohort::init() would use here, and why each other one would
+// not serve (COHORT_BACKEND, else the viable one of highest priority).
+Json backend_choice(const LaunchInfo& info, const Environment& env) {
+  detail::BackendContext context;
+  context.info = &info;
+  // Choosing needs only to know that there will be a store: init() always
+  // connects one. Nothing is asked of it.
+  context.store = std::make_shared<PrefixStore>("", nullptr);
+  Json refused = Json::object();
+  std::string chosen;
+  for (const auto& [name, why] : detail::judge_backends(context)) {
+    if (why.empty() && chosen.empty()) {
+      chosen = name;
+    } else if (!why.empty()) {
+      refused[std::string(name)] = why;
+    }
+  }
+  const auto asked = env.find("COHORT_BACKEND");
+  if (asked != env.end()) {
+    return {{"chosen", asked->second}, {"reason", "COHORT_BACKEND"}, {"refused", refused}};
+  }
+  if (chosen.empty())
+    return {{"chosen", nullptr}, {"reason", "none can serve"}, {"refused", refused}};
+  return {
+      {"chosen", chosen}, {"reason", "the viable one of highest priority"}, {"refused", refused}};
+}
+
 Json build_report(const Environment& env) {
   const LaunchInfo info = detect_launch(env);
   Json report;
@@ -111,6 +140,7 @@ Json build_report(const Environment& env) {
   }
   report["settings"] = settings_json;
   report["backends"] = compiled_backends();
+  report["backend"] = backend_choice(info, env);
   report["version"] = COHORT_VERSION;
   return report;
 }
@@ -194,6 +224,10 @@ void print_text(const Json& report, std::ostream& out) {
   row(out, "version", text(report["version"]));
   const auto backends = report["backends"].get<std::vector<std::string>>();
   row(out, "backends", detail::join(backends, ", ") + " (highest priority first)");
+  const Json& backend = report["backend"];
+  row(out, "backend", text(backend["chosen"]), detail::cat("(", text(backend["reason"]), ")"));
+  for (const auto& [name, why] : backend["refused"].items())
+    row(out, "  not " + name, text(why));
   if (!report["notes"].empty()) {
     out << "notes\n";
     for (const Json& note : report["notes"])

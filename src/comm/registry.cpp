@@ -37,6 +37,15 @@ const std::vector<BackendEntry>& backends() {
   return kBackends;
 }
 
+std::vector<std::pair<std::string_view, std::string>> judge_backends(
+    const BackendContext& context) {
+  std::vector<std::pair<std::string_view, std::string>> verdicts;
+  for (const BackendEntry& entry : backends()) {
+    if (entry.built) verdicts.emplace_back(entry.name, entry.unviable_because(context));
+  }
+  return verdicts;
+}
+
 std::string_view choose_backend(const BackendContext& context, std::string_view name) {
   std::vector<std::string> names;
   std::vector<std::string> reasons;

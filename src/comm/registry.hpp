@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <cohort/communicator.hpp>
@@ -30,6 +31,10 @@ struct BackendEntry {
 
 /// Every backend, built or not, highest priority first.
 const std::vector<BackendEntry>& backends();
+
+/// Every built backend's verdict on `context`, highest priority first: an
+/// empty reason when it can serve, else why not. For explaining a choice.
+std::vector<std::pair<std::string_view, std::string>> judge_backends(const BackendContext& context);
 
 /// The backend create_communicator would use, without connecting anything.
 /// Throws like create_communicator.

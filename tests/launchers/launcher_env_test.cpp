@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cohort/config.hpp>
+
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
@@ -151,6 +153,10 @@ TEST_F(LauncherEnv, OpenMpiMpirun) {
     EXPECT_EQ(report["sources"]["rank"], "OMPI_COMM_WORLD_RANK");
     EXPECT_EQ(report["master_addr"], "127.0.0.1");
     EXPECT_TRUE(report["notes"].empty()) << report["notes"].dump();
+    // The job's own MPI serves it, and `cohort env` says why not self.
+    EXPECT_EQ(report["backend"]["chosen"], COHORT_WITH_MPI ? "mpi" : "gloo");
+    EXPECT_EQ(report["backend"]["refused"]["self"],
+              "it serves a world of one, this one has 4 ranks");
   }
 }
 
@@ -162,6 +168,13 @@ TEST_F(LauncherEnv, MpichHydra) {
   for (const auto& [rank, report] : check_one_node_world("mpich", 4)) {
     EXPECT_EQ(report["sources"]["rank"], "PMI_RANK");
     EXPECT_EQ(report["master_addr"], "127.0.0.1");
+    // This build's MPI is Open MPI: under MPICH's launcher it says so and gloo serves.
+    EXPECT_EQ(report["backend"]["chosen"], "gloo");
+    if (COHORT_WITH_MPI) {
+      EXPECT_NE(report["backend"]["refused"]["mpi"].get<std::string>().find("started by mpich"),
+                std::string::npos)
+          << report["backend"].dump();
+    }
   }
 }
 
@@ -228,9 +241,10 @@ TEST_F(LauncherHello, UnderOpenMpi) {
   expect_hello(launch_hello({"mpirun.openmpi", "-np", "4"}), 4);
 }
 
-// The reduction example all-reduces over gloo under srun, Open MPI's mpirun
-// and MPICH's (whose ranks find rank 0's port through PMI: MPICH exports no
-// job id to derive one from): every rank ends with the number of ranks.
+// The reduction example all-reduces under srun (gloo), Open MPI's mpirun (mpi:
+// this build's MPI started the job) and MPICH's (gloo; its ranks find rank
+// 0's port through PMI: MPICH exports no job id to derive one from): every
+// rank ends with the number of ranks.
 TEST_F(LauncherHello, ReductionUnderSrunOpenMpiAndMpich) {
   use_slurm_cluster();
   require_tool("mpirun.openmpi");
@@ -248,7 +262,9 @@ TEST_F(LauncherHello, ReductionUnderSrunOpenMpiAndMpich) {
     std::istringstream lines(result.out);
     int count = 0;
     for (std::string line; std::getline(lines, line); ++count) {
-      EXPECT_NE(line.find(":gloo] process "), std::string::npos) << line;
+      const bool own_mpi = launcher[0] == "mpirun.openmpi" && COHORT_WITH_MPI;
+      EXPECT_NE(line.find(own_mpi ? ":mpi] process " : ":gloo] process "), std::string::npos)
+          << line;
       EXPECT_EQ(line.substr(line.size() - 11), " has data 3") << line;
     }
     EXPECT_EQ(count, 3) << result.out;
