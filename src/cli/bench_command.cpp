@@ -3,9 +3,11 @@
 // own workers through `cohort run`; with --worker it is one rank of a job
 // started by anything else (srun, mpirun).
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <span>
@@ -18,6 +20,7 @@
 #include <cohort/cohort.hpp>
 
 #include "cli/commands.hpp"
+#include "core/fd.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::cli {
@@ -61,6 +64,25 @@ std::vector<std::size_t> parse_sizes(const std::string& text) {
   for (std::size_t size = low; size <= high; size *= 2)
     sizes.push_back(size);
   return sizes;
+}
+
+// The mpi backend serves only ranks that MPI's own launcher started: the
+// workers run under mpirun instead of `cohort run` (this process becomes it).
+[[noreturn]] void exec_mpirun(std::vector<std::string> worker, int ranks) {
+  const std::string self = detail::executable_path();
+  worker.front() = self.empty() ? "/proc/self/exe" : self;
+  std::vector<std::string> argv{"mpirun", "--oversubscribe", "-np", std::to_string(ranks)};
+  if (::geteuid() == 0) argv.insert(argv.begin() + 1, "--allow-run-as-root");
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  std::fprintf(stderr, "cohort bench: the mpi backend's ranks are started by mpirun: %s\n",
+               detail::join(argv, " ").c_str());
+  std::vector<char*> pointers;
+  for (std::string& item : argv)
+    pointers.push_back(item.data());
+  pointers.push_back(nullptr);
+  ::execvp(pointers[0], pointers.data());
+  throw Error(detail::cat("cohort bench: cannot start mpirun: ", std::strerror(errno),
+                          " (install openmpi-bin: scripts/install-deps bench)"));
 }
 
 // One rank of the benchmark: rank 0 prints the table.
@@ -177,6 +199,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
       if (!arguments->backend.empty()) {
         options.command.insert(options.command.end(), {"--backend", arguments->backend});
       }
+      if (arguments->backend == "mpi") exec_mpirun(options.command, arguments->workers);
       options.nproc_per_node = arguments->workers;
       options.prefix = "";
       options.console_ranks = {0};
