@@ -3,7 +3,10 @@
  * operations; a rep's time is the slowest rank's mean, and the median rep is
  * reported. One JSON line per size on rank 0's stdout.
  *
- *   mpirun -np N allreduce_mpi SIZES_BYTES_COMMA_SEPARATED ITERS REPS WARMUP
+ *   mpirun -np N allreduce_mpi SIZES_BYTES_COMMA_SEPARATED ITERS REPS WARMUP [multiple]
+ *
+ * With "multiple", MPI is initialised with MPI_THREAD_MULTIPLE, as cohort's
+ * mpi backend initialises it (Open MPI then takes locks on every call).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -16,7 +19,12 @@ static int by_value(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  if (argc > 5 && strcmp(argv[5], "multiple") == 0) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   if (argc < 5) {
     fprintf(stderr, "usage: allreduce_mpi SIZES ITERS REPS WARMUP\n");
     MPI_Abort(MPI_COMM_WORLD, 2);

@@ -1,0 +1,43 @@
+// A program that uses MPI itself beside cohort (mpi_program_test.cpp), under
+// mpirun. argv[1] says who initialises MPI:
+//   multiple  the program, MPI_Init_thread(MPI_THREAD_MULTIPLE), and it
+//             finalizes MPI itself while its World is still alive
+//   single    the program, MPI_Init (MPI_THREAD_SINGLE): cohort must not use
+//             MPI then, and its collectives go over gloo
+//   cohort    cohort (at the first collective); the program then uses MPI
+//             too, and leaves the finalizing to cohort at exit
+// Every rank prints "backend B cohort S mpi M" (both sums are the world size).
+#include <cstdio>
+#include <span>
+#include <string_view>
+
+#include <mpi.h>
+
+#include <cohort/cohort.hpp>
+
+int main(int argc, char** argv) {
+  const std::string_view mode = argc > 1 ? argv[1] : "cohort";
+  if (mode == "multiple") {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else if (mode == "single") {
+    MPI_Init(&argc, &argv);
+  }
+  try {
+    cohort::World world = cohort::init();
+    std::int32_t mine[] = {1};
+    world.communicator().all_reduce(std::span(mine), cohort::ReduceOp::sum);
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    std::int32_t theirs = 1, total = 0;
+    if (initialised) MPI_Allreduce(&theirs, &total, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+    std::printf("backend %s cohort %d mpi %d\n", std::string(world.backend()).c_str(), mine[0],
+                total);
+    std::fflush(stdout);
+    if (mode != "cohort") MPI_Finalize();  // before the World goes: cohort must cope
+  } catch (const cohort::Error& error) {
+    std::fprintf(stderr, "mpi_program: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
