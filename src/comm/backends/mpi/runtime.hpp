@@ -12,7 +12,8 @@ namespace cohort::detail::mpi_backend {
 /// MPI_THREAD_SERIALIZED.
 std::string runtime_unusable_because();
 
-/// Initialises MPI unless the program did (asking for MPI_THREAD_MULTIPLE);
+/// Initialises MPI unless the program did (asking for MPI_THREAD_MULTIPLE, or
+/// MPI_THREAD_SERIALIZED when COHORT_MPI_THREAD_LEVEL=serialized);
 /// when cohort initialised it, MPI_Finalize runs at exit (unless the program
 /// finalized it first). Throws Error when MPI cannot be initialised or gives
 /// less than MPI_THREAD_SERIALIZED.
