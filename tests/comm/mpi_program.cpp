@@ -6,7 +6,8 @@
 //             MPI then, and its collectives go over gloo
 //   cohort    cohort (at the first collective); the program then uses MPI
 //             too, and leaves the finalizing to cohort at exit
-// Every rank prints "backend B cohort S mpi M" (both sums are the world size).
+// Every rank prints "backend B cohort S mpi M level L" (both sums are the
+// world size; L is MPI's thread level: single, serialized or multiple).
 #include <cstdio>
 #include <span>
 #include <string_view>
@@ -30,9 +31,16 @@ int main(int argc, char** argv) {
     int initialised = 0;
     MPI_Initialized(&initialised);
     std::int32_t theirs = 1, total = 0;
-    if (initialised) MPI_Allreduce(&theirs, &total, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
-    std::printf("backend %s cohort %d mpi %d\n", std::string(world.backend()).c_str(), mine[0],
-                total);
+    int level = MPI_THREAD_SINGLE;
+    if (initialised) {
+      MPI_Allreduce(&theirs, &total, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Query_thread(&level);
+    }
+    const char* level_name = level == MPI_THREAD_MULTIPLE     ? "multiple"
+                             : level == MPI_THREAD_SERIALIZED ? "serialized"
+                                                              : "single";
+    std::printf("backend %s cohort %d mpi %d level %s\n", std::string(world.backend()).c_str(),
+                mine[0], total, level_name);
     std::fflush(stdout);
     if (mode != "cohort") MPI_Finalize();  // before the World goes: cohort must cope
   } catch (const cohort::Error& error) {

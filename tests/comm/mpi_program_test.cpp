@@ -3,36 +3,58 @@
 // work, MPI is finalized once, and every rank exits 0.
 #include <gtest/gtest.h>
 
+#include <cohort/launch_env.hpp>
+
 #include "support/subprocess.hpp"
 #include "support/text.hpp"
 
 namespace cohort {
 namespace {
 
-test::ProcessResult run_program(const std::string& mode) {
+test::ProcessResult run_program(const std::string& mode, const std::string& level = "") {
   test::ProcessOptions options;
   options.timeout = std::chrono::seconds(60);
+  options.env = process_environment();
+  if (!level.empty()) options.env->insert_or_assign("COHORT_MPI_THREAD_LEVEL", level);
   return test::run_process(
       {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", COHORT_MPI_PROGRAM, mode},
       options);
 }
 
-class MpiProgram : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+// (mode, backend, MPI's thread level at the end)
+using Case = std::tuple<std::string, std::string, std::string>;
+
+class MpiProgram : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MpiProgram, BothUsesOfMpiWork) {
   if (test::find_in_path("mpirun").empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is missing";
-  const auto& [mode, backend] = GetParam();
+  const auto& [mode, backend, level] = GetParam();
   const test::ProcessResult result = run_program(mode);
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
-  EXPECT_EQ(test::lines_with(result.out, "backend " + backend + " cohort 3 mpi 3").size(), 3u)
-      << test::describe(result);
+  const std::string line = "backend " + backend + " cohort 3 mpi 3 level " + level;
+  EXPECT_EQ(test::lines_with(result.out, line).size(), 3u) << test::describe(result);
 }
 
 INSTANTIATE_TEST_SUITE_P(WhoInitialises, MpiProgram,
-                         ::testing::Values(std::tuple<std::string, std::string>{"multiple", "mpi"},
-                                           std::tuple<std::string, std::string>{"single", "gloo"},
-                                           std::tuple<std::string, std::string>{"cohort", "mpi"}),
+                         ::testing::Values(Case{"multiple", "mpi", "multiple"},
+                                           Case{"single", "gloo", "single"},
+                                           Case{"cohort", "mpi", "multiple"}),
                          [](const auto& test_info) { return std::get<0>(test_info.param); });
+
+// COHORT_MPI_THREAD_LEVEL=serialized: cohort asks MPI for less; an unknown
+// level is an error that names the variable.
+TEST(MpiProgramLevel, SerializedWhenAskedAndAnUnknownLevelIsNamed) {
+  if (test::find_in_path("mpirun").empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is missing";
+  test::ProcessResult result = run_program("cohort", "serialized");
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(test::lines_with(result.out, "backend mpi cohort 3 mpi 3 level serialized").size(), 3u)
+      << test::describe(result);
+  result = run_program("cohort", "funneled");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("COHORT_MPI_THREAD_LEVEL='funneled' is not a thread level"),
+            std::string::npos)
+      << test::describe(result);
+}
 
 }  // namespace
 }  // namespace cohort
