@@ -21,6 +21,10 @@ install(DIRECTORY include/cohort ${PROJECT_BINARY_DIR}/include/cohort
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 install(EXPORT cohortTargets NAMESPACE cohort::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cohort)
+# What the backends' imported targets need found again by users of the package
+# (each backend.cmake appends its lines to COHORT_CONFIG_DEPENDENCIES).
+get_property(dependency_lines GLOBAL PROPERTY COHORT_CONFIG_DEPENDENCIES)
+string(JOIN "\n" COHORT_BACKEND_DEPENDENCIES ${dependency_lines})
 configure_package_config_file(cmake/cohortConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cohortConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cohort)

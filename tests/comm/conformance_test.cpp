@@ -46,7 +46,9 @@ struct BackendUnderTest {
 };
 
 std::vector<std::string> mpirun(int ranks) {
-  return {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks)};
+  // Shared memory only: no TCP listeners whose ports other tests could meet.
+  return {"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+          "-np",    std::to_string(ranks)};
 }
 
 const std::vector<BackendUnderTest>& backends_under_test() {

@@ -16,9 +16,9 @@ test::ProcessResult run_program(const std::string& mode, const std::string& leve
   options.timeout = std::chrono::seconds(60);
   options.env = process_environment();
   if (!level.empty()) options.env->insert_or_assign("COHORT_MPI_THREAD_LEVEL", level);
-  return test::run_process(
-      {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", COHORT_MPI_PROGRAM, mode},
-      options);
+  return test::run_process({"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl",
+                            "self,vader", "-np", "3", COHORT_MPI_PROGRAM, mode},
+                           options);
 }
 
 // (mode, backend, MPI's thread level at the end)

@@ -91,7 +91,8 @@ TEST(PeerLost, AStuckPeerIsATimeoutNotAHang) {
 // two (it kills the survivors, even those blocked in a collective) and
 // names the rank and the signal; the survivors never see an MPI error.
 std::vector<std::string> mpirun_workers(const std::vector<std::string>& options, int ranks) {
-  std::vector<std::string> argv{"mpirun", "--allow-run-as-root", "--oversubscribe"};
+  std::vector<std::string> argv{"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+                                "btl",    "self,vader"};  // no TCP listeners beside other tests
   argv.insert(argv.end(), options.begin(), options.end());
   argv.insert(argv.end(), {"-np", std::to_string(ranks), COHORT_PEER_LOST_WORKER, "2", "kill"});
   return argv;
