@@ -32,10 +32,10 @@ MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
   // again (MPI_Init does, for the mpi backend) no longer finds its job's
   // data on a node of several (Open MPI 4.1: "getting local rank failed").
   // Kept open, MPI's own PMIx_Init only counts one more user of it.
-  static const bool finalize_at_exit = [] {
+  static const bool kFinalizeAtExit = [] {
     return std::atexit([] { PMIx_Finalize(nullptr, 0); }) == 0;
   }();
-  (void)finalize_at_exit;
+  (void)kFinalizeAtExit;
   const std::string text = encode_master(mine);
   if (rank == 0) {
     pmix_value_t value;

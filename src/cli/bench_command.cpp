@@ -77,6 +77,7 @@ std::vector<std::size_t> parse_sizes(const std::string& text) {
   std::fprintf(stderr, "cohort bench: the mpi backend's ranks are started by mpirun: %s\n",
                detail::join(argv, " ").c_str());
   std::vector<char*> pointers;
+  pointers.reserve(argv.size() + 1);
   for (std::string& item : argv)
     pointers.push_back(item.data());
   pointers.push_back(nullptr);

@@ -362,11 +362,12 @@ class MpiBackend final : public Backend {
     constexpr int kEntry = 320;
     char mine[kEntry] = {};
     const std::string entry = Peers::entry();
-    std::memcpy(mine, entry.data(), std::min<std::size_t>(entry.size(), kEntry - 1));
+    entry.copy(mine, kEntry - 1);  // the rest stays zero: a terminated string
     std::vector<char> all(static_cast<std::size_t>(kEntry) * static_cast<std::size_t>(size_));
     auto lock = serialise_calls();
     MPI_Allgather(mine, kEntry, MPI_CHAR, all.data(), kEntry, MPI_CHAR, comm_);
     std::vector<std::string> entries;
+    entries.reserve(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r)
       entries.emplace_back(all.data() + static_cast<std::size_t>(r) * kEntry);
     return Peers(rank_, entries);

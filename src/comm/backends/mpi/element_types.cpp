@@ -8,27 +8,27 @@ namespace cohort::detail::mpi_backend {
 namespace {
 
 // MPI's signature for a user op: inout[i] = in[i] op inout[i].
-template <DataType kType, ReduceOp kOp>
+template <DataType Type, ReduceOp Operation>
 void user_op(void* in, void* inout, int* length, MPI_Datatype*) {
-  reduce_into(kType, kOp, inout, in, static_cast<std::size_t>(*length));
+  reduce_into(Type, Operation, inout, in, static_cast<std::size_t>(*length));
 }
 
-template <DataType kType>
+template <DataType Type>
 MPI_Op create_op(ReduceOp op) {
   MPI_User_function* function = nullptr;
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg:
-      function = user_op<kType, ReduceOp::sum>;
+      function = user_op<Type, ReduceOp::sum>;
       break;
     case ReduceOp::prod:
-      function = user_op<kType, ReduceOp::prod>;
+      function = user_op<Type, ReduceOp::prod>;
       break;
     case ReduceOp::min:
-      function = user_op<kType, ReduceOp::min>;
+      function = user_op<Type, ReduceOp::min>;
       break;
     case ReduceOp::max:
-      function = user_op<kType, ReduceOp::max>;
+      function = user_op<Type, ReduceOp::max>;
       break;
   }
   MPI_Op created = MPI_OP_NULL;
