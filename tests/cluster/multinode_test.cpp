@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -43,11 +42,19 @@ const std::string kSpawn = COHORT_SPAWN_PATH;
 // "[n3:gloo] process 5/8" -> "n3": the host each reduction line came from
 // (over any backend: mpi under Open MPI's mpirun).
 std::multiset<std::string> hosts_of(const std::vector<std::string>& lines) {
-  static const std::regex kHost(R"(\[([^\[\]:]+):(gloo|mpi|self)\] process )");
   std::multiset<std::string> hosts;
   for (const std::string& line : lines) {
-    std::smatch match;
-    if (std::regex_search(line, match, kHost)) hosts.insert(match[1]);
+    const std::size_t end = line.find("] process ");
+    const std::size_t start = line.rfind('[', end);
+    const std::size_t colon = line.rfind(':', end);
+    if (end == std::string::npos || start == std::string::npos || colon == std::string::npos ||
+        colon < start) {
+      continue;
+    }
+    const std::string backend = line.substr(colon + 1, end - colon - 1);
+    if (backend == "gloo" || backend == "mpi" || backend == "self") {
+      hosts.insert(line.substr(start + 1, colon - start - 1));
+    }
   }
   return hosts;
 }
