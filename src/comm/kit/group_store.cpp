@@ -25,9 +25,8 @@ std::optional<Subgroup> plan_split(const std::shared_ptr<Store>& store, int roun
   std::sort(members.begin(), members.end());
   Subgroup group;
   group.size = static_cast<int>(members.size());
-  for (const auto& member : members) {
-    if (std::get<1>(member) == rank) group.rank = static_cast<int>(group.members.size());
-    group.members.push_back(std::get<1>(member));
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (std::get<1>(members[i]) == rank) group.rank = static_cast<int>(i);
   }
   group.store = std::make_shared<PrefixStore>(cat(prefix, "/color", color), store);
   return group;

@@ -16,8 +16,6 @@ namespace cohort::detail {
 struct Subgroup {
   int rank = 0;
   int size = 0;
-  /// The parent ranks of the members, in the subgroup's rank order.
-  std::vector<int> members;
   /// The subgroup's own view of the store (no other group shares it).
   std::shared_ptr<Store> store;
 };

@@ -47,8 +47,6 @@ class Peers {
 
   /// " (host H, pid P)" for `rank`.
   std::string describe(int rank) const;
-  /// How many ranks the group has.
-  int size() const { return static_cast<int>(peers_.size()); }
 
  private:
   struct Peer {
