@@ -324,13 +324,14 @@ class Agent {
       if (!plan_.one_worker_per_task) {
         detail::describe_worker_to_launchers(env, place, placement_.layout);
       }
-      const pid_t pid = options_.entry
-                            ? detail::spawn_function(options_.entry, env, write_ends[0].get(),
-                                                     write_ends[1].get())
-                            : detail::spawn_worker(detail::worker_argv(options_, local), env,
-                                                   write_ends[0].get(), write_ends[1].get());
+      // The worker announces its group to the guardian itself (see spawn_worker).
+      const pid_t pid =
+          options_.entry
+              ? detail::spawn_function(options_.entry, env, write_ends[0].get(),
+                                       write_ends[1].get(), guardian_.get())
+              : detail::spawn_worker(detail::worker_argv(options_, local), env, write_ends[0].get(),
+                                     write_ends[1].get(), -1, guardian_.get());
       processes_->add(pid);  // index `local`, as in workers_
-      guardian_->watch(pid);
     }
   }
 

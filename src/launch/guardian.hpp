@@ -24,7 +24,9 @@ class Guardian {
   Guardian& operator=(const Guardian&) = delete;
 
   /// The worker leading process group `pgid` started / is gone (reaped, and
-  /// its group killed): the guardian adds / forgets the group.
+  /// its group killed): the guardian adds / forgets the group. watch is one
+  /// write(2), safe in a forked child before exec: a worker calls it for
+  /// itself (spawn_worker), so the group is listed before the worker runs.
   void watch(pid_t pgid) noexcept;
   void forget(pid_t pgid) noexcept;
 

@@ -15,6 +15,7 @@
 
 #include "core/fd.hpp"
 #include "core/strings.hpp"
+#include "launch/guardian.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -32,7 +33,7 @@ namespace {
 
 // Fork with the worker's process group, parent-death signal, standard
 // streams and default signals; returns 0 in the worker, its pid in the parent.
-pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd) {
+pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd, Guardian* guardian) {
   Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   const pid_t parent = getpid();
   const pid_t pid = fork();
@@ -43,6 +44,10 @@ pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd) {
     return pid;
   }
   setpgid(0, 0);
+  // Here, not in the parent after fork returns: under load the parent may
+  // not run again before the worker has started children and the agent is
+  // SIGKILLed, and a group the guardian never heard of outlives the job.
+  if (guardian != nullptr) guardian->watch(getpid());
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);  // the agent died before prctl took effect
   if (stdin_fd >= 0) {
@@ -85,8 +90,8 @@ void close_what_exec_would_close() {
 }  // namespace
 
 pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,
-                     int stderr_fd) {
-  const pid_t pid = fork_worker(stdout_fd, stderr_fd, -1);
+                     int stderr_fd, Guardian* guardian) {
+  const pid_t pid = fork_worker(stdout_fd, stderr_fd, -1, guardian);
   if (pid > 0) return pid;
   // The worker: a copy of this process, with only the forking thread.
   close_what_exec_would_close();
@@ -107,7 +112,7 @@ pid_t spawn_function(const std::function<int()>& entry, const Environment& env, 
 }
 
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
-                   int stderr_fd, int stdin_fd) {
+                   int stderr_fd, int stdin_fd, Guardian* guardian) {
   // Everything the child needs is built before fork: it may not allocate.
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
@@ -124,7 +129,7 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env,
   for (std::string& arg : args)
     c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
-  const pid_t pid = fork_worker(stdout_fd, stderr_fd, stdin_fd);
+  const pid_t pid = fork_worker(stdout_fd, stderr_fd, stdin_fd, guardian);
   if (pid > 0) return pid;
   execvpe(c_argv[0], c_argv.data(), c_env.data());
   write_error(c_argv[0], std::strerror(errno));

@@ -11,24 +11,29 @@
 
 namespace cohort::detail {
 
+class Guardian;
+
 /// Forks and execs `argv` (searched in PATH) with exactly `env`. The worker
 /// leads a process group of its own (its pid), reads stdin from `stdin_fd`
 /// (/dev/null when -1),
 /// writes stdout and stderr to the given pipe ends, has every signal
 /// unblocked and at its default, and gets SIGKILL when the thread that
 /// spawned it dies (PR_SET_PDEATHSIG), so no worker outlives a SIGKILLed
-/// agent. When exec fails the worker writes why to its stderr and exits 127.
+/// agent. With a `guardian`, the worker tells it its group itself, before it
+/// runs anything: a worker that starts children and is seen running by
+/// someone who then SIGKILLs the agent is always in the guardian's list.
+/// When exec fails the worker writes why to its stderr and exits 127.
 /// Returns the pid; throws cohort::Error when fork fails.
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
-                   int stderr_fd, int stdin_fd = -1);
+                   int stderr_fd, int stdin_fd = -1, Guardian* guardian = nullptr);
 
 /// The same with a function instead of a program (cohort::spawn): the worker
 /// is a fork of this process that closes every close-on-exec descriptor (as
 /// exec would: cohort's own, so that none outlives the agent in a worker),
 /// sets `env` as its environment, runs
 /// `entry` and exits with what it returns (1 when it throws, after printing
-/// what() on stderr).
+/// what() on stderr). `guardian` as for spawn_worker.
 pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,
-                     int stderr_fd);
+                     int stderr_fd, Guardian* guardian = nullptr);
 
 }  // namespace cohort::detail

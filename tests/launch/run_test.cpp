@@ -49,6 +49,14 @@ bool alive(pid_t pid) {
   return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
 }
 
+// What /proc says of `pid` (its stat line and command line), for a failure message.
+std::string describe(pid_t pid) {
+  const fs::path proc = "/proc/" + std::to_string(pid);
+  std::string cmdline = test::read_file(proc / "cmdline");
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  return test::read_file(proc / "stat") + " cmdline: " + cmdline;
+}
+
 // The inodes of the sockets listening on TCP `port` (IPv4 and IPv6) in this
 // network namespace: a socket's own identity, which another process that
 // later listens on the same port number does not share.
@@ -375,7 +383,8 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
   kill(launcher.pid(), SIGKILL);
   launcher.finish();
   for (pid_t pid : processes) {
-    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 5s)) << "process " << pid << " outlived";
+    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 5s))
+        << "process " << pid << " outlived: " << describe(pid);
   }
 }
 
