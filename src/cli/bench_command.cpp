@@ -1,7 +1,9 @@
 // cohort bench allreduce: all-reduce bus bandwidth, in the manner of
-// nccl-tests' all_reduce_perf: a row per size as it completes. It starts its
-// own workers through `cohort run`; with --worker it is one rank of a job
-// started by anything else (srun, mpirun).
+// nccl-tests' all_reduce_perf: a row per size as it completes; --op times
+// broadcast, all_gather or reduce_scatter instead, with nccl-tests' sizes
+// and bus-bandwidth factors. It starts its own workers through `cohort run`;
+// with --worker it is one rank of a job started by anything else (srun,
+// mpirun).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -34,7 +36,65 @@ struct BenchArguments {
   int warmup = 3;
   std::string json;
   std::string backend;
+  std::string op = "all_reduce";
 };
+
+// One timed collective, as nccl-tests counts it: `size` is the all_reduce
+// and broadcast buffer, all_gather's output, reduce_scatter's input (n
+// slices); busbw = algbw × the factor (what each rank must move, relative to
+// size, over its link).
+struct Operation {
+  const char* name;
+  double (*bus_factor)(int n);
+  /// Buffers for `bytes` on n ranks, and one timed call on them.
+  void (*prepare)(std::size_t bytes, int n, std::vector<float>& input, std::vector<float>& output);
+  void (*call)(Communicator& comm, std::vector<float>& input, std::vector<float>& output);
+};
+
+const Operation kOperations[] = {
+    {"all_reduce", [](int n) { return 2.0 * (n - 1) / n; },
+     [](std::size_t bytes, int, std::vector<float>& input, std::vector<float>&) {
+       input.assign(bytes / sizeof(float), 1.0f);
+     },
+     [](Communicator& comm, std::vector<float>& input, std::vector<float>&) {
+       comm.all_reduce(std::span(input), ReduceOp::sum);
+     }},
+    {"broadcast", [](int) { return 1.0; },
+     [](std::size_t bytes, int, std::vector<float>& input, std::vector<float>&) {
+       input.assign(bytes / sizeof(float), 1.0f);
+     },
+     [](Communicator& comm, std::vector<float>& input, std::vector<float>&) {
+       comm.broadcast(std::span(input), 0);
+     }},
+    {"all_gather", [](int n) { return static_cast<double>(n - 1) / n; },
+     [](std::size_t bytes, int n, std::vector<float>& input, std::vector<float>& output) {
+       const std::size_t slice = std::max<std::size_t>(1, bytes / sizeof(float) / n);
+       input.assign(slice, 1.0f);
+       output.assign(slice * static_cast<std::size_t>(n), 0.0f);
+     },
+     [](Communicator& comm, std::vector<float>& input, std::vector<float>& output) {
+       comm.all_gather(Buffer::of(std::span(input)), Buffer::of(std::span(output)));
+     }},
+    {"reduce_scatter", [](int n) { return static_cast<double>(n - 1) / n; },
+     [](std::size_t bytes, int n, std::vector<float>& input, std::vector<float>& output) {
+       const std::size_t slice = std::max<std::size_t>(1, bytes / sizeof(float) / n);
+       input.assign(slice * static_cast<std::size_t>(n), 1.0f);
+       output.assign(slice, 0.0f);
+     },
+     [](Communicator& comm, std::vector<float>& input, std::vector<float>& output) {
+       comm.reduce_scatter(Buffer::of(std::span(input)), Buffer::of(std::span(output)),
+                           ReduceOp::sum);
+     }},
+};
+
+const Operation& operation_named(const std::string& name) {
+  for (const Operation& operation : kOperations) {
+    if (name == operation.name) return operation;
+  }
+  throw CLI::ValidationError("--op", detail::cat("'", name,
+                                                 "' is not one of all_reduce, broadcast, "
+                                                 "all_gather, reduce_scatter"));
+}
 
 std::size_t parse_size(const std::string& text) {
   std::string digits = text;
@@ -96,21 +156,26 @@ int run_worker(const BenchArguments& arguments) {
   const bool leader = world.rank() == 0;
   const bool progress = ::isatty(STDERR_FILENO) != 0;  // a line that rewrites itself
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  const Operation& operation = operation_named(arguments.op);
   if (leader) {
-    std::printf("# cohort bench allreduce: %d ranks, backend %s, float32 sum, in place\n", n,
-                std::string(world.backend()).c_str());
+    std::printf("# cohort bench allreduce --op %s: %d ranks, backend %s, float32%s\n",
+                operation.name, n, std::string(world.backend()).c_str(),
+                arguments.op == "all_reduce" ? " sum, in place" : "");
     std::printf("# median of %d reps; a rep = the slowest rank's mean over iters\n",
                 arguments.reps);
     std::printf("# %12s %12s %8s %12s %12s %12s\n", "size (B)", "count", "iters", "time (us)",
                 "algbw (GB/s)", "busbw (GB/s)");
   }
+  std::vector<float> input, output;
   for (std::size_t bytes : parse_sizes(arguments.sizes)) {
-    std::vector<float> data(bytes / sizeof(float), 1.0f);
+    operation.prepare(bytes, n, input, output);
+    const std::size_t count = std::max(input.size(), output.size());
+    const std::size_t moved = count * sizeof(float);
     // Fewer iterations for large messages: about 1 GiB moved per size at most.
     const int iterations = static_cast<int>(std::clamp<std::size_t>(
-        (std::size_t{1} << 30) / bytes, 3, static_cast<std::size_t>(arguments.iterations)));
+        (std::size_t{1} << 30) / moved, 3, static_cast<std::size_t>(arguments.iterations)));
     for (int i = 0; i < arguments.warmup; ++i)
-      comm.all_reduce(std::span(data), ReduceOp::sum);
+      operation.call(comm, input, output);
     // Each rep times `iterations` back-to-back operations; a rep's time is the
     // slowest rank's mean, and the row shows the median rep.
     std::vector<double> reps;
@@ -121,7 +186,7 @@ int run_worker(const BenchArguments& arguments) {
       comm.barrier();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < iterations; ++i)
-        comm.all_reduce(std::span(data), ReduceOp::sum);
+        operation.call(comm, input, output);
       double seconds[] = {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
           iterations};
@@ -131,14 +196,14 @@ int run_worker(const BenchArguments& arguments) {
     if (leader && progress) std::fprintf(stderr, "\r\033[K");
     std::sort(reps.begin(), reps.end());
     const double seconds[] = {reps[reps.size() / 2]};
-    const double algbw = static_cast<double>(bytes) / seconds[0] / 1e9;
-    const double busbw = algbw * 2.0 * (n - 1) / n;
+    const double algbw = static_cast<double>(moved) / seconds[0] / 1e9;
+    const double busbw = algbw * operation.bus_factor(n);
     if (leader) {
-      std::printf("  %12zu %12zu %8d %12.1f %12.3f %12.3f\n", bytes, data.size(), iterations,
+      std::printf("  %12zu %12zu %8d %12.1f %12.3f %12.3f\n", moved, count, iterations,
                   seconds[0] * 1e6, algbw, busbw);
       std::fflush(stdout);
-      rows.push_back({{"bytes", bytes},
-                      {"count", data.size()},
+      rows.push_back({{"bytes", moved},
+                      {"count", count},
                       {"iterations", iterations},
                       {"time_us", seconds[0] * 1e6},
                       {"algbw_gbps", algbw},
@@ -147,6 +212,7 @@ int run_worker(const BenchArguments& arguments) {
   }
   if (leader && !arguments.json.empty()) {
     std::ofstream(arguments.json) << nlohmann::ordered_json{{"ranks", n},
+                                                            {"op", operation.name},
                                                             {"backend",
                                                              std::string(world.backend())},
                                                             {"results", rows}}
@@ -181,10 +247,14 @@ void add_bench_command(CLI::App& app, Runner& run) {
       ->check(CLI::Range(0, 1000000));
   allreduce->add_option("--json", arguments->json, "also write the results to FILE");
   allreduce->add_option("--backend", arguments->backend, "collectives backend (default: best)");
+  allreduce->add_option("--op", arguments->op,
+                        "the collective timed: all_reduce (default), broadcast, all_gather, "
+                        "reduce_scatter (sizes and busbw as nccl-tests count them)");
   allreduce->add_flag("--worker", *worker,
                       "be one rank (what bench starts itself; also for srun / mpirun)");
   allreduce->callback([&run, arguments, worker] {
-    parse_sizes(arguments->sizes);  // a bad --sizes is a usage error before anything starts
+    parse_sizes(arguments->sizes);  // a bad --sizes or --op is a usage error before anything starts
+    operation_named(arguments->op);
     run = [arguments, worker] {
       if (*worker) return run_worker(*arguments);
       RunOptions options;
@@ -193,7 +263,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
                          "--sizes",        arguments->sizes,
                          "--iters",        std::to_string(arguments->iterations),
                          "--reps",         std::to_string(arguments->reps),
-                         "--warmup",       std::to_string(arguments->warmup)};
+                         "--warmup",       std::to_string(arguments->warmup),
+                         "--op",           arguments->op};
       if (!arguments->json.empty()) {
         options.command.insert(options.command.end(), {"--json", arguments->json});
       }

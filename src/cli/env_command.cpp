@@ -53,8 +53,13 @@ Json backend_choice(const LaunchInfo& info, const Environment& env) {
   }
   if (chosen.empty())
     return {{"chosen", nullptr}, {"reason", "none can serve"}, {"refused", refused}};
-  return {
-      {"chosen", chosen}, {"reason", "the viable one of highest priority"}, {"refused", refused}};
+  std::string serves;
+  for (const detail::BackendEntry& entry : detail::backends()) {
+    if (entry.name == chosen) serves = entry.serves;
+  }
+  return {{"chosen", chosen},
+          {"reason", "the viable one of highest priority: it serves " + serves},
+          {"refused", refused}};
 }
 
 Json build_report(const Environment& env) {

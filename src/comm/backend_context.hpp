@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <cohort/launch_env.hpp>
 #include <cohort/store.hpp>
@@ -21,6 +22,12 @@ struct BackendContext {
   std::shared_ptr<Store> store;
   /// This rank's address for peers to connect to.
   std::string address = "127.0.0.1";
+  /// Every rank's host identity (kit/host_identity.hpp), indexed by rank:
+  /// exchanged through the store by create_communicator before it chooses,
+  /// so that every rank judges on the same facts. Empty where nothing was
+  /// exchanged (choosing without connecting: `cohort env`, World::backend);
+  /// a backend then goes by the launcher's word.
+  std::vector<std::string> hosts;
 };
 
 }  // namespace cohort::detail

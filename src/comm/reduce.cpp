@@ -5,6 +5,11 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace cohort::detail {
 namespace {
 
@@ -78,7 +83,163 @@ void divide_packed(void* data, std::size_t count, int ranks) noexcept {
   }
 }
 
+// reduce_many: blocks of kBlock elements accumulate in an array that stays
+// in L1 (f16/bf16 in float), one input at a time, so that each loop is a
+// plain vectorizable pass.
+constexpr std::size_t kBlock = 512;
+
+template <class T>
+using Accumulator = std::conditional_t<kPacked<T>, float, T>;
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void half_to_float_f16c(const Half* in, float* out,
+                                                            std::size_t count) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(halves));
+  }
+  for (; i < count; ++i)
+    out[i] = in[i].to_float();
+}
+
+__attribute__((target("avx,f16c"))) void float_to_half_f16c(const float* in, Half* out,
+                                                            std::size_t count) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i halves = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), halves);
+  }
+  for (; i < count; ++i)
+    out[i] = Half::from_float(in[i]);
+}
+
+// CPUID's AVX and F16C bits, and the OS saving the AVX registers (XGETBV).
+bool has_f16c() noexcept {
+  static const bool kHas = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    if ((ecx & bit_AVX) == 0 || (ecx & bit_F16C) == 0 || (ecx & bit_OSXSAVE) == 0) return false;
+    unsigned low = 0, high = 0;
+    __asm__("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+    return (low & 6u) == 6u;  // XMM and YMM state
+  }();
+  return kHas;
+}
+#else
+bool has_f16c() noexcept {
+  return false;
+}
+void half_to_float_f16c(const Half*, float*, std::size_t) noexcept {}
+void float_to_half_f16c(const float*, Half*, std::size_t) noexcept {}
+#endif
+
+template <class T>
+void load_block(const T* in, Accumulator<T>* out, std::size_t count) noexcept {
+  if constexpr (std::is_same_v<T, Half>) {
+    if (has_f16c()) return half_to_float_f16c(in, out, count);
+    for (std::size_t i = 0; i < count; ++i)
+      out[i] = in[i].to_float();
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint32_t bits = static_cast<std::uint32_t>(in[i].bits) << 16;
+      std::memcpy(&out[i], &bits, sizeof(float));
+    }
+  } else {
+    std::memcpy(out, in, count * sizeof(T));
+  }
+}
+
+template <class T>
+void store_block(const Accumulator<T>* in, T* out, std::size_t count) noexcept {
+  if constexpr (std::is_same_v<T, Half>) {
+    if (has_f16c()) return float_to_half_f16c(in, out, count);
+    for (std::size_t i = 0; i < count; ++i)
+      out[i] = Half::from_float(in[i]);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    // BFloat16::from_float without branches: round to nearest even, NaN stays NaN.
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &in[i], sizeof(bits));
+      const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+      const std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
+      out[i].bits =
+          static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+    }
+  } else {
+    std::memcpy(out, in, count * sizeof(T));
+  }
+}
+
+template <class T, ReduceOp Op>
+void reduce_many_typed(T* out, const T* const* inputs, int n, std::size_t count) noexcept {
+  using A = Accumulator<T>;
+  alignas(64) A accumulated[kBlock];
+  alignas(64) A next[kBlock];
+  for (std::size_t base = 0; base < count; base += kBlock) {
+    const std::size_t m = std::min(kBlock, count - base);
+    load_block(inputs[0] + base, accumulated, m);
+    for (int r = 1; r < n; ++r) {
+      if constexpr (kPacked<T>) {
+        load_block(inputs[r] + base, next, m);
+        for (std::size_t i = 0; i < m; ++i)
+          accumulated[i] = combine<A, Op>(accumulated[i], next[i]);
+      } else {
+        const T* input = inputs[r] + base;
+        for (std::size_t i = 0; i < m; ++i)
+          accumulated[i] = combine<A, Op>(accumulated[i], input[i]);
+      }
+    }
+    if constexpr (Op == ReduceOp::avg) {
+      for (std::size_t i = 0; i < m; ++i)
+        accumulated[i] = static_cast<A>(accumulated[i] / static_cast<A>(n));
+    }
+    store_block(accumulated, out + base, m);
+  }
+}
+
+template <class T>
+void reduce_many_op(ReduceOp op, void* out, const void* const* inputs, int n,
+                    std::size_t count) noexcept {
+  auto* o = static_cast<T*>(out);
+  const auto* const* in = reinterpret_cast<const T* const*>(inputs);
+  switch (op) {
+    case ReduceOp::sum:
+      return reduce_many_typed<T, ReduceOp::sum>(o, in, n, count);
+    case ReduceOp::avg:
+      return reduce_many_typed<T, ReduceOp::avg>(o, in, n, count);
+    case ReduceOp::prod:
+      return reduce_many_typed<T, ReduceOp::prod>(o, in, n, count);
+    case ReduceOp::min:
+      return reduce_many_typed<T, ReduceOp::min>(o, in, n, count);
+    case ReduceOp::max:
+      return reduce_many_typed<T, ReduceOp::max>(o, in, n, count);
+  }
+}
+
 }  // namespace
+
+void reduce_many(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
+                 std::size_t count) noexcept {
+  switch (type) {
+    case DataType::f32:
+      return reduce_many_op<float>(op, out, inputs, n, count);
+    case DataType::f64:
+      return reduce_many_op<double>(op, out, inputs, n, count);
+    case DataType::f16:
+      return reduce_many_op<Half>(op, out, inputs, n, count);
+    case DataType::bf16:
+      return reduce_many_op<BFloat16>(op, out, inputs, n, count);
+    case DataType::i8:
+      return reduce_many_op<std::int8_t>(op, out, inputs, n, count);
+    case DataType::u8:
+      return reduce_many_op<std::uint8_t>(op, out, inputs, n, count);
+    case DataType::i32:
+      return reduce_many_op<std::int32_t>(op, out, inputs, n, count);
+    case DataType::i64:
+      return reduce_many_op<std::int64_t>(op, out, inputs, n, count);
+  }
+}
 
 void reduce_into(DataType type, ReduceOp op, void* accumulate, const void* input,
                  std::size_t count) noexcept {

@@ -20,6 +20,15 @@ void reduce_into(DataType type, ReduceOp op, void* accumulate, const void* input
 void reduce_to(DataType type, ReduceOp op, void* out, const void* a, const void* b,
                std::size_t count) noexcept;
 
+/// out[i] = op(inputs[0][i], inputs[1][i], ..., inputs[n-1][i]), combined in
+/// that order, so every rank that reduces the same inputs gets the same bits.
+/// `avg` divides the sum by n. f16/bf16 accumulate in float and round once
+/// (closer than rounding after each step). `out` may be one of the inputs.
+/// Blocked so that every loop vectorizes; f16 converts with F16C where the
+/// CPU has it.
+void reduce_many(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
+                 std::size_t count) noexcept;
+
 /// Divides `count` elements by `ranks` (integers truncate toward zero): the
 /// last step of `avg`.
 void finish_average(DataType type, void* data, std::size_t count, int ranks) noexcept;

@@ -6,8 +6,11 @@
 #include <cohort/errors.hpp>
 
 #include "comm/backends/gloo/factory.hpp"
+#include "comm/backends/hier/factory.hpp"
 #include "comm/backends/mpi/factory.hpp"
 #include "comm/backends/self/factory.hpp"
+#include "comm/backends/shm/factory.hpp"
+#include "comm/kit/host_identity.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {
@@ -19,9 +22,15 @@ namespace {
 // stays listed, so that asking for it by name says how to build it.
 std::vector<BackendEntry> rows() {
   return {
-      {"self", 100, self_backend::unviable_because, self_backend::create, true},
-      {"mpi", 80, mpi_backend::unviable_because, mpi_backend::create, COHORT_WITH_MPI},
-      {"gloo", 50, gloo_backend::unviable_because, gloo_backend::create, COHORT_WITH_GLOO},
+      {"self", 100, self_backend::unviable_because, self_backend::create, true, "a world of one"},
+      {"shm", 90, shm_backend::unviable_because, shm_backend::create, COHORT_WITH_SHM,
+       "ranks that all run on one host, through shared memory"},
+      {"hier", 85, hier_backend::unviable_because, hier_backend::create, COHORT_WITH_HIER,
+       "ranks on several hosts that share hosts: shared memory inside, gloo between"},
+      {"mpi", 80, mpi_backend::unviable_because, mpi_backend::create, COHORT_WITH_MPI,
+       "a job started by this build's MPI launcher, through MPI"},
+      {"gloo", 50, gloo_backend::unviable_because, gloo_backend::create, COHORT_WITH_GLOO,
+       "any group, over TCP"},
   };
 }
 
@@ -72,9 +81,15 @@ std::string_view choose_backend(const BackendContext& context, std::string_view 
 
 std::unique_ptr<Communicator> create_communicator(const BackendContext& context,
                                                   std::string_view name) {
-  const std::string_view chosen = choose_backend(context, name);
+  BackendContext judged = context;
+  const int size = context.info->world_size.value;
+  if (judged.hosts.empty() && judged.store && size > 1) {
+    judged.hosts =
+        exchange_host_identities(*judged.store, context.info->rank.value, size, context.timeout);
+  }
+  const std::string_view chosen = choose_backend(judged, name);
   for (const BackendEntry& entry : backends()) {
-    if (entry.name == chosen) return entry.create(context);
+    if (entry.name == chosen) return entry.create(judged);
   }
   throw Error(cat("backend '", chosen, "' vanished from the registry"));  // unreachable
 }

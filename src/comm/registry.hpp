@@ -27,6 +27,8 @@ struct BackendEntry {
   std::unique_ptr<Communicator> (*create)(const BackendContext& context);
   /// Whether this build has it (its COHORT_WITH_<NAME> option).
   bool built = true;
+  /// What it serves, for people ("ranks that all run on one host").
+  std::string_view serves;
 };
 
 /// Every backend, built or not, highest priority first.

@@ -9,6 +9,7 @@
 
 #include <cohort/config.hpp>
 
+#include "support/backends.hpp"
 #include "support/launch_examples.hpp"
 #include "support/subprocess.hpp"
 
@@ -158,7 +159,9 @@ TEST(CliBench, AllreduceTableAndJson) {
       {"bench", "allreduce", "-n", "2", "--sizes", "4K:16K", "--iters", "3", "--json", json_path},
       env);
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
-  EXPECT_NE(result.out.find("2 ranks, backend gloo"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(std::string("2 ranks, backend ") + test::kOneHostBackend),
+            std::string::npos)
+      << result.out;
   std::ifstream file(json_path);
   const auto json = nlohmann::json::parse(file);
   std::remove(json_path.c_str());

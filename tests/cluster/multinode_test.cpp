@@ -22,6 +22,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cohort/config.hpp>
+
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
@@ -37,10 +39,12 @@ using test::lines_with;
 const fs::path kCluster = COHORT_TEST_NETNS_DIR;
 const std::string kCohort = COHORT_CLI_PATH;
 const std::string kReduction = COHORT_REDUCTION_PATH;
+const std::string kCommTest = COHORT_COMM_TEST_PATH;
 const std::string kSpawn = COHORT_SPAWN_PATH;
 
 // "[n3:gloo] process 5/8" -> "n3": the host each reduction line came from
-// (over any backend: mpi under Open MPI's mpirun).
+// (over any backend: mpi under Open MPI's mpirun, shm on one node, hier
+// when nodes run several ranks).
 std::multiset<std::string> hosts_of(const std::vector<std::string>& lines) {
   std::multiset<std::string> hosts;
   for (const std::string& line : lines) {
@@ -52,7 +56,8 @@ std::multiset<std::string> hosts_of(const std::vector<std::string>& lines) {
       continue;
     }
     const std::string backend = line.substr(colon + 1, end - colon - 1);
-    if (backend == "gloo" || backend == "mpi" || backend == "self") {
+    if (backend == "gloo" || backend == "mpi" || backend == "self" || backend == "shm" ||
+        backend == "hier") {
       hosts.insert(line.substr(start + 1, colon - start - 1));
     }
   }
@@ -181,6 +186,29 @@ TEST_F(MultiNode, SrunOneAgentPerNodeRunsEightRanksOnFourHosts) {
         << host << "\n"
         << result.out;
   }
+}
+
+// The hier backend passes the collective conformance suite with its ranks
+// as processes on two hosts, two each (tests/comm/conformance_test.cpp, entry
+// hier_cluster), and is what cohort::init() chooses for such a job.
+TEST_F(MultiNode, HierPassesTheConformanceSuite) {
+  if (!COHORT_WITH_HIER) GTEST_SKIP() << "no hier backend in this build";
+  auto chosen = on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=2", kReduction});
+  expect_reduction(chosen, 4, kTwoNodesTwoEach);
+  EXPECT_EQ(lines_with(chosen.out, ":hier] process ").size(), 4u) << chosen.out;
+  env_["COHORT_CONFORMANCE_CHILD"] = "1";
+  const std::string filter = "--gtest_filter=Backends/Conformance.*/hier_cluster_world4";
+  auto result =
+      on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=2", kCommTest, filter},
+         seconds(300));
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_with(result.out,
+                       "[       OK ] Backends/Conformance.AllReduceEveryTypeOpAndCount/"
+                       "hier_cluster_world4")
+                .size(),
+            4u)
+      << test::describe(result);
+  EXPECT_TRUE(lines_with(result.out, "[  FAILED  ]").empty()) << test::describe(result);
 }
 
 TEST_F(MultiNode, SrunOneTaskPerRankNeedsNoLauncher) {

@@ -19,6 +19,7 @@
 #include <cohort/store.hpp>
 #include <cohort/world.hpp>
 
+#include "bootstrap/interface_choice.hpp"
 #include "comm/registry.hpp"
 #include "support/subprocess.hpp"
 
@@ -38,11 +39,19 @@ constexpr std::chrono::milliseconds kOther = 11s;
 constexpr const char* kChildVariable = "COHORT_CONFORMANCE_CHILD";
 
 struct BackendUnderTest {
-  std::string name;
+  std::string label;  ///< names the tests: <label>_world<N>
+  std::string name;   ///< the backend
   std::vector<int> world_sizes;
   /// The launcher command for `ranks` processes (it gets this binary's
   /// command line appended); nullptr: the ranks are threads of this process.
   std::vector<std::string> (*launcher)(int ranks) = nullptr;
+  /// For ranks that are threads: the host each rank declares (so that a
+  /// backend for several hosts can be tested in one process); nullptr: the
+  /// real one, exchanged.
+  std::vector<std::string> (*hosts)(int ranks) = nullptr;
+  /// Set when the ranks are processes another test starts (on the test
+  /// cluster): its tests exist only in those processes.
+  const char* only_from = nullptr;
 };
 
 std::vector<std::string> mpirun(int ranks) {
@@ -51,20 +60,32 @@ std::vector<std::string> mpirun(int ranks) {
           "-np",    std::to_string(ranks)};
 }
 
+// Ranks placed round-robin on two hosts ("host-a", "host-b"): a host's
+// ranks are not contiguous, and with an odd count the hosts differ in size.
+std::vector<std::string> two_hosts(int ranks) {
+  std::vector<std::string> hosts;
+  for (int r = 0; r < ranks; ++r)
+    hosts.push_back(r % 2 == 0 ? "host-a" : "host-b");
+  return hosts;
+}
+
 const std::vector<BackendUnderTest>& backends_under_test() {
   static const std::vector<BackendUnderTest> kBackends = {
-      {"self", {1}},
-      {"gloo", {1, 2, 3, 4, 7}},
-      {"mpi", {1, 2, 3, 4, 7}, mpirun},
+      {"self", "self", {1}},
+      {"shm", "shm", {1, 2, 3, 4, 7}},
+      {"hier", "hier", {3, 4, 7}, nullptr, two_hosts},
+      {"hier_cluster", "hier", {4}, nullptr, nullptr, "MultiNode.HierPassesTheConformanceSuite"},
+      {"gloo", "gloo", {1, 2, 3, 4, 7}},
+      {"mpi", "mpi", {1, 2, 3, 4, 7}, mpirun},
   };
   return kBackends;
 }
 
-const BackendUnderTest& backend_under_test(const std::string& name) {
+const BackendUnderTest& backend_under_test(const std::string& label) {
   for (const BackendUnderTest& backend : backends_under_test()) {
-    if (backend.name == name) return backend;
+    if (backend.label == label) return backend;
   }
-  throw std::logic_error("no backend under test named " + name);
+  throw std::logic_error("no backend under test labelled " + label);
 }
 
 // Why this build cannot run `name`'s groups ("" when it can).
@@ -78,7 +99,8 @@ std::string not_built_because(const std::string& name) {
 // A group of `n` ranks of backend `name`, each a thread of this process
 // with its own LaunchInfo and client of one in-process store server; they
 // connect concurrently, as separate processes would.
-std::vector<std::unique_ptr<Communicator>> thread_group(const std::string& name, int n) {
+std::vector<std::unique_ptr<Communicator>> thread_group(
+    const std::string& name, int n, std::vector<std::string> (*hosts)(int) = nullptr) {
   static StoreServer server([] {
     StoreServer::Options options;
     options.host = "127.0.0.1";
@@ -100,6 +122,7 @@ std::vector<std::unique_ptr<Communicator>> thread_group(const std::string& name,
       context.info = &info;
       context.timeout = kDefault;
       context.store = std::make_shared<PrefixStore>(prefix, std::make_shared<StoreClient>(client));
+      if (hosts != nullptr) context.hosts = hosts(n);
       group[static_cast<std::size_t>(rank)] = detail::create_communicator(context, name);
     });
   }
@@ -118,6 +141,8 @@ std::unique_ptr<Communicator> process_rank(const std::string& name) {
   context.info = &world.info();
   context.timeout = kDefault;
   context.store = std::make_shared<PrefixStore>("group" + std::to_string(++groups), store);
+  // As World::communicator() does: on several hosts, loopback reaches no one.
+  context.address = detail::choose_interface(world.info(), process_environment()).address;
   return detail::create_communicator(context, name);
 }
 
@@ -283,13 +308,14 @@ class Conformance : public ::testing::TestWithParam<std::tuple<std::string, int>
   void SetUp() override {
     const BackendUnderTest& backend = backend_under_test(std::get<0>(GetParam()));
     if (const std::string why = not_built_because(backend.name); !why.empty()) GTEST_SKIP() << why;
-    if (backend.launcher != nullptr && std::getenv(kChildVariable) != nullptr) {
+    const bool child = std::getenv(kChildVariable) != nullptr;
+    if (child && (backend.launcher != nullptr || backend.only_from != nullptr)) {
       group_.push_back(process_rank(backend.name));
       ASSERT_EQ(group_.front()->size(), ranks()) << "the launcher started another number of ranks";
       return;
     }
     if (backend.launcher != nullptr) return run_under_launcher(backend);
-    group_ = thread_group(backend.name, ranks());
+    group_ = thread_group(backend.name, ranks(), backend.hosts);
     ASSERT_EQ(static_cast<int>(group_.size()), ranks());
   }
   void TearDown() override { close_all(group_); }
@@ -345,7 +371,7 @@ TEST_P(Conformance, GroupKnowsItsRanks) {
   on_every_rank([&](int rank, Communicator& comm) {
     EXPECT_EQ(comm.rank(), rank);
     EXPECT_EQ(comm.size(), ranks());
-    EXPECT_EQ(comm.backend(), std::get<0>(GetParam()));
+    EXPECT_EQ(comm.backend(), backend_under_test(std::get<0>(GetParam())).name);
   });
 }
 
@@ -500,6 +526,92 @@ TEST_P(Conformance, AllReduceTakesEveryPathBySizeAndTimeout) {
       }
     }
   }
+}
+
+// Messages larger than a backend's staging buffers (the shm backend's
+// slots are 1 MiB at most): every collective in several chunks, with a count
+// that divides evenly into neither chunks nor ranks, and in place.
+TEST_P(Conformance, EveryCollectiveInSeveralChunks) {
+  constexpr std::size_t kCount = 300 * 1024 + 5;  // 1.2 MiB of i32 per slice
+  const DataType type = DataType::i32;
+  on_every_rank([&](int rank, Communicator& comm) {
+    const std::size_t n = static_cast<std::size_t>(ranks());
+    const auto value = [](std::size_t slice, int from, std::size_t i) {
+      return static_cast<double>((slice * 131 + static_cast<std::size_t>(from) * 17 + i) % 1000);
+    };
+    Values data(type, kCount);
+    for (std::size_t i = 0; i < kCount; ++i)
+      data.set(i, value(0, rank, i));
+    comm.all_reduce(data.buffer(), ReduceOp::sum, kDefault);
+    for (std::size_t i = 0; i < kCount; i += 997) {
+      double want = 0;
+      for (int r = 0; r < ranks(); ++r)
+        want += value(0, r, i);
+      expect_value(type, data.get(i), want, "all_reduce element " + std::to_string(i));
+    }
+    for (std::size_t i = 0; i < kCount; ++i)
+      data.set(i, value(0, rank, i));
+    comm.broadcast(data.buffer(), ranks() - 1, kDefault);
+    for (std::size_t i = 0; i < kCount; i += 997)
+      expect_value(type, data.get(i), value(0, ranks() - 1, i), "broadcast");
+    // In place: each rank's input is its slice of the output.
+    Values gathered(type, kCount * n);
+    for (std::size_t i = 0; i < kCount; ++i)
+      gathered.set(static_cast<std::size_t>(rank) * kCount + i, value(0, rank, i));
+    comm.all_gather(slice(gathered.buffer(), static_cast<std::size_t>(rank), kCount),
+                    gathered.buffer(), kDefault);
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t i = 0; i < kCount; i += 997)
+        expect_value(type, gathered.get(r * kCount + i), value(0, static_cast<int>(r), i),
+                     "all_gather");
+    }
+    Values slices(type, kCount * n);
+    for (std::size_t s = 0; s < n; ++s) {
+      for (std::size_t i = 0; i < kCount; ++i)
+        slices.set(s * kCount + i, value(s, rank, i));
+    }
+    Values mine(type, kCount);
+    comm.reduce_scatter(slices.buffer(), mine.buffer(), ReduceOp::max, kDefault);
+    for (std::size_t i = 0; i < kCount; i += 997) {
+      double want = 0;
+      for (int r = 0; r < ranks(); ++r)
+        want = std::max(want, value(static_cast<std::size_t>(rank), r, i));
+      expect_value(type, mine.get(i), want, "reduce_scatter");
+    }
+    Values exchanged(type, kCount * n);
+    comm.all_to_all(slices.buffer(), exchanged.buffer(), kDefault);
+    for (std::size_t s = 0; s < n; ++s) {
+      for (std::size_t i = 0; i < kCount; i += 997)
+        expect_value(type, exchanged.get(s * kCount + i),
+                     value(static_cast<std::size_t>(rank), static_cast<int>(s), i), "all_to_all");
+    }
+    comm.scatter(slices.buffer(), mine.buffer(), 0, kDefault);
+    for (std::size_t i = 0; i < kCount; i += 997)
+      expect_value(type, mine.get(i), value(static_cast<std::size_t>(rank), 0, i), "scatter");
+    comm.gather(mine.buffer(), exchanged.buffer(), 0, kDefault);
+    if (rank == 0) {
+      for (std::size_t s = 0; s < n; ++s) {
+        for (std::size_t i = 0; i < kCount; i += 997)
+          expect_value(type, exchanged.get(s * kCount + i), value(s, 0, i), "gather");
+      }
+    }
+    // Point to point in several pieces: a ring, even ranks sending first.
+    if (ranks() > 1) {
+      const int next = (rank + 1) % ranks(), previous = (rank + ranks() - 1) % ranks();
+      for (std::size_t i = 0; i < kCount; ++i)
+        data.set(i, value(1, rank, i));
+      Values received(type, kCount);
+      if (rank % 2 == 0) {
+        comm.send(data.buffer(), next, 5, kDefault);
+        comm.recv(received.buffer(), previous, 5, kDefault);
+      } else {
+        comm.recv(received.buffer(), previous, 5, kDefault);
+        comm.send(data.buffer(), next, 5, kDefault);
+      }
+      for (std::size_t i = 0; i < kCount; i += 997)
+        expect_value(type, received.get(i), value(1, previous, i), "recv");
+    }
+  });
 }
 
 TEST_P(Conformance, AsyncOperationsRunInCallOrder) {
@@ -677,8 +789,11 @@ TEST(ConformanceGloo, TwoCommunicatorsOneAfterTheOther) {
 std::vector<std::tuple<std::string, int>> combinations() {
   std::vector<std::tuple<std::string, int>> out;
   for (const BackendUnderTest& backend : backends_under_test()) {
+    // Processes another test starts: registered only in them, so that the
+    // suite here does not list tests it never runs.
+    if (backend.only_from != nullptr && std::getenv(kChildVariable) == nullptr) continue;
     for (int size : backend.world_sizes)
-      out.emplace_back(backend.name, size);
+      out.emplace_back(backend.label, size);
   }
   return out;
 }

@@ -3,7 +3,7 @@
 //   multiple  the program, MPI_Init_thread(MPI_THREAD_MULTIPLE), and it
 //             finalizes MPI itself while its World is still alive
 //   single    the program, MPI_Init (MPI_THREAD_SINGLE): cohort must not use
-//             MPI then, and its collectives go over gloo
+//             MPI then, and its collectives go over shm (one host) or gloo
 //   cohort    cohort (at the first collective); the program then uses MPI
 //             too, and leaves the finalizing to cohort at exit
 // Every rank prints "backend B cohort S mpi M level L" (both sums are the

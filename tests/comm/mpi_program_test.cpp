@@ -5,16 +5,20 @@
 
 #include <cohort/launch_env.hpp>
 
+#include "support/backends.hpp"
 #include "support/subprocess.hpp"
 #include "support/text.hpp"
 
 namespace cohort {
 namespace {
 
-test::ProcessResult run_program(const std::string& mode, const std::string& level = "") {
+// `backend`: COHORT_BACKEND ("" leaves the choice to cohort).
+test::ProcessResult run_program(const std::string& mode, const std::string& backend,
+                                const std::string& level = "") {
   test::ProcessOptions options;
   options.timeout = std::chrono::seconds(60);
   options.env = process_environment();
+  if (!backend.empty()) options.env->insert_or_assign("COHORT_BACKEND", backend);
   if (!level.empty()) options.env->insert_or_assign("COHORT_MPI_THREAD_LEVEL", level);
   return test::run_process({"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl",
                             "self,vader", "-np", "3", COHORT_MPI_PROGRAM, mode},
@@ -29,7 +33,8 @@ class MpiProgram : public ::testing::TestWithParam<Case> {};
 TEST_P(MpiProgram, BothUsesOfMpiWork) {
   if (test::find_in_path("mpirun").empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is missing";
   const auto& [mode, backend, level] = GetParam();
-  const test::ProcessResult result = run_program(mode);
+  // The mpi backend is asked for by name: on one host shm would come first.
+  const test::ProcessResult result = run_program(mode, backend == "mpi" ? "mpi" : "");
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   const std::string line = "backend " + backend + " cohort 3 mpi 3 level " + level;
   EXPECT_EQ(test::lines_with(result.out, line).size(), 3u) << test::describe(result);
@@ -37,7 +42,7 @@ TEST_P(MpiProgram, BothUsesOfMpiWork) {
 
 INSTANTIATE_TEST_SUITE_P(WhoInitialises, MpiProgram,
                          ::testing::Values(Case{"multiple", "mpi", "multiple"},
-                                           Case{"single", "gloo", "single"},
+                                           Case{"single", test::kOneHostBackend, "single"},
                                            Case{"cohort", "mpi", "multiple"}),
                          [](const auto& test_info) { return std::get<0>(test_info.param); });
 
@@ -45,11 +50,11 @@ INSTANTIATE_TEST_SUITE_P(WhoInitialises, MpiProgram,
 // level is an error that names the variable.
 TEST(MpiProgramLevel, SerializedWhenAskedAndAnUnknownLevelIsNamed) {
   if (test::find_in_path("mpirun").empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is missing";
-  test::ProcessResult result = run_program("cohort", "serialized");
+  test::ProcessResult result = run_program("cohort", "mpi", "serialized");
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   EXPECT_EQ(test::lines_with(result.out, "backend mpi cohort 3 mpi 3 level serialized").size(), 3u)
       << test::describe(result);
-  result = run_program("cohort", "funneled");
+  result = run_program("cohort", "mpi", "funneled");
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("COHORT_MPI_THREAD_LEVEL='funneled' is not a thread level"),
             std::string::npos)

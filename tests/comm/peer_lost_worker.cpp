@@ -1,7 +1,8 @@
 // One rank of the PeerLost test (peer_lost_test.cpp): joins the world from
 // RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, connects the communicator, and
-// all-reduces in a loop; rank VICTIM (argv[1]) SIGKILLs itself once
-// connected, or stops (SIGSTOP) when argv[2] is "stop". Survivors report how the loss surfaced:
+// all-reduces in a loop (argv[3] floats, 1 by default); rank VICTIM
+// (argv[1]) SIGKILLs itself once connected, or stops (SIGSTOP) when argv[2]
+// is "stop". Survivors report how the loss surfaced:
 //   exit 3  cohort::PeerLost (message on stderr, with the time it took)
 //   exit 4  cohort::Timeout   exit 5  another cohort::Error   exit 0  no loss seen
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include <signal.h>
 #include <unistd.h>
@@ -20,7 +22,7 @@ int main(int argc, char** argv) {
   const int signal = argc > 2 && std::string_view(argv[2]) == "stop" ? SIGSTOP : SIGKILL;
   cohort::World world = cohort::init();
   cohort::Communicator& comm = world.communicator();
-  std::int32_t value[] = {1};
+  std::vector<float> value(argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 1, 1.0f);
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
@@ -30,10 +32,10 @@ int main(int argc, char** argv) {
   try {
     // Everyone is connected after the first one; the survivors may still be
     // in it when the victim goes.
-    comm.all_reduce(std::span(value), cohort::ReduceOp::sum);
+    comm.all_reduce(std::span(value), cohort::ReduceOp::max);
     if (world.rank() == victim) raise(signal);
     for (int i = 0; i < 100000; ++i)
-      comm.all_reduce(std::span(value), cohort::ReduceOp::sum);
+      comm.all_reduce(std::span(value), cohort::ReduceOp::max);
   } catch (const cohort::PeerLost& error) {
     std::fprintf(stderr, "PeerLost after %lld ms: peer_rank=%d: %s\n",
                  static_cast<long long>(elapsed()), error.peer_rank(), error.what());

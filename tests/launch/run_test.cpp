@@ -22,6 +22,7 @@
 #include <cohort/launch_env.hpp>
 
 #include "core/socket.hpp"
+#include "support/backends.hpp"
 #include "support/files.hpp"
 #include "support/subprocess.hpp"
 
@@ -138,11 +139,12 @@ TEST_F(RunTest, HelloOnFourWorkers) {
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   std::set<std::string> endings;
   for (const std::string& line : lines_of(result.out)) {
-    // "[R] [127.0.0.1:PORT] hello from [HOST:gloo] process R/4"
+    // "[R] [127.0.0.1:PORT] hello from [HOST:shm] process R/4"
     ASSERT_GT(line.size(), 15u) << line;
     EXPECT_EQ(line.substr(4, 11), "[127.0.0.1:") << line;
     EXPECT_NE(line.find("] hello from ["), std::string::npos) << line;
-    EXPECT_NE(line.find(":gloo] process "), std::string::npos) << line;
+    EXPECT_NE(line.find(std::string(":") + test::kOneHostBackend + "] process "), std::string::npos)
+        << line;
     EXPECT_EQ(line[1], line[line.size() - 3]) << "prefix and rank differ: " << line;
     endings.insert(line.substr(line.size() - 3));
   }
@@ -159,7 +161,9 @@ TEST_F(RunTest, ReductionOnFourWorkersAndOne) {
     for (const std::string& line : lines) {
       const std::string ending = " has data " + std::to_string(n);
       EXPECT_EQ(line.substr(line.size() - ending.size()), ending) << line;
-      EXPECT_NE(line.find(n == 1 ? ":self] process " : ":gloo] process "), std::string::npos)
+      EXPECT_NE(line.find(n == 1 ? ":self] process "
+                                 : std::string(":") + test::kOneHostBackend + "] process "),
+                std::string::npos)
           << line;
     }
   }
@@ -172,7 +176,8 @@ TEST_F(RunTest, MessagePassingRingAndPingPong) {
                             "(expected 3)"),
             std::string::npos)
       << result.out;
-  EXPECT_NE(result.out.find("[0] rank 0: ping-pong with rank 1 over gloo, 50 round trips"),
+  EXPECT_NE(result.out.find(std::string("[0] rank 0: ping-pong with rank 1 over ") +
+                            test::kOneHostBackend + ", 50 round trips"),
             std::string::npos)
       << result.out;
 }

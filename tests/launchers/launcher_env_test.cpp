@@ -17,6 +17,7 @@
 
 #include <cohort/config.hpp>
 
+#include "support/backends.hpp"
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
@@ -153,8 +154,10 @@ TEST_F(LauncherEnv, OpenMpiMpirun) {
     EXPECT_EQ(report["sources"]["rank"], "OMPI_COMM_WORLD_RANK");
     EXPECT_EQ(report["master_addr"], "127.0.0.1");
     EXPECT_TRUE(report["notes"].empty()) << report["notes"].dump();
-    // The job's own MPI serves it, and `cohort env` says why not self.
-    EXPECT_EQ(report["backend"]["chosen"], COHORT_WITH_MPI ? "mpi" : "gloo");
+    // Every rank on this host: shm serves it (ahead of the job's own MPI),
+    // and `cohort env` says why not self.
+    EXPECT_EQ(report["backend"]["chosen"],
+              COHORT_WITH_SHM ? "shm" : (COHORT_WITH_MPI ? "mpi" : "gloo"));
     EXPECT_EQ(report["backend"]["refused"]["self"],
               "it serves a world of one, this one has 4 ranks");
   }
@@ -168,8 +171,9 @@ TEST_F(LauncherEnv, MpichHydra) {
   for (const auto& [rank, report] : check_one_node_world("mpich", 4)) {
     EXPECT_EQ(report["sources"]["rank"], "PMI_RANK");
     EXPECT_EQ(report["master_addr"], "127.0.0.1");
-    // This build's MPI is Open MPI: under MPICH's launcher it says so and gloo serves.
-    EXPECT_EQ(report["backend"]["chosen"], "gloo");
+    // This build's MPI is Open MPI: under MPICH's launcher it says so, and
+    // shm (or gloo) serves.
+    EXPECT_EQ(report["backend"]["chosen"], test::kOneHostBackend);
     if (COHORT_WITH_MPI) {
       EXPECT_NE(report["backend"]["refused"]["mpi"].get<std::string>().find("started by mpich"),
                 std::string::npos)
@@ -262,9 +266,10 @@ TEST_F(LauncherHello, ReductionUnderSrunOpenMpiAndMpich) {
     std::istringstream lines(result.out);
     int count = 0;
     for (std::string line; std::getline(lines, line); ++count) {
+      // One host: shm, else the job's own MPI, else gloo.
       const bool own_mpi = launcher[0] == "mpirun.openmpi" && COHORT_WITH_MPI;
-      EXPECT_NE(line.find(own_mpi ? ":mpi] process " : ":gloo] process "), std::string::npos)
-          << line;
+      const std::string backend = COHORT_WITH_SHM ? "shm" : (own_mpi ? "mpi" : "gloo");
+      EXPECT_NE(line.find(":" + backend + "] process "), std::string::npos) << line;
       EXPECT_EQ(line.substr(line.size() - 11), " has data 3") << line;
     }
     EXPECT_EQ(count, 3) << result.out;

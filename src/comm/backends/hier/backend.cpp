@@ -1,0 +1,215 @@
+#include "comm/backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "comm/backends/hier/factory.hpp"
+#include "comm/backends/hier/layout.hpp"
+#include "comm/kit/communicator_backend.hpp"
+#include "comm/kit/group_store.hpp"
+#include "comm/kit/host_identity.hpp"
+#include "comm/reduce.hpp"
+#include "comm/registry.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail::hier_backend {
+namespace {
+
+using Duration = Backend::Duration;
+
+// Sums for avg across the levels; the division happens once, at the end.
+ReduceOp inner_op(ReduceOp op) {
+  return op == ReduceOp::avg ? ReduceOp::sum : op;
+}
+
+// The ranks of one group: who they are and how they connect.
+struct Groups {
+  std::unique_ptr<Communicator> host;     // this host's ranks (shm; self when alone)
+  std::unique_ptr<Communicator> leaders;  // the hosts' first ranks (gloo); null elsewhere
+  std::unique_ptr<Communicator> flat;     // every rank (gloo)
+};
+
+class HierBackend final : public Backend {
+ public:
+  HierBackend(int rank, HostLayout layout, Groups groups, std::shared_ptr<Store> store,
+              std::string address, Duration timeout)
+      : rank_(rank),
+        layout_(std::move(layout)),
+        groups_(std::move(groups)),
+        store_(std::move(store)),
+        address_(std::move(address)),
+        timeout_(timeout) {}
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return static_cast<int>(layout_.node_of.size()); }
+  std::string_view name() const noexcept override { return "hier"; }
+  Duration default_timeout() const noexcept override { return timeout_; }
+
+  // Reduce to each host's leader, all-reduce across leaders, broadcast back.
+  void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
+    groups_.host->reduce(data, inner_op(op), 0, timeout);
+    if (groups_.leaders) groups_.leaders->all_reduce(data, inner_op(op), timeout);
+    groups_.host->broadcast(data, 0, timeout);
+    if (op == ReduceOp::avg) finish_average(data.type, data.data, data.count, size());
+  }
+
+  // The root's host first (to its leader), then across leaders, then the others' hosts.
+  void broadcast(Buffer data, int root, Duration timeout) override {
+    const int root_node = node_of(root);
+    if (my_node() == root_node) groups_.host->broadcast(data, local_index(root), timeout);
+    if (groups_.leaders) groups_.leaders->broadcast(data, root_node, timeout);
+    if (my_node() != root_node) groups_.host->broadcast(data, 0, timeout);
+  }
+
+  // Leaders reduce a copy (their own data must stay as it was unless they
+  // are the root); the result goes from the root host's leader to the root.
+  void reduce(Buffer data, ReduceOp op, int root, Duration timeout) override {
+    const bool leader = groups_.leaders != nullptr;
+    Buffer work = data;
+    if (leader) {
+      scratch_.assign(static_cast<unsigned char*>(data.data),
+                      static_cast<unsigned char*>(data.data) + data.bytes());
+      work.data = scratch_.data();
+    }
+    groups_.host->reduce(work, inner_op(op), 0, timeout);
+    if (leader) groups_.leaders->reduce(work, inner_op(op), node_of(root), timeout);
+    if (my_node() == node_of(root)) {
+      if (rank_ == root && leader) {
+        std::memcpy(data.data, work.data, data.bytes());
+      } else if (rank_ == root) {
+        groups_.host->recv(data, 0, kResultTag, timeout);
+      } else if (leader) {
+        groups_.host->send(work, local_index(root), kResultTag, timeout);
+      }
+    }
+    if (rank_ == root && op == ReduceOp::avg) {
+      finish_average(data.type, data.data, data.count, size());
+    }
+  }
+
+  void barrier(Duration timeout) override {
+    groups_.host->barrier(timeout);
+    if (groups_.leaders) groups_.leaders->barrier(timeout);
+    groups_.host->barrier(timeout);
+  }
+
+  // Not hierarchical yet: the flat group.
+  void all_gather(Buffer input, Buffer output, Duration timeout) override {
+    groups_.flat->all_gather(input, output, timeout);
+  }
+  void gather(Buffer input, Buffer output, int root, Duration timeout) override {
+    groups_.flat->gather(input, output, root, timeout);
+  }
+  void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
+    groups_.flat->scatter(input, output, root, timeout);
+  }
+  void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
+    groups_.flat->reduce_scatter(input, output, op, timeout);
+  }
+  void all_to_all(Buffer input, Buffer output, Duration timeout) override {
+    groups_.flat->all_to_all(input, output, timeout);
+  }
+  void send(Buffer data, int peer, int tag, Duration timeout) override {
+    groups_.flat->send(data, peer, tag, timeout);
+  }
+  void recv(Buffer data, int peer, int tag, Duration timeout) override {
+    groups_.flat->recv(data, peer, tag, timeout);
+  }
+
+  // The subgroup gets whatever backend suits its own ranks and hosts.
+  std::unique_ptr<Backend> split(int color, int key) override {
+    const std::optional<Subgroup> subgroup =
+        plan_split(store_, ++splits_, rank_, size(), color, key, timeout_);
+    if (!subgroup) return nullptr;
+    LaunchInfo info;
+    info.rank.value = subgroup->rank;
+    info.world_size.value = subgroup->size;
+    BackendContext context;
+    context.info = &info;
+    context.timeout = timeout_;
+    context.store = subgroup->store;
+    context.address = address_;
+    return std::make_unique<CommunicatorBackend>(create_communicator(context, ""));
+  }
+
+ private:
+  static constexpr int kResultTag = 1;  // the host groups carry only hier's own messages
+  int node_of(int rank) const { return layout_.node_of[static_cast<std::size_t>(rank)]; }
+  int local_index(int rank) const { return layout_.local_index[static_cast<std::size_t>(rank)]; }
+  int my_node() const { return node_of(rank_); }
+
+  int rank_;
+  HostLayout layout_;
+  Groups groups_;
+  std::shared_ptr<Store> store_;
+  std::string address_;
+  Duration timeout_;
+  std::vector<unsigned char> scratch_;
+  int splits_ = 0;
+};
+
+// One of hier's groups: `rank` of `size` on a store view of its own.
+std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
+                                            int rank, int size, std::string_view backend,
+                                            std::vector<std::string> hosts) {
+  LaunchInfo info;
+  info.rank.value = rank;
+  info.world_size.value = size;
+  BackendContext context;
+  context.info = &info;
+  context.timeout = parent.timeout;
+  context.store = std::make_shared<PrefixStore>(cat("hier/", name), parent.store);
+  context.address = parent.address;
+  context.hosts = std::move(hosts);
+  return create_communicator(context, size == 1 ? "" : backend);
+}
+
+}  // namespace
+
+std::string unviable_because(const BackendContext& context) {
+  const LaunchInfo& info = *context.info;
+  if (!context.store) return "it needs the job's store to meet its ranks";
+  if (!context.hosts.empty()) {
+    const HostLayout layout = lay_out(context.hosts);
+    if (layout.nodes < 2) return "every rank runs on this host (shm serves that)";
+    if (std::all_of(layout.local_size.begin(), layout.local_size.end(),
+                    [](int ranks) { return ranks == 1; })) {
+      return cat("each of the ", layout.nodes,
+                 " hosts runs one rank: a flat group moves the same data");
+    }
+    return {};
+  }
+  // Not exchanged yet (choosing without connecting): the launcher's word.
+  if (info.num_nodes.value > 1 && info.local_world_size.value > 1) return {};
+  if (info.num_nodes.value == 1 || info.local_world_size.value == info.world_size.value) {
+    return "every rank runs on this host (shm serves that)";
+  }
+  if (info.local_world_size.value == 1) return "this host runs one rank of the job";
+  return "whether ranks share hosts is known only once the ranks meet";
+}
+
+std::unique_ptr<Communicator> create(const BackendContext& context) {
+  const int rank = context.info->rank.value;
+  const int size = context.info->world_size.value;
+  std::vector<std::string> hosts = context.hosts;
+  if (hosts.empty()) hosts = exchange_host_identities(*context.store, rank, size, context.timeout);
+  HostLayout layout = lay_out(hosts);
+  const int node = layout.node_of[static_cast<std::size_t>(rank)];
+  const int local = layout.local_index[static_cast<std::size_t>(rank)];
+  std::vector<std::string> host_of_group(
+      static_cast<std::size_t>(layout.local_size[static_cast<std::size_t>(node)]),
+      hosts[static_cast<std::size_t>(rank)]);
+  Groups groups;
+  groups.host = connect_group(context, cat("host", node), local,
+                              layout.local_size[static_cast<std::size_t>(node)], "shm",
+                              std::move(host_of_group));
+  if (local == 0) {
+    groups.leaders = connect_group(context, "leaders", node, layout.nodes, "gloo", {});
+  }
+  groups.flat = connect_group(context, "flat", rank, size, "gloo", hosts);
+  return std::make_unique<Communicator>(std::make_unique<HierBackend>(
+      rank, std::move(layout), std::move(groups), context.store, context.address, context.timeout));
+}
+
+}  // namespace cohort::detail::hier_backend

@@ -1,0 +1,264 @@
+#include "comm/backend.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+
+#include <sched.h>
+#include <unistd.h>
+
+#include "comm/backends/shm/collectives.hpp"
+#include "comm/backends/shm/factory.hpp"
+#include "comm/backends/shm/group.hpp"
+#include "comm/kit/group_store.hpp"
+#include "comm/kit/host_identity.hpp"
+#include "comm/local_mailbox.hpp"
+#include "core/config.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail::shm_backend {
+namespace {
+
+using Duration = Backend::Duration;
+
+// Defaults, measured on this project's 2-core machine (docs/communicator.md,
+// "The shm backend"): every rank's slot, the size up to which reductions
+// take one round (with a core per rank, two rounds were faster at every size
+// from 1 KiB: each rank copies and reduces 1/n of the data instead of all
+// of it), and each point-to-point channel.
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kSlotBytes = 256 * kKiB;
+constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
+constexpr std::size_t kSmallOversubscribedBytes = 8 * kKiB;
+constexpr std::size_t kChannelBytes = 64 * kKiB;
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// What every rank of a group must agree on: rank 0's settings.
+struct Settings {
+  std::size_t slot_bytes = kSlotBytes;
+  std::size_t small_bytes = 0;
+  std::size_t channel_bytes = kChannelBytes;
+};
+
+Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
+  Settings settings;
+  if (rank == 0) {
+    // More ranks than cores: every round waits for descheduled ranks, so
+    // fewer, larger rounds win.
+    const std::size_t slot = size > usable_cpus() ? kOversubscribedSlotBytes : kSlotBytes;
+    settings.slot_bytes =
+        std::max<std::size_t>(4096, bytes_from_env("COHORT_SHM_SLOT_BYTES", slot) / 64 * 64);
+    settings.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
+                                          size > usable_cpus() ? kSmallOversubscribedBytes : 0);
+    if (store != nullptr) {
+      store->set("shm/settings",
+                 cat(settings.slot_bytes, " ", settings.small_bytes, " ", settings.channel_bytes));
+    }
+    return settings;
+  }
+  std::istringstream(store->get("shm/settings", timeout)) >> settings.slot_bytes >>
+      settings.small_bytes >> settings.channel_bytes;
+  return settings;
+}
+
+class ShmBackend final : public Backend {
+ public:
+  ShmBackend(std::shared_ptr<Store> store, std::unique_ptr<Group> group, Tuning tuning,
+             Duration timeout)
+      : store_(std::move(store)), group_(std::move(group)), tuning_(tuning), timeout_(timeout) {}
+
+  int rank() const noexcept override { return group_->rank(); }
+  int size() const noexcept override { return group_->size(); }
+  std::string_view name() const noexcept override { return "shm"; }
+  Duration default_timeout() const noexcept override { return timeout_; }
+
+  void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
+    collective("all_reduce", timeout, [&](const Call& call) {
+      shm_backend::all_reduce(*group_, tuning_, data, op, call);
+    });
+  }
+  void broadcast(Buffer data, int root, Duration timeout) override {
+    collective("broadcast", timeout,
+               [&](const Call& call) { shm_backend::broadcast(*group_, data, root, call); });
+  }
+  void reduce(Buffer data, ReduceOp op, int root, Duration timeout) override {
+    collective("reduce", timeout, [&](const Call& call) {
+      shm_backend::reduce(*group_, tuning_, data, op, root, call);
+    });
+  }
+  void all_gather(Buffer input, Buffer output, Duration timeout) override {
+    collective("all_gather", timeout,
+               [&](const Call& call) { shm_backend::all_gather(*group_, input, output, call); });
+  }
+  void gather(Buffer input, Buffer output, int root, Duration timeout) override {
+    collective("gather", timeout,
+               [&](const Call& call) { shm_backend::gather(*group_, input, output, root, call); });
+  }
+  void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
+    collective("scatter", timeout,
+               [&](const Call& call) { shm_backend::scatter(*group_, input, output, root, call); });
+  }
+  void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
+    collective("reduce_scatter", timeout, [&](const Call& call) {
+      shm_backend::reduce_scatter(*group_, input, output, op, call);
+    });
+  }
+  void all_to_all(Buffer input, Buffer output, Duration timeout) override {
+    collective("all_to_all", timeout,
+               [&](const Call& call) { shm_backend::all_to_all(*group_, input, output, call); });
+  }
+  void barrier(Duration timeout) override {
+    collective("barrier", timeout, [&](const Call& call) { shm_backend::barrier(*group_, call); });
+  }
+
+  void send(Buffer data, int peer, int tag, Duration timeout) override {
+    if (peer == rank()) return mailbox_.post(data, tag);
+    point_to_point("send", timeout, [&](const Call& call) {
+      group_->send(data.data, data.bytes(), peer, tag, call);
+    });
+  }
+  void recv(Buffer data, int peer, int tag, Duration timeout) override {
+    if (peer == rank()) return mailbox_.take(data, tag, timeout);
+    point_to_point("recv", timeout, [&](const Call& call) {
+      group_->recv(data.data, data.bytes(), peer, tag, call);
+    });
+  }
+
+  std::unique_ptr<Backend> split(int color, int key) override;
+
+ private:
+  // A collective that stops part-way (a lost peer, a timeout) leaves the
+  // group's rounds out of step: every later call fails at once, saying why.
+  template <class Body>
+  void collective(const char* what, Duration timeout, Body&& body) {
+    if (!broken_.empty()) {
+      if (lost_rank_ >= 0) throw PeerLost(cat(what, ": ", broken_), lost_rank_);
+      throw Timeout(cat(what, ": this group is unusable: ", broken_));
+    }
+    point_to_point(what, timeout, [&](const Call& call) {
+      try {
+        body(call);
+      } catch (const Timeout& error) {
+        broken_ = cat("an earlier call stopped part-way (", error.what(), ")");
+        throw;
+      }
+    });
+  }
+
+  template <class Body>
+  void point_to_point(const char* what, Duration timeout, Body&& body) {
+    if (!broken_.empty() && lost_rank_ >= 0) throw PeerLost(cat(what, ": ", broken_), lost_rank_);
+    try {
+      body(Call(what, timeout));
+    } catch (const PeerLost& error) {
+      lost_rank_ = error.peer_rank();
+      broken_ = error.what();
+      throw;
+    }
+  }
+
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<Group> group_;
+  Tuning tuning_;
+  Duration timeout_;
+  LocalMailbox mailbox_;
+  int splits_ = 0;
+  std::string broken_;
+  int lost_rank_ = -1;
+};
+
+// Connects `size` ranks through `store`: who they are, rank 0's settings,
+// the segment.
+std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int size,
+                                 Duration timeout) {
+  const std::string here = host_identity();
+  std::vector<Member> members(static_cast<std::size_t>(size));
+  std::vector<long> pids(static_cast<std::size_t>(size));
+  if (size == 1) {  // a group of one (asked for by name): no one to meet
+    members[0] = {::getpid(), host_name_of(here)};
+    pids[0] = ::getpid();
+  } else {
+    store->set(cat("shm/member/", rank), cat(::getpid(), " ", here));
+  }
+  std::vector<std::string> elsewhere;
+  for (int r = 0; r < size && size > 1; ++r) {
+    const std::string entry = store->get(cat("shm/member/", r), timeout);
+    const std::size_t space = entry.find(' ');
+    Member& member = members[static_cast<std::size_t>(r)];
+    member.pid = std::stol(entry.substr(0, space));
+    const std::string identity = space == std::string::npos ? "" : entry.substr(space + 1);
+    member.host = host_name_of(identity);
+    pids[static_cast<std::size_t>(r)] = member.pid;
+    if (identity != here) elsewhere.push_back(cat(r, " (", identity, ")"));
+  }
+  if (!elsewhere.empty()) {
+    throw Error(cat("shm: rank(s) ", join(elsewhere, ", "), " do not run on the host of rank ",
+                    rank, " (", here,
+                    "): the shm backend serves the ranks of one host (set "
+                    "COHORT_BACKEND=gloo, or leave COHORT_BACKEND unset)"));
+  }
+  const Settings settings =
+      agree_on_settings(size == 1 ? nullptr : store.get(), rank, size, timeout);
+  Segment segment = Segment::share(
+      *store, rank, size, Group::segment_bytes(size, settings.slot_bytes, settings.channel_bytes),
+      pids, timeout);
+  WaitPolicy policy;
+  // More ranks than cores: a spinning rank holds the core its peer needs.
+  const bool oversubscribed = size > usable_cpus();
+  policy.spins = static_cast<int>(bytes_from_env("COHORT_SHM_SPINS", oversubscribed ? 64 : 4096));
+  policy.yields = static_cast<int>(bytes_from_env("COHORT_SHM_YIELDS", 64));
+  auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(members),
+                                       settings.slot_bytes, settings.channel_bytes, policy);
+  Tuning tuning;
+  tuning.small_bytes = settings.small_bytes;
+  return std::make_unique<ShmBackend>(std::move(store), std::move(group), tuning, timeout);
+}
+
+std::unique_ptr<Backend> ShmBackend::split(int color, int key) {
+  const std::optional<Subgroup> subgroup =
+      plan_split(store_, ++splits_, rank(), size(), color, key, timeout_);
+  if (!subgroup) return nullptr;
+  return connect(subgroup->store, subgroup->rank, subgroup->size, timeout_);
+}
+
+}  // namespace
+
+std::string unviable_because(const BackendContext& context) {
+  const LaunchInfo& info = *context.info;
+  const int size = info.world_size.value;
+  if (size <= 1) return {};
+  if (!context.store) return "it needs the job's store to meet its ranks";
+  if (!context.hosts.empty()) {
+    const std::string& here = context.hosts[static_cast<std::size_t>(info.rank.value)];
+    std::vector<std::string> elsewhere;
+    for (std::size_t r = 0; r < context.hosts.size(); ++r) {
+      if (context.hosts[r] != here) elsewhere.push_back(std::to_string(r));
+    }
+    if (elsewhere.empty()) return {};
+    if (elsewhere.size() > 8) elsewhere.resize(8), elsewhere.emplace_back("...");
+    return cat("rank(s) ", join(elsewhere, ", "), " run on another host than this one (",
+               host_name_of(here), "): it serves the ranks of one host");
+  }
+  // Not exchanged yet (choosing without connecting): the launcher's word.
+  if (info.local_world_size.value == size || info.num_nodes.value == 1) return {};
+  if (info.local_world_size.value != kUnknown) {
+    return cat("this node has ", info.local_world_size.value, " of the ", size,
+               " ranks: it serves the ranks of one host");
+  }
+  return "whether every rank runs on this host is known only once the ranks meet";
+}
+
+std::unique_ptr<Communicator> create(const BackendContext& context) {
+  const int size = context.info->world_size.value;
+  const int rank = size <= 1 ? 0 : context.info->rank.value;
+  if (!context.store && size > 1) throw Error("shm: the ranks need the job's store to meet");
+  return std::make_unique<Communicator>(
+      connect(context.store, rank, std::max(size, 1), context.timeout));
+}
+
+}  // namespace cohort::detail::shm_backend

@@ -1,0 +1,216 @@
+#include "comm/backends/shm/collectives.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "comm/reduce.hpp"
+
+namespace cohort::detail::shm_backend {
+namespace {
+
+unsigned char* bytes_of(const Buffer& buffer, std::size_t element) {
+  return static_cast<unsigned char*>(buffer.data) + element * size_of(buffer.type);
+}
+
+void copy(void* to, const void* from, std::size_t bytes) {
+  if (to != from) std::memcpy(to, from, bytes);
+}
+
+// Elements of `type` per chunk when each rank's slot holds `parts` pieces.
+std::size_t chunk_elements(const Group& group, DataType type, std::size_t parts) {
+  return std::max<std::size_t>(1, group.slot_bytes() / parts / size_of(type));
+}
+
+// [begin, end) of slice `index` when `count` elements are cut in `parts`.
+std::size_t slice_begin(std::size_t count, int parts, int index) {
+  return count * static_cast<std::size_t>(index) / static_cast<std::size_t>(parts);
+}
+
+// Every rank's slot of the last round, offset by `offset` bytes.
+std::vector<const void*> slots_of_round(Group& group, std::size_t offset) {
+  std::vector<const void*> inputs(static_cast<std::size_t>(group.size()));
+  for (int r = 0; r < group.size(); ++r)
+    inputs[static_cast<std::size_t>(r)] = group.slot(r) + offset;
+  return inputs;
+}
+
+// The large protocol, one chunk at a time; `everyone` false: only `root`
+// copies the result out.
+void reduce_in_two_rounds(Group& group, Buffer data, ReduceOp op, bool everyone, int root,
+                          const Call& call) {
+  const std::size_t element = size_of(data.type);
+  const std::size_t per_chunk = chunk_elements(group, data.type, 1);
+  const int n = group.size();
+  for (std::size_t first = 0; first < data.count; first += per_chunk) {
+    const std::size_t count = std::min(per_chunk, data.count - first);
+    // This rank's own slice is reduced by this rank alone, straight from its
+    // buffer: only the others' slices go through the slot.
+    const std::size_t begin = slice_begin(count, n, group.rank());
+    const std::size_t end = slice_begin(count, n, group.rank() + 1);
+    std::memcpy(group.next_slot(), bytes_of(data, first), begin * element);
+    std::memcpy(group.next_slot() + end * element, bytes_of(data, first + end),
+                (count - end) * element);
+    group.arrive();
+    group.wait_all(call);
+    std::vector<const void*> inputs = slots_of_round(group, begin * element);
+    inputs[static_cast<std::size_t>(group.rank())] = bytes_of(data, first + begin);
+    reduce_many(data.type, op, group.next_slot() + begin * element, inputs.data(), n, end - begin);
+    group.arrive();
+    group.wait_all(call);
+    if (!everyone && group.rank() != root) continue;
+    for (int r = 0; r < n; ++r) {
+      const std::size_t from = slice_begin(count, n, r);
+      const std::size_t to = slice_begin(count, n, r + 1);
+      std::memcpy(bytes_of(data, first + from), group.slot(r) + from * element,
+                  (to - from) * element);
+    }
+  }
+}
+
+// The small protocol: one round; `everyone` false: only `root` reduces.
+void reduce_in_one_round(Group& group, Buffer data, ReduceOp op, bool everyone, int root,
+                         const Call& call) {
+  std::memcpy(group.next_slot(), data.data, data.bytes());
+  group.arrive();
+  group.wait_all(call);
+  if (!everyone && group.rank() != root) return;
+  const std::vector<const void*> inputs = slots_of_round(group, 0);
+  reduce_many(data.type, op, data.data, inputs.data(), group.size(), data.count);
+}
+
+}  // namespace
+
+void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
+  if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
+    reduce_in_one_round(group, data, op, true, 0, call);
+  } else {
+    reduce_in_two_rounds(group, data, op, true, 0, call);
+  }
+}
+
+void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int root,
+            const Call& call) {
+  if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
+    reduce_in_one_round(group, data, op, false, root, call);
+  } else {
+    reduce_in_two_rounds(group, data, op, false, root, call);
+  }
+}
+
+void broadcast(Group& group, Buffer data, int root, const Call& call) {
+  const std::size_t element = size_of(data.type);
+  const std::size_t per_chunk = chunk_elements(group, data.type, 1);
+  for (std::size_t first = 0; first < data.count; first += per_chunk) {
+    const std::size_t bytes = std::min(per_chunk, data.count - first) * element;
+    if (group.rank() == root) std::memcpy(group.next_slot(), bytes_of(data, first), bytes);
+    group.arrive();
+    group.wait_all(call);
+    if (group.rank() != root) std::memcpy(bytes_of(data, first), group.slot(root), bytes);
+  }
+}
+
+namespace {
+
+// all_gather and gather: every rank's input, chunk by chunk, into `output`
+// at the ranks that `collects`.
+void gather_rounds(Group& group, Buffer input, Buffer output, bool collects, const Call& call) {
+  const std::size_t element = size_of(input.type);
+  const std::size_t per_chunk = chunk_elements(group, input.type, 1);
+  for (std::size_t first = 0; first < input.count; first += per_chunk) {
+    const std::size_t count = std::min(per_chunk, input.count - first);
+    std::memcpy(group.next_slot(), bytes_of(input, first), count * element);
+    group.arrive();
+    group.wait_all(call);
+    if (!collects) continue;
+    for (int r = 0; r < group.size(); ++r) {
+      copy(bytes_of(output, static_cast<std::size_t>(r) * input.count + first), group.slot(r),
+           count * element);
+    }
+  }
+}
+
+// Rounds where each rank shares one piece for every rank: `slices` holds
+// size() slices of `count` elements; chunk by chunk, piece r of this rank's
+// slot is (slice r, chunk), this rank's own piece left out when `keep_own`
+// (it reads that from `slices` itself). `use(first, n)` reads the round's
+// slots.
+template <class Use>
+void exchange_rounds(Group& group, const Buffer* slices, bool keep_own, std::size_t count,
+                     DataType type, Use&& use, const Call& call) {
+  const std::size_t element = size_of(type);
+  const auto n = static_cast<std::size_t>(group.size());
+  const std::size_t per_chunk = chunk_elements(group, type, n);
+  for (std::size_t first = 0; first < count; first += per_chunk) {
+    const std::size_t chunk = std::min(per_chunk, count - first);
+    if (slices != nullptr) {
+      for (std::size_t r = 0; r < n; ++r) {
+        if (keep_own && r == static_cast<std::size_t>(group.rank())) continue;
+        std::memcpy(group.next_slot() + r * chunk * element, bytes_of(*slices, r * count + first),
+                    chunk * element);
+      }
+    }
+    group.arrive();
+    group.wait_all(call);
+    use(first, chunk);
+  }
+}
+
+}  // namespace
+
+void all_gather(Group& group, Buffer input, Buffer output, const Call& call) {
+  gather_rounds(group, input, output, true, call);
+}
+
+void gather(Group& group, Buffer input, Buffer output, int root, const Call& call) {
+  gather_rounds(group, input, output, group.rank() == root, call);
+}
+
+void scatter(Group& group, Buffer input, Buffer output, int root, const Call& call) {
+  const std::size_t element = size_of(output.type);
+  const auto me = static_cast<std::size_t>(group.rank());
+  exchange_rounds(
+      group, group.rank() == root ? &input : nullptr, false, output.count, output.type,
+      [&](std::size_t first, std::size_t chunk) {
+        std::memcpy(bytes_of(output, first), group.slot(root) + me * chunk * element,
+                    chunk * element);
+      },
+      call);
+}
+
+void reduce_scatter(Group& group, Buffer input, Buffer output, ReduceOp op, const Call& call) {
+  const std::size_t element = size_of(output.type);
+  const auto me = static_cast<std::size_t>(group.rank());
+  exchange_rounds(
+      group, &input, true, output.count, output.type,
+      [&](std::size_t first, std::size_t chunk) {
+        std::vector<const void*> inputs = slots_of_round(group, me * chunk * element);
+        inputs[me] = bytes_of(input, me * output.count + first);
+        reduce_many(output.type, op, bytes_of(output, first), inputs.data(), group.size(), chunk);
+      },
+      call);
+}
+
+void all_to_all(Group& group, Buffer input, Buffer output, const Call& call) {
+  const std::size_t element = size_of(output.type);
+  const auto me = static_cast<std::size_t>(group.rank());
+  const std::size_t count = output.count / static_cast<std::size_t>(group.size());
+  exchange_rounds(
+      group, &input, true, count, output.type,
+      [&](std::size_t first, std::size_t chunk) {
+        for (std::size_t r = 0; r < static_cast<std::size_t>(group.size()); ++r) {
+          // This rank's own piece, straight across (nothing when in place).
+          const void* from = r == me ? bytes_of(input, me * count + first)
+                                     : group.slot(static_cast<int>(r)) + me * chunk * element;
+          copy(bytes_of(output, r * count + first), from, chunk * element);
+        }
+      },
+      call);
+}
+
+void barrier(Group& group, const Call& call) {
+  group.arrive();
+  group.wait_all(call);
+}
+
+}  // namespace cohort::detail::shm_backend

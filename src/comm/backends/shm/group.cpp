@@ -1,0 +1,222 @@
+#include "comm/backends/shm/group.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cohort/communicator.hpp>
+#include <cohort/errors.hpp>
+
+#include "core/strings.hpp"
+
+namespace cohort::detail::shm_backend {
+namespace {
+
+constexpr std::size_t kLine = 64;
+
+std::size_t round_up(std::size_t bytes, std::size_t to) {
+  return (bytes + to - 1) / to * to;
+}
+
+// The first line of the segment: the rank some rank found lost, plus one
+// (0: none; the memfd starts zeroed).
+struct alignas(kLine) Header {
+  std::atomic<std::int32_t> lost_plus_one{0};
+};
+
+}  // namespace
+
+// One direction between two ranks: the sender counts the pieces it put in,
+// the receiver the pieces it took out; the piece's description beside them.
+struct Group::Channel {
+  Counter sent;
+  Counter taken;
+  struct alignas(kLine) Piece {
+    std::int32_t tag;
+    std::uint64_t total;  // bytes of the whole message
+    std::uint64_t bytes;  // of this piece
+  } piece;
+};
+
+namespace {
+
+struct Offsets {
+  std::size_t arrivals, channels, channel_data, slots, total;
+};
+
+Offsets offsets(int size, std::size_t slot_bytes, std::size_t channel_bytes) {
+  const auto n = static_cast<std::size_t>(size);
+  Offsets at{};
+  at.arrivals = kLine;
+  at.channels = at.arrivals + n * sizeof(Counter);
+  at.channel_data = round_up(at.channels + n * n * sizeof(Group::Channel), kLine);
+  at.slots = round_up(at.channel_data + n * n * channel_bytes, 4096);
+  at.total = at.slots + 2 * n * slot_bytes;
+  return at;
+}
+
+}  // namespace
+
+std::size_t Group::segment_bytes(int size, std::size_t slot_bytes, std::size_t channel_bytes) {
+  return offsets(size, slot_bytes, channel_bytes).total;
+}
+
+Group::Group(Segment segment, int rank, int size, std::vector<Member> members,
+             std::size_t slot_bytes, std::size_t channel_bytes, WaitPolicy policy)
+    : segment_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      members_(std::move(members)),
+      pidfds_(static_cast<std::size_t>(size)),
+      slot_bytes_(slot_bytes),
+      channel_bytes_(channel_bytes),
+      policy_(policy),
+      sent_(static_cast<std::size_t>(size), 0),
+      taken_(static_cast<std::size_t>(size), 0) {
+  const Offsets at = offsets(size, slot_bytes, channel_bytes);
+  arrivals_ = reinterpret_cast<Counter*>(segment_.data() + at.arrivals);
+  channels_ = reinterpret_cast<Channel*>(segment_.data() + at.channels);
+  channel_data_ = segment_.data() + at.channel_data;
+  slots_ = segment_.data() + at.slots;
+  // A pidfd turns readable when its process ends: the way to learn at once
+  // that a peer died. Ranks that are threads of this process need none.
+  for (int r = 0; r < size; ++r) {
+    const long pid = members_[static_cast<std::size_t>(r)].pid;
+    if (pid != ::getpid() && pid > 0) {
+      pidfds_[static_cast<std::size_t>(r)] =
+          Fd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
+    }
+  }
+}
+
+Group::Channel& Group::channel(int from, int to) noexcept {
+  return channels_[from * size_ + to];
+}
+
+void Group::arrive() noexcept {
+  advance(arrival(rank_), ++seq_);
+}
+
+void Group::wait_all(const Call& call) {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    wait_until(arrival(r), seq_, policy_, [&] { check(r, call, "waiting for"); });
+  }
+}
+
+bool Group::ended(int rank) const {
+  const Fd& pidfd = pidfds_[static_cast<std::size_t>(rank)];
+  if (!pidfd.valid()) return false;
+  pollfd polled{pidfd.get(), POLLIN, 0};
+  return ::poll(&polled, 1, 0) > 0;
+}
+
+void Group::check(int rank, const Call& call, const char* doing) {
+  auto& header = *reinterpret_cast<Header*>(segment_.data());
+  int lost = header.lost_plus_one.load(std::memory_order_acquire) - 1;
+  if (lost < 0) {
+    // Any peer, not only the one waited for: in a ring of sends a rank may
+    // wait on a live peer that waits on the dead one.
+    for (int r = 0; r < size_ && lost < 0; ++r) {
+      if (r != rank_ && ended(r)) lost = r;
+    }
+    if (lost >= 0) {
+      std::int32_t none = 0;
+      header.lost_plus_one.compare_exchange_strong(none, lost + 1);  // the first finder's blame
+      lost = header.lost_plus_one.load(std::memory_order_acquire) - 1;
+      // Everyone asleep on any counter looks again now, not at its next tick.
+      for (int r = 0; r < size_; ++r) {
+        wake(arrival(r));
+        for (int to = 0; to < size_; ++to) {
+          wake(channel(r, to).sent);
+          wake(channel(r, to).taken);
+        }
+      }
+    }
+  }
+  if (lost >= 0) lose(lost, call);
+  if (std::chrono::steady_clock::now() >= call.deadline) {
+    throw Timeout(cat(call.what, " on rank ", rank_, " of ", size_, " timed out after ",
+                      call.timeout.count(), " ms ", doing, " rank ", rank, describe(rank),
+                      "; no peer is known to have failed: one may be stuck, or slow (raise "
+                      "COHORT_TIMEOUT)"));
+  }
+}
+
+void Group::lose(int rank, const Call& call) {
+  throw PeerLost(cat(call.what, " on rank ", rank_, " of ", size_, ": rank ", rank, describe(rank),
+                     " failed or left (its process ended)"),
+                 rank);
+}
+
+std::string Group::describe(int rank) const {
+  const Member& member = members_[static_cast<std::size_t>(rank)];
+  return cat(" (host ", member.host, ", pid ", member.pid, ")");
+}
+
+void Group::send(const void* data, std::size_t bytes, int peer, int tag, const Call& call) {
+  Channel& out = channel(rank_, peer);
+  unsigned char* buffer = channel_data(rank_, peer);
+  std::uint32_t& sent = sent_[static_cast<std::size_t>(peer)];
+  const auto waiting = [&] { check(peer, call, "sending to"); };
+  std::size_t offset = 0;
+  do {
+    wait_until(out.taken, sent, policy_, waiting);  // the channel is empty
+    const std::size_t piece = std::min(channel_bytes_, bytes - offset);
+    out.piece.tag = tag;
+    out.piece.total = bytes;
+    out.piece.bytes = piece;
+    std::memcpy(buffer, static_cast<const unsigned char*>(data) + offset, piece);
+    advance(out.sent, ++sent);
+    offset += piece;
+  } while (offset < bytes);
+  wait_until(out.taken, sent, policy_, waiting);  // the peer has all of it
+}
+
+void Group::recv(void* data, std::size_t bytes, int peer, int tag, const Call& call) {
+  const auto wrong_size = [&](std::size_t total) {
+    return InvalidArgument(cat("recv from rank ", peer, " with tag ", tag, ": the message has ",
+                               total, " bytes, the buffer ", bytes));
+  };
+  auto early = early_.find({peer, tag});
+  if (early != early_.end() && !early->second.empty()) {
+    const std::string message = std::move(early->second.front());
+    early->second.pop_front();
+    if (message.size() != bytes) throw wrong_size(message.size());
+    std::memcpy(data, message.data(), bytes);
+    return;
+  }
+  Channel& in = channel(peer, rank_);
+  const unsigned char* buffer = channel_data(peer, rank_);
+  std::uint32_t& taken = taken_[static_cast<std::size_t>(peer)];
+  const auto waiting = [&] { check(peer, call, "receiving from"); };
+  for (;;) {
+    wait_until(in.sent, taken + 1, policy_, waiting);
+    const bool mine = in.piece.tag == tag;
+    const std::size_t total = in.piece.total;
+    const int other_tag = in.piece.tag;
+    std::string kept;  // a message for a later recv, or one of the wrong size
+    unsigned char* target = static_cast<unsigned char*>(data);
+    if (!mine || total != bytes) {
+      kept.resize(total);
+      target = reinterpret_cast<unsigned char*>(kept.data());
+    }
+    for (std::size_t offset = 0;;) {
+      const std::size_t piece = in.piece.bytes;
+      std::memcpy(target + offset, buffer, piece);
+      offset += piece;
+      advance(in.taken, ++taken);
+      if (offset >= total) break;
+      wait_until(in.sent, taken + 1, policy_, waiting);
+    }
+    if (mine && total != bytes) throw wrong_size(total);
+    if (mine) return;
+    early_[{peer, other_tag}].push_back(std::move(kept));
+  }
+}
+
+}  // namespace cohort::detail::shm_backend

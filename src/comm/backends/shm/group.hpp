@@ -1,0 +1,120 @@
+// One rank's view of a group's segment, and the steps every shm collective
+// is made of.
+//
+// Layout: a header line (the first lost rank), one arrival Counter per rank,
+// one point-to-point channel per ordered pair, then two sets of slots, one
+// slot of slot_bytes() per rank in each. Collectives move through *rounds*:
+// a rank writes what it shares into its slot of the round's set (next_slot),
+// arrives, waits until every rank has arrived, then reads any rank's slot of
+// that set (slot). A rank arrives at round k+1 only after it has read round
+// k, so when a rank writes round k+2 into the same set again (after it saw
+// everyone arrive at k+1) nobody still reads it: two sets, no other locks.
+// Every rank of a group runs the same rounds, counted by its own arrivals.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/backends/shm/segment.hpp"
+#include "comm/backends/shm/waiting.hpp"
+#include "core/fd.hpp"
+
+namespace cohort::detail::shm_backend {
+
+/// The collective under way: its name (for messages) and deadline.
+struct Call {
+  const char* what;
+  std::chrono::milliseconds timeout;
+  std::chrono::steady_clock::time_point deadline;
+  Call(const char* name, std::chrono::milliseconds limit)
+      : what(name), timeout(limit), deadline(std::chrono::steady_clock::now() + limit) {}
+};
+
+/// Who each rank is, for liveness checks and messages.
+struct Member {
+  long pid = 0;
+  std::string host;
+};
+
+class Group {
+ public:
+  /// Bytes of a segment for `size` ranks with slots of `slot_bytes` and
+  /// point-to-point channels of `channel_bytes`.
+  static std::size_t segment_bytes(int size, std::size_t slot_bytes, std::size_t channel_bytes);
+
+  Group(Segment segment, int rank, int size, std::vector<Member> members, std::size_t slot_bytes,
+        std::size_t channel_bytes, WaitPolicy policy);
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  std::size_t slot_bytes() const noexcept { return slot_bytes_; }
+
+  /// This rank's slot in the set of the round it will arrive at next.
+  unsigned char* next_slot() noexcept { return slot_at(rank_, (seq_ + 1) & 1); }
+  /// `rank`'s slot in the set of the round this rank last arrived at.
+  unsigned char* slot(int rank) noexcept { return slot_at(rank, seq_ & 1); }
+
+  /// Ends this rank's part of the round.
+  void arrive() noexcept;
+  /// Waits until every rank has arrived at this rank's last round. Throws
+  /// PeerLost (naming the rank) when a peer's process ends or another rank
+  /// found one lost, Timeout at the call's deadline (naming who is missing).
+  void wait_all(const Call& call);
+
+  /// A message to `peer` (not this rank) through the pair's channel, in
+  /// pieces of the channel's size; returns once the peer has taken all of it.
+  void send(const void* data, std::size_t bytes, int peer, int tag, const Call& call);
+  /// The next message from `peer` with `tag`; messages with other tags that
+  /// come first are kept for later receives. InvalidArgument when its size
+  /// is not `bytes`.
+  void recv(void* data, std::size_t bytes, int peer, int tag, const Call& call);
+
+  /// " (host H, pid P)".
+  std::string describe(int rank) const;
+
+  /// One direction between two ranks (its layout is group.cpp's business).
+  struct Channel;
+
+ private:
+  unsigned char* slot_at(int rank, std::uint32_t set) noexcept {
+    return slots_ +
+           (set * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank)) * slot_bytes_;
+  }
+  Counter& arrival(int rank) noexcept { return arrivals_[rank]; }
+  Channel& channel(int from, int to) noexcept;
+  unsigned char* channel_data(int from, int to) noexcept {
+    return channel_data_ + static_cast<std::size_t>(from * size_ + to) * channel_bytes_;
+  }
+  // Between sleeps while waiting on `rank`: throws when it or any peer is
+  // lost, or the deadline has passed.
+  void check(int rank, const Call& call, const char* doing);
+  [[noreturn]] void lose(int rank, const Call& call);
+  bool ended(int rank) const;
+
+  Segment segment_;
+  int rank_;
+  int size_;
+  std::vector<Member> members_;
+  std::vector<Fd> pidfds_;  // per peer; invalid for this process
+  std::size_t slot_bytes_;
+  std::size_t channel_bytes_;
+  WaitPolicy policy_;
+  Counter* arrivals_;
+  Channel* channels_;
+  unsigned char* channel_data_;
+  unsigned char* slots_;
+  std::uint32_t seq_ = 0;             // rounds this rank has arrived at
+  std::vector<std::uint32_t> sent_;   // per peer: chunks sent on this rank's channel to it
+  std::vector<std::uint32_t> taken_;  // per peer: chunks taken from its channel to this rank
+  std::map<std::pair<int, int>, std::deque<std::string>> early_;  // (peer, tag) -> messages
+};
+
+}  // namespace cohort::detail::shm_backend

@@ -1,0 +1,42 @@
+#include "comm/backends/shm/waiting.hpp"
+
+#include <climits>
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace cohort::detail::shm_backend {
+namespace {
+
+// The futex word is the counter's value. Not FUTEX_PRIVATE_FLAG: the
+// sleepers and the waker are different processes mapping the same memfd.
+std::uint32_t* word(Counter& counter) noexcept {
+  return reinterpret_cast<std::uint32_t*>(&counter.value);
+}
+
+}  // namespace
+
+void advance(Counter& counter, std::uint32_t value) noexcept {
+  // Sequentially consistent on both sides (here and in sleep_on): either the
+  // sleeper sees the new value, or this sees the sleeper and wakes it.
+  counter.value.store(value, std::memory_order_seq_cst);
+  if (counter.sleepers.load(std::memory_order_seq_cst) != 0) wake(counter);
+}
+
+void wake(Counter& counter) noexcept {
+  ::syscall(SYS_futex, word(counter), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void sleep_on(Counter& counter, std::uint32_t seen, std::chrono::microseconds tick) noexcept {
+  counter.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (counter.value.load(std::memory_order_seq_cst) == seen) {
+    timespec timeout{static_cast<time_t>(tick.count() / 1000000),
+                     static_cast<long>(tick.count() % 1000000) * 1000};
+    ::syscall(SYS_futex, word(counter), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+  }
+  counter.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace cohort::detail::shm_backend

@@ -1,0 +1,73 @@
+// Counters in shared memory that one rank advances and the others wait on:
+// a short spin, then sleep on a futex, so that more ranks than cores make
+// progress instead of taking turns burning each other's time slices.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include <sched.h>
+
+namespace cohort::detail::shm_backend {
+
+/// A counter alone on its cache line, with the number of ranks asleep on it:
+/// its owner wakes them only when there are some.
+struct alignas(64) Counter {
+  std::atomic<std::uint32_t> value{0};
+  std::atomic<std::uint32_t> sleepers{0};
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+/// Whether `value` has reached `target` (counters wrap: compared as a distance).
+inline bool reached(std::uint32_t value, std::uint32_t target) noexcept {
+  return static_cast<std::int32_t>(value - target) >= 0;
+}
+
+/// Sets `counter` to `value` and wakes whoever sleeps on it.
+void advance(Counter& counter, std::uint32_t value) noexcept;
+/// Wakes whoever sleeps on `counter` (to look at something else: a peer lost).
+void wake(Counter& counter) noexcept;
+/// Sleeps on `counter` while it still holds `seen`, at most `tick`.
+void sleep_on(Counter& counter, std::uint32_t seen, std::chrono::microseconds tick) noexcept;
+
+/// How a rank waits: `spins` polls before the first sleep, then sleeps of
+/// `tick`, after each of which the caller looks for a lost peer or the
+/// deadline.
+struct WaitPolicy {
+  int spins = 2048;
+  /// Then this many sched_yield()s, each followed by a poll: with more ranks
+  /// than cores, the rank being waited for may be the one that runs next.
+  int yields = 0;
+  std::chrono::microseconds tick{5000};
+};
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Waits until `counter` reaches `target`. `between()` runs before each
+/// sleep; it throws to give up (PeerLost, Timeout).
+template <class Check>
+void wait_until(Counter& counter, std::uint32_t target, const WaitPolicy& policy, Check&& between) {
+  for (int i = 0; i < policy.spins; ++i) {
+    if (reached(counter.value.load(std::memory_order_acquire), target)) return;
+    cpu_relax();
+  }
+  for (int i = 0; i < policy.yields; ++i) {
+    sched_yield();
+    if (reached(counter.value.load(std::memory_order_acquire), target)) return;
+  }
+  for (;;) {
+    const std::uint32_t seen = counter.value.load(std::memory_order_acquire);
+    if (reached(seen, target)) return;
+    between();
+    sleep_on(counter, seen, policy.tick);
+  }
+}
+
+}  // namespace cohort::detail::shm_backend

@@ -1,0 +1,35 @@
+#include "comm/kit/host_identity.hpp"
+
+#include <fstream>
+
+#include <unistd.h>
+
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+
+std::string host_identity() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) name[0] = '?';
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  char network[64] = {};
+  if (::readlink("/proc/self/ns/net", network, sizeof(network) - 1) < 0) network[0] = '?';
+  return cat(name, " ", boot_id.empty() ? "?" : boot_id, " ", network);
+}
+
+std::vector<std::string> exchange_host_identities(Store& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout) {
+  store.set(cat("host/", rank), host_identity());
+  std::vector<std::string> identities;
+  identities.reserve(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    identities.push_back(store.get(cat("host/", r), timeout));
+  return identities;
+}
+
+std::string host_name_of(const std::string& identity) {
+  return identity.substr(0, identity.find(' '));
+}
+
+}  // namespace cohort::detail
