@@ -4,15 +4,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cohort/communicator.hpp>
+#include <cohort/config.hpp>
 #include <cohort/errors.hpp>
 #include <cohort/launch_env.hpp>
 #include <cohort/store.hpp>
 
+#include "comm/kit/host_identity.hpp"
+#include "comm/registry.hpp"
 #include "core/socket.hpp"
 #include "support/files.hpp"
 #include "support/skip.hpp"
@@ -37,6 +42,7 @@ class SecondUser : public ::testing::Test {
                                      fs::perms::group_exec | fs::perms::others_read |
                                      fs::perms::others_exec);
     fs::copy_file(COHORT_STORE_INTRUDER_PATH, intruder_);
+    fs::copy_file(COHORT_SHM_INTRUDER_PATH, shm_intruder_);
   }
 
   // The intruder as uid/gid 65534 (nobody), with no supplementary groups.
@@ -50,7 +56,62 @@ class SecondUser : public ::testing::Test {
 
   test::TempDir dir_{"cohort-security"};
   fs::path intruder_ = dir_.path() / "store_intruder";
+  fs::path shm_intruder_ = dir_.path() / "shm_intruder";
 };
+
+// The shm backend's segment is handed out over an abstract Unix socket,
+// which anyone on the host can find (/proc/net/unix) and connect to while
+// the group meets. A second user who claims to be rank 1 is refused, and so
+// is a process of the job's own user whose pid is not rank 1's; the group
+// then meets and works as if nothing happened.
+TEST_F(SecondUser, CannotTakeTheShmSegment) {
+  if (!COHORT_WITH_SHM) GTEST_SKIP() << "no shm backend in this build";
+  StoreServer::Options options;
+  options.host = "127.0.0.1";
+  StoreServer server(options);
+  const auto client = [&] {
+    StoreClient::Options connect;
+    connect.port = server.port();
+    connect.timeout = 20s;
+    return std::make_shared<PrefixStore>("job", std::make_shared<StoreClient>(connect));
+  };
+  std::unique_ptr<Communicator> members[2];
+  const auto join = [&](int rank) {
+    LaunchInfo info;
+    info.rank.value = rank;
+    info.world_size.value = 2;
+    detail::BackendContext context;
+    context.info = &info;
+    context.timeout = 20s;
+    context.store = client();
+    try {
+      members[rank] = detail::create_communicator(context, "shm");
+    } catch (const std::exception& error) {
+      ADD_FAILURE() << "rank " << rank << ": " << error.what();
+    }
+  };
+  // Rank 1 as rank 0 sees it once it has said who it is, before it connects:
+  // what rank 1's own join publishes below (this process, this host).
+  client()->set("host/1", detail::host_identity());
+  client()->set("shm/member/1", std::to_string(getpid()) + " " + detail::host_identity());
+  std::thread rank0(join, 0);  // listens, and waits for rank 1 to connect
+  const std::string name = client()->get("shm/socket", 20s);
+  const auto nobody = test::run_process({"setpriv", "--reuid=65534", "--regid=65534",
+                                         "--clear-groups", shm_intruder_.string(), name, "1"});
+  EXPECT_EQ(nobody.exit_code, 3) << test::describe(nobody);
+  const auto same_user = test::run_process({shm_intruder_.string(), name, "1"});
+  EXPECT_EQ(same_user.exit_code, 3) << test::describe(same_user);
+  std::thread rank1(join, 1);
+  rank0.join();
+  rank1.join();
+  ASSERT_TRUE(members[0] && members[1]);
+  std::int32_t values[2][1] = {{1}, {2}};
+  std::thread reduce0([&] { members[0]->all_reduce(std::span(values[0]), ReduceOp::sum); });
+  members[1]->all_reduce(std::span(values[1]), ReduceOp::sum);
+  reduce0.join();
+  EXPECT_EQ(values[0][0], 3);
+  EXPECT_EQ(values[1][0], 3);
+}
 
 // Even with the job's token in hand, another user on the host is refused:
 // the store asks the kernel who owns the peer's socket.

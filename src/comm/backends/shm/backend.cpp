@@ -55,6 +55,10 @@ Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
         std::max<std::size_t>(4096, bytes_from_env("COHORT_SHM_SLOT_BYTES", slot) / 64 * 64);
     settings.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
                                           size > usable_cpus() ? kSmallOversubscribedBytes : 0);
+    // n² channels: at most 16 MiB of them in all (64 KiB each up to 16 ranks).
+    const auto pairs = static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
+    settings.channel_bytes =
+        std::clamp<std::size_t>(16 * kKiB * kKiB / pairs / 64 * 64, 4 * kKiB, kChannelBytes);
     if (store != nullptr) {
       store->set("shm/settings",
                  cat(settings.slot_bytes, " ", settings.small_bytes, " ", settings.channel_bytes));
