@@ -50,6 +50,16 @@ struct DdpOptions {
   /// which is off there by default). Replacing a .grad() is allowed: the
   /// next backward copies it in and shares again.
   bool gradient_as_bucket_view = true;
+  /// When a full bucket's all-reduce starts: during backward, overlapping
+  /// the rest of it, or once backward is done. `automatic` overlaps unless
+  /// the communication itself needs the cores backward uses: over the shm
+  /// backend the all-reduce is copies and sums on this host's CPUs, and when
+  /// the ranks' compute threads (ranks × at::get_num_threads()) fill those
+  /// CPUs, running it beside backward only makes both wait for cores (on 2
+  /// cores, 2 ranks: +11.5 ms per ResNet-18 step overlapped, about 0 after;
+  /// bench/README.md).
+  enum class Overlap { automatic, always, never };
+  Overlap overlap = Overlap::automatic;
 };
 
 /// Wraps a module for data-parallel training. At construction its parameters
@@ -72,6 +82,8 @@ class DistributedDataParallel {
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   ::torch::nn::Module& module() { return *module_; }
+  /// Whether all-reduces start during backward (DdpOptions::overlap, decided).
+  bool overlaps_backward() const noexcept { return overlap_; }
 
   /// Broadcasts the module's buffers (those it had at construction, updated
   /// in place as batch norm does) from rank 0, one collective per dtype; call
@@ -113,6 +125,7 @@ class DistributedDataParallel {
   std::vector<std::unique_ptr<Bucket>> state_;
   std::size_t next_launch_ = 0;  ///< buckets launch in order, the same on every rank
   bool in_backward_ = false;
+  bool overlap_ = true;
   bool syncing_ = true;
 };
 

@@ -6,7 +6,10 @@
 // in is all-reduced on the communicator's queue while backward goes on,
 // buckets strictly in order so every rank issues the same collectives; an
 // end-of-backward callback finishes the rest and copies the averages back to
-// gradients that do not live in their bucket.
+// gradients that do not live in their bucket. Where overlapping would only
+// make backward and the all-reduce fight for the same cores
+// (DdpOptions::overlap), the buckets are all-reduced after backward instead.
+#include <sched.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
@@ -50,12 +53,23 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<at::Tenso
   return buckets;
 }
 
+// DdpOptions::Overlap::automatic, decided: not when the all-reduce is CPU
+// work on this host (shm) and backward's threads already fill its CPUs.
+bool decide_overlap(DdpOptions::Overlap overlap, const Communicator& comm) {
+  if (overlap != DdpOptions::Overlap::automatic) return overlap == DdpOptions::Overlap::always;
+  if (comm.backend() != "shm") return true;
+  cpu_set_t cpus;
+  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return comm.size() * at::get_num_threads() < usable;
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Module> module,
                                                  Communicator& comm, DdpOptions options)
     : module_(std::move(module)), comm_(comm), options_(options) {
   if (!module_) throw InvalidArgument("DistributedDataParallel: no module");
+  overlap_ = decide_overlap(options_.overlap, comm_);
   for (at::Tensor& parameter : module_->parameters()) {
     if (parameter.requires_grad()) parameters_.push_back(parameter);
   }
@@ -140,6 +154,7 @@ void DistributedDataParallel::on_gradient(std::size_t parameter) {
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
+  if (!overlap_ && in_backward_) return;  // finish_backward launches them all
   while (next_launch_ < state_.size() && state_[next_launch_]->pending == 0) {
     Bucket& bucket = *state_[next_launch_];
     bucket.work = all_reduce_async(comm_, bucket.flat, ReduceOp::avg);

@@ -68,10 +68,11 @@ class PeerLostOver : public ::testing::TestWithParam<std::string> {
   }
 };
 
-// The bound asserted is the contract's (twice the timeout); the shm backend
-// learns of a death from a pidfd within a sleep tick (5 ms): the time each
-// survivor took is in its message ("PeerLost after N ms"), and
-// bench/peer_lost prints it.
+// The bound asserted is the contract's (twice the timeout), and for shm
+// "well under the timeout" (half of it): shm learns of a death from a pidfd
+// within a sleep tick (5 ms), but a test asserts no timing. The time each
+// survivor took is in its message ("PeerLost after N ms"); bench/peer_lost
+// prints it.
 TEST_P(PeerLostOver, SurvivorsRaiseItWithinTwiceTheTimeout) {
   constexpr int kRanks = 4;
   constexpr int kTimeoutSeconds = 5;
@@ -84,7 +85,10 @@ TEST_P(PeerLostOver, SurvivorsRaiseItWithinTwiceTheTimeout) {
       continue;
     }
     ASSERT_EQ(result.exit_code, 3) << "rank " << rank << ": " << test::describe(result);
-    EXPECT_LT(millis_after(result.err), 2 * kTimeoutSeconds * 1000) << result.err;
+    // shm watches its peers' processes: "well under the timeout", not near it.
+    const int bound_ms =
+        GetParam() == "shm" ? kTimeoutSeconds * 1000 / 2 : 2 * kTimeoutSeconds * 1000;
+    EXPECT_LT(millis_after(result.err), bound_ms) << result.err;
     // Every survivor names the rank that died, and its host.
     EXPECT_NE(result.err.find("peer_rank=2:"), std::string::npos) << result.err;
     EXPECT_NE(result.err.find("rank 2 (host " + this_host()), std::string::npos) << result.err;

@@ -4,6 +4,7 @@
 // exit code is its verdict; the test passes when both ranks pass.
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -82,20 +83,32 @@ bool on_ranks(const std::function<bool(World&)>& body) {
              options) == 0;
 }
 
-// Both ways of holding gradients: as views of the buckets, and apart.
-class DdpGradients : public ::testing::TestWithParam<bool> {};
-INSTANTIATE_TEST_SUITE_P(AsBucketView, DdpGradients, ::testing::Bool());
+// Both ways of holding gradients (as views of the buckets, and apart), with
+// all-reduces during backward and after it (DdpOptions::overlap).
+class DdpGradients : public ::testing::TestWithParam<std::tuple<bool, bool>> {
+ protected:
+  static ct::DdpOptions options() {
+    ct::DdpOptions chosen;
+    chosen.gradient_as_bucket_view = std::get<0>(GetParam());
+    chosen.overlap =
+        std::get<1>(GetParam()) ? ct::DdpOptions::Overlap::always : ct::DdpOptions::Overlap::never;
+    return chosen;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(AsBucketViewAndOverlap, DdpGradients,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 TEST_P(DdpGradients, TwoRanksEndWhereOneRankOnTheCombinedBatchEnds) {
-  const bool as_view = GetParam();
-  EXPECT_TRUE(on_ranks([as_view](World& world) {
+  const ct::DdpOptions chosen = options();
+  EXPECT_TRUE(on_ranks([chosen](World& world) {
     const int rank = world.rank();
     Net model = make_net();
-    ct::DdpOptions small;  // several buckets for a small model
+    ct::DdpOptions small = chosen;  // several buckets for a small model
     small.first_bucket_bytes = 64;
     small.bucket_bytes = 256;
-    small.gradient_as_bucket_view = as_view;
     ct::DistributedDataParallel ddp(model.ptr(), world.communicator(), small);
+    if (ddp.overlaps_backward() != (chosen.overlap == ct::DdpOptions::Overlap::always))
+      return false;
     ::torch::optim::SGD optimizer(model->parameters(), 0.1);
     Net reference = make_net();
     ::torch::optim::SGD reference_optimizer(reference->parameters(), 0.1);
@@ -127,13 +140,11 @@ TEST_P(DdpGradients, TwoRanksEndWhereOneRankOnTheCombinedBatchEnds) {
 // Twice: the second time the gradients already exist (as bucket views, by
 // default) and zero_grad() clears them in place.
 TEST_P(DdpGradients, GradientAccumulationUnderNoSync) {
-  const bool as_view = GetParam();
-  EXPECT_TRUE(on_ranks([as_view](World& world) {
+  const ct::DdpOptions chosen = options();
+  EXPECT_TRUE(on_ranks([chosen](World& world) {
     const int rank = world.rank();
     Net model = make_net();
-    ct::DdpOptions options;
-    options.gradient_as_bucket_view = as_view;
-    ct::DistributedDataParallel ddp(model.ptr(), world.communicator(), options);
+    ct::DistributedDataParallel ddp(model.ptr(), world.communicator(), chosen);
     ::torch::optim::SGD optimizer(model->parameters(), 0.1);
     Net reference = make_net();
     ::torch::optim::SGD reference_optimizer(reference->parameters(), 0.1);

@@ -70,6 +70,22 @@ ucred peer_credentials(int fd) {
   return credentials;
 }
 
+// One byte with room for one descriptor beside it: what SCM_RIGHTS travels in.
+struct DescriptorMessage {
+  char byte = 0;
+  iovec data{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  DescriptorMessage() {
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+  }
+  DescriptorMessage(const DescriptorMessage&) = delete;
+  DescriptorMessage& operator=(const DescriptorMessage&) = delete;
+};
+
 unsigned char* map(int fd, std::size_t bytes) {
   void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
@@ -110,20 +126,13 @@ void hand_out(int listener, int memfd, int size, const std::vector<long>& pids,
               claimed, " of the group: it is not that rank's process"));
       continue;
     }
-    char byte = 0;
-    iovec data{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &data;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    DescriptorMessage out;
+    cmsghdr* header = CMSG_FIRSTHDR(&out.message);
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
     header->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(header), &memfd, sizeof(int));
-    if (retry_eintr([&] { return ::sendmsg(connection.get(), &message, MSG_NOSIGNAL); }) == 1) {
+    if (retry_eintr([&] { return ::sendmsg(connection.get(), &out.message, MSG_NOSIGNAL); }) == 1) {
       served[static_cast<std::size_t>(claimed)] = true;
       --left;
     }
@@ -157,18 +166,12 @@ Fd take(const std::string& name, int rank, long owner, Clock::time_point deadlin
     throw Timeout(cat("shm: rank ", rank, " waited ", timeout.count(),
                       " ms for the group's segment from rank 0"));
   }
-  char byte = 0;
-  iovec data{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  if (retry_eintr([&] { return ::recvmsg(connection.get(), &message, MSG_CMSG_CLOEXEC); }) != 1) {
+  DescriptorMessage in;
+  if (retry_eintr([&] { return ::recvmsg(connection.get(), &in.message, MSG_CMSG_CLOEXEC); }) !=
+      1) {
     throw Error(cat("shm: rank ", rank, " got no segment from rank 0: ", errno_text(errno)));
   }
-  const cmsghdr* header = CMSG_FIRSTHDR(&message);
+  const cmsghdr* header = CMSG_FIRSTHDR(&in.message);
   if (header == nullptr || header->cmsg_type != SCM_RIGHTS) {
     throw Error(cat("shm: rank ", rank, " got a message without a descriptor from rank 0"));
   }
