@@ -83,6 +83,29 @@ void divide_packed(void* data, std::size_t count, int ranks) noexcept {
   }
 }
 
+// Calls `body(static_cast<T*>(nullptr))` with T the C++ type of `type`.
+template <class Body>
+void with_element_type(DataType type, Body&& body) noexcept {
+  switch (type) {
+    case DataType::f32:
+      return body(static_cast<float*>(nullptr));
+    case DataType::f64:
+      return body(static_cast<double*>(nullptr));
+    case DataType::f16:
+      return body(static_cast<Half*>(nullptr));
+    case DataType::bf16:
+      return body(static_cast<BFloat16*>(nullptr));
+    case DataType::i8:
+      return body(static_cast<std::int8_t*>(nullptr));
+    case DataType::u8:
+      return body(static_cast<std::uint8_t*>(nullptr));
+    case DataType::i32:
+      return body(static_cast<std::int32_t*>(nullptr));
+    case DataType::i64:
+      return body(static_cast<std::int64_t*>(nullptr));
+  }
+}
+
 // reduce_many: blocks of kBlock elements accumulate in an array that stays
 // in L1 (f16/bf16 in float), one input at a time, so that each loop is a
 // plain vectorizable pass.
@@ -221,24 +244,9 @@ void reduce_many_op(ReduceOp op, void* out, const void* const* inputs, int n,
 
 void reduce_many(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
                  std::size_t count) noexcept {
-  switch (type) {
-    case DataType::f32:
-      return reduce_many_op<float>(op, out, inputs, n, count);
-    case DataType::f64:
-      return reduce_many_op<double>(op, out, inputs, n, count);
-    case DataType::f16:
-      return reduce_many_op<Half>(op, out, inputs, n, count);
-    case DataType::bf16:
-      return reduce_many_op<BFloat16>(op, out, inputs, n, count);
-    case DataType::i8:
-      return reduce_many_op<std::int8_t>(op, out, inputs, n, count);
-    case DataType::u8:
-      return reduce_many_op<std::uint8_t>(op, out, inputs, n, count);
-    case DataType::i32:
-      return reduce_many_op<std::int32_t>(op, out, inputs, n, count);
-    case DataType::i64:
-      return reduce_many_op<std::int64_t>(op, out, inputs, n, count);
-  }
+  with_element_type(type, [&](auto* typed) {
+    reduce_many_op<std::remove_pointer_t<decltype(typed)>>(op, out, inputs, n, count);
+  });
 }
 
 void reduce_into(DataType type, ReduceOp op, void* accumulate, const void* input,
@@ -248,45 +256,20 @@ void reduce_into(DataType type, ReduceOp op, void* accumulate, const void* input
 
 void reduce_to(DataType type, ReduceOp op, void* out, const void* a, const void* b,
                std::size_t count) noexcept {
-  switch (type) {
-    case DataType::f32:
-      return reduce_typed<float>(op, out, a, b, count);
-    case DataType::f64:
-      return reduce_typed<double>(op, out, a, b, count);
-    case DataType::f16:
-      return reduce_typed<Half>(op, out, a, b, count);
-    case DataType::bf16:
-      return reduce_typed<BFloat16>(op, out, a, b, count);
-    case DataType::i8:
-      return reduce_typed<std::int8_t>(op, out, a, b, count);
-    case DataType::u8:
-      return reduce_typed<std::uint8_t>(op, out, a, b, count);
-    case DataType::i32:
-      return reduce_typed<std::int32_t>(op, out, a, b, count);
-    case DataType::i64:
-      return reduce_typed<std::int64_t>(op, out, a, b, count);
-  }
+  with_element_type(type, [&](auto* typed) {
+    reduce_typed<std::remove_pointer_t<decltype(typed)>>(op, out, a, b, count);
+  });
 }
 
 void finish_average(DataType type, void* data, std::size_t count, int ranks) noexcept {
-  switch (type) {
-    case DataType::f32:
-      return divide_typed<float>(data, count, ranks);
-    case DataType::f64:
-      return divide_typed<double>(data, count, ranks);
-    case DataType::f16:
-      return divide_packed<Half>(data, count, ranks);
-    case DataType::bf16:
-      return divide_packed<BFloat16>(data, count, ranks);
-    case DataType::i8:
-      return divide_typed<std::int8_t>(data, count, ranks);
-    case DataType::u8:
-      return divide_typed<std::uint8_t>(data, count, ranks);
-    case DataType::i32:
-      return divide_typed<std::int32_t>(data, count, ranks);
-    case DataType::i64:
-      return divide_typed<std::int64_t>(data, count, ranks);
-  }
+  with_element_type(type, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    if constexpr (kPacked<T>) {
+      divide_packed<T>(data, count, ranks);
+    } else {
+      divide_typed<T>(data, count, ranks);
+    }
+  });
 }
 
 }  // namespace cohort::detail

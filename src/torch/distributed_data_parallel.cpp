@@ -9,13 +9,13 @@
 // gradients that do not live in their bucket. Where overlapping would only
 // make backward and the all-reduce fight for the same cores
 // (DdpOptions::overlap), the buckets are all-reduced after backward instead.
-#include <sched.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <cohort/errors.hpp>
 #include <cohort/torch.hpp>
 
+#include "core/cpus.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::torch {
@@ -58,9 +58,7 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<at::Tenso
 bool decide_overlap(DdpOptions::Overlap overlap, const Communicator& comm) {
   if (overlap != DdpOptions::Overlap::automatic) return overlap == DdpOptions::Overlap::always;
   if (comm.backend() != "shm") return true;
-  cpu_set_t cpus;
-  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return comm.size() * at::get_num_threads() < usable;
+  return comm.size() * at::get_num_threads() < detail::usable_cpus();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <cohort/store.hpp>
 
 #include "comm/kit/host_identity.hpp"
+#include "comm/kit/peers.hpp"
 #include "comm/registry.hpp"
 #include "core/socket.hpp"
 #include "support/files.hpp"
@@ -93,7 +94,7 @@ TEST_F(SecondUser, CannotTakeTheShmSegment) {
   // Rank 1 as rank 0 sees it once it has said who it is, before it connects:
   // what rank 1's own join publishes below (this process, this host).
   client()->set("host/1", detail::host_identity());
-  client()->set("shm/member/1", std::to_string(getpid()) + " " + detail::host_identity());
+  client()->set("peer/1", detail::Peers::entry());
   std::thread rank0(join, 0);  // listens, and waits for rank 1 to connect
   const std::string name = client()->get("shm/socket", 20s);
   const auto nobody = test::run_process({"setpriv", "--reuid=65534", "--regid=65534",

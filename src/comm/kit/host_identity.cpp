@@ -8,14 +8,17 @@
 
 namespace cohort::detail {
 
-std::string host_identity() {
+std::string this_host_name() {
   char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) name[0] = '?';
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("?");
+}
+
+std::string host_identity() {
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   char network[64] = {};
   if (::readlink("/proc/self/ns/net", network, sizeof(network) - 1) < 0) network[0] = '?';
-  return cat(name, " ", boot_id.empty() ? "?" : boot_id, " ", network);
+  return cat(this_host_name(), " ", boot_id.empty() ? "?" : boot_id, " ", network);
 }
 
 std::vector<std::string> exchange_host_identities(Store& store, int rank, int size,

@@ -13,6 +13,9 @@
 
 namespace cohort::detail {
 
+/// gethostname(), or "?".
+std::string this_host_name();
+
 /// "<hostname> <boot id> <network namespace>", e.g.
 /// "node3 6f1c…-… net:[4026531840]".
 std::string host_identity();

@@ -7,15 +7,11 @@
 
 #include <unistd.h>
 
+#include "comm/kit/host_identity.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {
 namespace {
-
-std::string this_host() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("?");
-}
 
 // "1.2.3.4" from "[1.2.3.4]:5678".
 std::string ip_of(const std::string& address) {
@@ -39,7 +35,7 @@ std::string address_in(const std::string& text) {
 }  // namespace
 
 std::string Peers::entry() {
-  return cat(this_host(), " ", ::getpid());
+  return cat(this_host_name(), " ", ::getpid());
 }
 
 void Peers::publish(Store& store, int rank) {
@@ -47,7 +43,7 @@ void Peers::publish(Store& store, int rank) {
 }
 
 Peers::Peers(int rank, const std::vector<std::string>& entries)
-    : rank_(rank), host_(this_host()), peers_(entries.size()) {
+    : rank_(rank), host_(this_host_name()), peers_(entries.size()) {
   for (std::size_t r = 0; r < entries.size(); ++r) {
     std::istringstream entry(entries[r]);
     entry >> peers_[r].host >> peers_[r].pid;
@@ -56,7 +52,7 @@ Peers::Peers(int rank, const std::vector<std::string>& entries)
 
 Peers::Peers(Store& store, int rank, std::vector<std::string> addresses,
              std::chrono::milliseconds timeout)
-    : rank_(rank), host_(this_host()), peers_(addresses.size()) {
+    : rank_(rank), host_(this_host_name()), peers_(addresses.size()) {
   for (std::size_t r = 0; r < addresses.size(); ++r) {
     Peer& peer = peers_[r];
     peer.ip = ip_of(addresses[r]);
@@ -105,6 +101,11 @@ int Peers::named_in(const std::string& transport_error) const {
     if (!ip.empty() && peers_[r].ip == ip) at_ip.push_back(static_cast<int>(r));
   }
   return at_ip.size() == 1 ? at_ip.front() : -1;
+}
+
+long Peers::pid(int rank) const {
+  if (rank < 0 || static_cast<std::size_t>(rank) >= peers_.size()) return 0;
+  return peers_[static_cast<std::size_t>(rank)].pid;
 }
 
 std::string Peers::describe(int rank) const {

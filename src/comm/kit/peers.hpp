@@ -47,6 +47,8 @@ class Peers {
 
   /// " (host H, pid P)" for `rank`.
   std::string describe(int rank) const;
+  /// `rank`'s pid as it published it (0 when unknown).
+  long pid(int rank) const;
 
  private:
   struct Peer {

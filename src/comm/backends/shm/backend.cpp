@@ -2,18 +2,16 @@
 
 #include <algorithm>
 #include <sstream>
-#include <thread>
-
-#include <sched.h>
-#include <unistd.h>
 
 #include "comm/backends/shm/collectives.hpp"
 #include "comm/backends/shm/factory.hpp"
 #include "comm/backends/shm/group.hpp"
 #include "comm/kit/group_store.hpp"
 #include "comm/kit/host_identity.hpp"
+#include "comm/kit/peers.hpp"
 #include "comm/local_mailbox.hpp"
 #include "core/config.hpp"
+#include "core/cpus.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail::shm_backend {
@@ -31,12 +29,6 @@ constexpr std::size_t kSlotBytes = 256 * kKiB;
 constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
 constexpr std::size_t kSmallOversubscribedBytes = 8 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
-
-int usable_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 // What every rank of a group must agree on: rank 0's settings.
 struct Settings {
@@ -122,15 +114,13 @@ class ShmBackend final : public Backend {
 
   void send(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.post(data, tag);
-    point_to_point("send", timeout, [&](const Call& call) {
-      group_->send(data.data, data.bytes(), peer, tag, call);
-    });
+    guarded("send", timeout,
+            [&](const Call& call) { group_->send(data.data, data.bytes(), peer, tag, call); });
   }
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.take(data, tag, timeout);
-    point_to_point("recv", timeout, [&](const Call& call) {
-      group_->recv(data.data, data.bytes(), peer, tag, call);
-    });
+    guarded("recv", timeout,
+            [&](const Call& call) { group_->recv(data.data, data.bytes(), peer, tag, call); });
   }
 
   std::unique_ptr<Backend> split(int color, int key) override;
@@ -144,7 +134,7 @@ class ShmBackend final : public Backend {
       if (lost_rank_ >= 0) throw PeerLost(cat(what, ": ", broken_), lost_rank_);
       throw Timeout(cat(what, ": this group is unusable: ", broken_));
     }
-    point_to_point(what, timeout, [&](const Call& call) {
+    guarded(what, timeout, [&](const Call& call) {
       try {
         body(call);
       } catch (const Timeout& error) {
@@ -155,7 +145,7 @@ class ShmBackend final : public Backend {
   }
 
   template <class Body>
-  void point_to_point(const char* what, Duration timeout, Body&& body) {
+  void guarded(const char* what, Duration timeout, Body&& body) {
     if (!broken_.empty() && lost_rank_ >= 0) throw PeerLost(cat(what, ": ", broken_), lost_rank_);
     try {
       body(Call(what, timeout));
@@ -176,36 +166,21 @@ class ShmBackend final : public Backend {
   int lost_rank_ = -1;
 };
 
-// Connects `size` ranks through `store`: who they are, rank 0's settings,
-// the segment.
+// Connects `size` ranks through `store`: who they are (kit/peers.hpp),
+// rank 0's settings, the segment. That every rank runs on this host was
+// settled before: unviable_because judged the exchanged host identities,
+// and a split's subgroup holds some of a group's ranks.
 std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int size,
                                  Duration timeout) {
-  const std::string here = host_identity();
-  std::vector<Member> members(static_cast<std::size_t>(size));
-  std::vector<long> pids(static_cast<std::size_t>(size));
-  if (size == 1) {  // a group of one (asked for by name): no one to meet
-    members[0] = {::getpid(), host_name_of(here)};
-    pids[0] = ::getpid();
-  } else {
-    store->set(cat("shm/member/", rank), cat(::getpid(), " ", here));
-  }
-  std::vector<std::string> elsewhere;
-  for (int r = 0; r < size && size > 1; ++r) {
-    const std::string entry = store->get(cat("shm/member/", r), timeout);
-    const std::size_t space = entry.find(' ');
-    Member& member = members[static_cast<std::size_t>(r)];
-    member.pid = std::stol(entry.substr(0, space));
-    const std::string identity = space == std::string::npos ? "" : entry.substr(space + 1);
-    member.host = host_name_of(identity);
-    pids[static_cast<std::size_t>(r)] = member.pid;
-    if (identity != here) elsewhere.push_back(cat(r, " (", identity, ")"));
-  }
-  if (!elsewhere.empty()) {
-    throw Error(cat("shm: rank(s) ", join(elsewhere, ", "), " do not run on the host of rank ",
-                    rank, " (", here,
-                    "): the shm backend serves the ranks of one host (set "
-                    "COHORT_BACKEND=gloo, or leave COHORT_BACKEND unset)"));
-  }
+  if (size > 1) Peers::publish(*store, rank);
+  Peers peers =
+      size == 1
+          ? Peers(0, {Peers::entry()})  // a group of one: no one to meet
+          : Peers(*store, rank, std::vector<std::string>(static_cast<std::size_t>(size)), timeout);
+  std::vector<long> pids;
+  pids.reserve(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    pids.push_back(peers.pid(r));
   const Settings settings =
       agree_on_settings(size == 1 ? nullptr : store.get(), rank, size, timeout);
   Segment segment = Segment::share(
@@ -216,7 +191,7 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   const bool oversubscribed = size > usable_cpus();
   policy.spins = static_cast<int>(bytes_from_env("COHORT_SHM_SPINS", oversubscribed ? 64 : 4096));
   policy.yields = static_cast<int>(bytes_from_env("COHORT_SHM_YIELDS", 64));
-  auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(members),
+  auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),
                                        settings.slot_bytes, settings.channel_bytes, policy);
   Tuning tuning;
   tuning.small_bytes = settings.small_bytes;

@@ -65,12 +65,12 @@ std::size_t Group::segment_bytes(int size, std::size_t slot_bytes, std::size_t c
   return offsets(size, slot_bytes, channel_bytes).total;
 }
 
-Group::Group(Segment segment, int rank, int size, std::vector<Member> members,
-             std::size_t slot_bytes, std::size_t channel_bytes, WaitPolicy policy)
+Group::Group(Segment segment, int rank, int size, Peers peers, std::size_t slot_bytes,
+             std::size_t channel_bytes, WaitPolicy policy)
     : segment_(std::move(segment)),
       rank_(rank),
       size_(size),
-      members_(std::move(members)),
+      peers_(std::move(peers)),
       pidfds_(static_cast<std::size_t>(size)),
       slot_bytes_(slot_bytes),
       channel_bytes_(channel_bytes),
@@ -85,7 +85,7 @@ Group::Group(Segment segment, int rank, int size, std::vector<Member> members,
   // A pidfd turns readable when its process ends: the way to learn at once
   // that a peer died. Ranks that are threads of this process need none.
   for (int r = 0; r < size; ++r) {
-    const long pid = members_[static_cast<std::size_t>(r)].pid;
+    const long pid = peers_.pid(r);
     if (pid != ::getpid() && pid > 0) {
       pidfds_[static_cast<std::size_t>(r)] =
           Fd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
@@ -141,21 +141,16 @@ void Group::check(int rank, const Call& call, const char* doing) {
   if (lost >= 0) lose(lost, call);
   if (std::chrono::steady_clock::now() >= call.deadline) {
     throw Timeout(cat(call.what, " on rank ", rank_, " of ", size_, " timed out after ",
-                      call.timeout.count(), " ms ", doing, " rank ", rank, describe(rank),
+                      call.timeout.count(), " ms ", doing, " rank ", rank, peers_.describe(rank),
                       "; no peer is known to have failed: one may be stuck, or slow (raise "
                       "COHORT_TIMEOUT)"));
   }
 }
 
 void Group::lose(int rank, const Call& call) {
-  throw PeerLost(cat(call.what, " on rank ", rank_, " of ", size_, ": rank ", rank, describe(rank),
-                     " failed or left (its process ended)"),
+  throw PeerLost(cat(call.what, " on rank ", rank_, " of ", size_, ": rank ", rank,
+                     peers_.describe(rank), " failed or left (its process ended)"),
                  rank);
-}
-
-std::string Group::describe(int rank) const {
-  const Member& member = members_[static_cast<std::size_t>(rank)];
-  return cat(" (host ", member.host, ", pid ", member.pid, ")");
 }
 
 void Group::send(const void* data, std::size_t bytes, int peer, int tag, const Call& call) {

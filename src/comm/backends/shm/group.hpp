@@ -23,6 +23,7 @@
 
 #include "comm/backends/shm/segment.hpp"
 #include "comm/backends/shm/waiting.hpp"
+#include "comm/kit/peers.hpp"
 #include "core/fd.hpp"
 
 namespace cohort::detail::shm_backend {
@@ -36,19 +37,15 @@ struct Call {
       : what(name), timeout(limit), deadline(std::chrono::steady_clock::now() + limit) {}
 };
 
-/// Who each rank is, for liveness checks and messages.
-struct Member {
-  long pid = 0;
-  std::string host;
-};
-
 class Group {
  public:
   /// Bytes of a segment for `size` ranks with slots of `slot_bytes` and
   /// point-to-point channels of `channel_bytes`.
   static std::size_t segment_bytes(int size, std::size_t slot_bytes, std::size_t channel_bytes);
 
-  Group(Segment segment, int rank, int size, std::vector<Member> members, std::size_t slot_bytes,
+  /// `peers`: every rank's host and pid (kit/peers.hpp), for liveness
+  /// checks and messages.
+  Group(Segment segment, int rank, int size, Peers peers, std::size_t slot_bytes,
         std::size_t channel_bytes, WaitPolicy policy);
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
@@ -77,9 +74,6 @@ class Group {
   /// is not `bytes`.
   void recv(void* data, std::size_t bytes, int peer, int tag, const Call& call);
 
-  /// " (host H, pid P)".
-  std::string describe(int rank) const;
-
   /// One direction between two ranks (its layout is group.cpp's business).
   struct Channel;
 
@@ -102,7 +96,7 @@ class Group {
   Segment segment_;
   int rank_;
   int size_;
-  std::vector<Member> members_;
+  Peers peers_;
   std::vector<Fd> pidfds_;  // per peer; invalid for this process
   std::size_t slot_bytes_;
   std::size_t channel_bytes_;
