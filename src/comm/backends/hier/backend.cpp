@@ -1,6 +1,7 @@
 #include "comm/backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -27,7 +28,12 @@ ReduceOp inner_op(ReduceOp op) {
 struct Groups {
   std::unique_ptr<Communicator> host;     // this host's ranks (shm; self when alone)
   std::unique_ptr<Communicator> leaders;  // the hosts' first ranks (gloo); null elsewhere
-  std::unique_ptr<Communicator> flat;     // every rank (gloo)
+  // Whether all_reduce runs on rails: every host runs as many ranks (and
+  // COHORT_HIER_RAILS at rank 0 is not 0). A rail: the ranks of one local
+  // index on every host (gloo); null for the leaders, whose rail is `leaders`.
+  bool rails = false;
+  std::unique_ptr<Communicator> rail;
+  std::unique_ptr<Communicator> flat;  // every rank (gloo)
 };
 
 class HierBackend final : public Backend {
@@ -46,11 +52,35 @@ class HierBackend final : public Backend {
   std::string_view name() const noexcept override { return "hier"; }
   Duration default_timeout() const noexcept override { return timeout_; }
 
-  // Reduce to each host's leader, all-reduce across leaders, broadcast back.
+  // With rails (every host runs L ranks): reduce-scatter inside each host
+  // (local rank i holds slice i of the host's sum), all-reduce of slice i
+  // across hosts by the local ranks i, every rail in parallel, all-gather
+  // inside each host. The last count % L elements, and every element when
+  // hosts differ in size, go the leaders' way: reduce to each host's
+  // leader, all-reduce across leaders, broadcast inside each host.
   void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
-    groups_.host->reduce(data, inner_op(op), 0, timeout);
-    if (groups_.leaders) groups_.leaders->all_reduce(data, inner_op(op), timeout);
-    groups_.host->broadcast(data, 0, timeout);
+    const ReduceOp sum_or_op = inner_op(op);
+    Buffer rest = data;
+    if (Communicator* rail = this->rail()) {
+      const auto local = static_cast<std::size_t>(groups_.host->size());
+      const std::size_t slice = data.count / local;
+      if (slice > 0) {
+        Buffer whole = data;
+        whole.count = slice * local;
+        scratch_.resize(slice * size_of(data.type));
+        Buffer mine{scratch_.data(), slice, data.type};
+        groups_.host->reduce_scatter(whole, mine, sum_or_op, timeout);
+        rail->all_reduce(mine, sum_or_op, timeout);
+        groups_.host->all_gather(mine, whole, timeout);
+        rest.data = static_cast<unsigned char*>(data.data) + whole.bytes();
+        rest.count = data.count - whole.count;
+      }
+    }
+    if (rest.count > 0) {
+      groups_.host->reduce(rest, sum_or_op, 0, timeout);
+      if (groups_.leaders) groups_.leaders->all_reduce(rest, sum_or_op, timeout);
+      groups_.host->broadcast(rest, 0, timeout);
+    }
     if (op == ReduceOp::avg) finish_average(data.type, data.data, data.count, size());
   }
 
@@ -138,6 +168,11 @@ class HierBackend final : public Backend {
   int node_of(int rank) const { return layout_.node_of[static_cast<std::size_t>(rank)]; }
   int local_index(int rank) const { return layout_.local_index[static_cast<std::size_t>(rank)]; }
   int my_node() const { return node_of(rank_); }
+  // Null when the all-reduce goes the leaders' way only.
+  Communicator* rail() const {
+    if (!groups_.rails) return nullptr;
+    return groups_.leaders ? groups_.leaders.get() : groups_.rail.get();
+  }
 
   int rank_;
   HostLayout layout_;
@@ -148,6 +183,17 @@ class HierBackend final : public Backend {
   std::vector<unsigned char> scratch_;
   int splits_ = 0;
 };
+
+// Rank 0's choice, for every rank: all of them must connect the same groups.
+bool agree_on_rails(Store& store, int rank, const HostLayout& layout, Duration timeout) {
+  if (rank == 0) {
+    const char* wanted = std::getenv("COHORT_HIER_RAILS");
+    const bool rails = layout.uniform() && (wanted == nullptr || std::string_view(wanted) != "0");
+    store.set("hier/rails", rails ? "1" : "0");
+    return rails;
+  }
+  return store.get("hier/rails", timeout) == "1";
+}
 
 // One of hier's groups: `rank` of `size` on a store view of its own.
 std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
@@ -206,6 +252,10 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
                               std::move(host_of_group));
   if (local == 0) {
     groups.leaders = connect_group(context, "leaders", node, layout.nodes, "gloo", {});
+  }
+  groups.rails = agree_on_rails(*context.store, rank, layout, context.timeout);
+  if (groups.rails && local != 0) {
+    groups.rail = connect_group(context, cat("rail", local), node, layout.nodes, "gloo", {});
   }
   groups.flat = connect_group(context, "flat", rank, size, "gloo", hosts);
   return std::make_unique<Communicator>(std::make_unique<HierBackend>(

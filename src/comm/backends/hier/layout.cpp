@@ -1,8 +1,14 @@
 #include "comm/backends/hier/layout.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace cohort::detail::hier_backend {
+
+bool HostLayout::uniform() const {
+  return std::all_of(local_size.begin(), local_size.end(),
+                     [&](int ranks) { return ranks == local_size.front(); });
+}
 
 HostLayout lay_out(const std::vector<std::string>& hosts) {
   HostLayout layout;

@@ -12,6 +12,9 @@ struct HostLayout {
   std::vector<int> local_index;  ///< per rank: its place among its host's ranks
   std::vector<int> local_size;   ///< per host: how many ranks it runs
   int nodes = 0;
+
+  /// Whether every host runs as many ranks.
+  bool uniform() const;
 };
 
 /// From every rank's host identity (BackendContext::hosts).
