@@ -3,11 +3,14 @@
 #   make demo     install what is missing, build, run the demo
 #   make test     install what is missing, build, run the whole test suite
 #   make test SANITIZE=address,undefined   the same under sanitizers (in build-sanitize/)
-#   make install [PREFIX=/usr/local]       CLI, libraries, headers, CMake package
+#   make install [PREFIX=/usr/local]       CLI, libraries, headers, CMake package, pkg-config, man page
+#   make package                           build/cohort_<version>_amd64.deb (CPack)
 #   make format | make lint                clang-format the tree | clang-tidy the sources
 #   make fuzz [FUZZ_SECONDS=60]            libFuzzer on every parser of outside input (build-fuzz/)
 #
 # JOBS sets build parallelism (default 2, this project's CI machine).
+# WERROR=ON makes compiler warnings errors (.ci/run sets it; a user's build
+# never needs it).
 
 JOBS ?= 2
 # Seconds per fuzz harness: `make fuzz` (a real campaign) and the short run
@@ -17,6 +20,7 @@ TEST_FUZZ_SECONDS ?= 10
 SANITIZE ?=
 PREFIX ?= /usr/local
 CMAKE_ARGS ?=
+WERROR ?=
 
 ifeq ($(strip $(SANITIZE)),)
 BUILD_DIR ?= build
@@ -27,21 +31,28 @@ endif
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 SOURCES = $(shell find include src tests examples bench -name '*.cpp' -o -name '*.hpp' 2>/dev/null)
 
-.PHONY: all build demo test fuzz install format lint clean deps-build deps-demo deps-test
+.PHONY: all build configure demo test fuzz install package format lint clean \
+	deps-build deps-demo deps-test deps-package
 
 all: build
 
-deps-build deps-demo deps-test: deps-%:
+deps-build deps-demo deps-test deps-package: deps-%:
 	scripts/install-deps $*
 
-# Configures on every call (cheap when nothing changed) so that SANITIZE and
-# CMAKE_ARGS always take effect.
-build:
-	cmake -S . -B $(BUILD_DIR) -G "$(GENERATOR)" -DCOHORT_SANITIZE="$(SANITIZE)" $(CMAKE_ARGS)
+# Configures on every call (cheap when nothing changed) so that SANITIZE,
+# WERROR and CMAKE_ARGS always take effect, and an optional part whose
+# package was installed since (make demo, then make test) is turned on.
+configure:
+	cmake -S . -B $(BUILD_DIR) -G "$(GENERATOR)" -DCOHORT_SANITIZE="$(SANITIZE)" \
+	  $(if $(WERROR),-DCOHORT_WERROR=$(WERROR)) $(CMAKE_ARGS)
+
+build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Only what scripts/demo runs: the CLI and two examples.
 demo: deps-demo
-	$(MAKE) build
+	$(MAKE) configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target cohort_cli hello reduction
 	scripts/demo $(BUILD_DIR)
 
 test: deps-test
@@ -54,6 +65,11 @@ fuzz: deps-test
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+package: deps-package
+	$(MAKE) build
+	cd $(BUILD_DIR) && cpack
+	@ls $(BUILD_DIR)/cohort_*.deb
 
 format:
 	clang-format -i $(SOURCES)

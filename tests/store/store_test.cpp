@@ -17,6 +17,7 @@
 #include <cohort/store.hpp>
 
 #include "core/socket.hpp"
+#include "core/strings.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -286,7 +287,7 @@ TEST_F(StoreTest, HundredsOfClientsThousandsOfOperationsNothingLost) {
       try {
         StoreClient store(client_options(server_->port(), 60s));
         for (int i = 0; i < kOperations / 4; ++i) {
-          const std::string key = "c" + std::to_string(c) + "/" + std::to_string(i);
+          const std::string key = detail::cat("c", c, "/", i);
           store.set(key, std::to_string(i));
           store.add("counter", 1);
           if (store.get(key, 10s) != std::to_string(i)) ++failures;
@@ -346,7 +347,7 @@ TEST_F(StoreTest, RequestsSentBeforeEndOfFileAllCount) {
   for (int i = 0; i < 300; ++i) {
     requests += wire::Writer()
                     .u8(static_cast<std::uint8_t>(wire::Op::set))
-                    .bytes("k" + std::to_string(i))
+                    .bytes(detail::cat("k", i))
                     .bytes("v")
                     .frame();
   }

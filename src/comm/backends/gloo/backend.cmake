@@ -4,6 +4,7 @@ if(COHORT_WITH_GLOO)
                                      ${CMAKE_CURRENT_LIST_DIR}/legacy_allreduce.cpp
                                      ${CMAKE_CURRENT_LIST_DIR}/fast_close.cpp)
   target_link_libraries(cohort_comm PRIVATE gloo)
+  cohort_config_dependency("find_dependency(Gloo)")
 else()
   target_sources(cohort_comm PRIVATE ${CMAKE_CURRENT_LIST_DIR}/not_built.cpp)
 endif()

@@ -5,9 +5,7 @@ if(COHORT_WITH_MPI)
                                      ${CMAKE_CURRENT_LIST_DIR}/element_types.cpp
                                      ${CMAKE_CURRENT_LIST_DIR}/lost_record.cpp)
   target_link_libraries(cohort_comm PRIVATE MPI::MPI_CXX)
-  # The static cohort_comm carries MPI::MPI_CXX to the package's users.
-  set_property(GLOBAL APPEND PROPERTY COHORT_CONFIG_DEPENDENCIES
-               "set(MPI_CXX_SKIP_MPICXX ON)" "find_dependency(MPI COMPONENTS CXX)")
+  cohort_config_dependency("set(MPI_CXX_SKIP_MPICXX ON)" "find_dependency(MPI COMPONENTS CXX)")
 else()
   target_sources(cohort_comm PRIVATE ${CMAKE_CURRENT_LIST_DIR}/not_built.cpp)
 endif()
