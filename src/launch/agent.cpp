@@ -130,11 +130,8 @@ class Agent {
       }
       signals_.push_back(signal);
     }
-    if (plan_.group.nnodes > 1 && options_.max_restarts > 0) {
-      throw InvalidArgument(
-          "cohort run: --max-restarts works on one node only for now; across nodes the first "
-          "failure ends the job (drop --max-restarts, or requeue the job with your scheduler)");
-    }
+    // One budget for the whole job: every node restarts together.
+    plan_.group.max_restarts = options_.max_restarts;
     if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
     host_ = options_.local_addr.empty() ? host_name() : options_.local_addr;
   }
@@ -198,7 +195,13 @@ class Agent {
 
     for (int attempt = 0;; ++attempt) {
       run_attempt(attempt);
-      if (multi_node()) return finish_node();
+      if (multi_node()) {
+        // Done here while others may still fail: wait for the job's verdict.
+        if (stop_ == Stop::none && attempt < options_.max_restarts) await_attempt_end();
+        if (!first_stop_ || !group_->restartable(*first_stop_)) return finish_node();
+        if (!restart_with_the_others(attempt)) return finish_node();
+        continue;
+      }
       if (stop_ == Stop::none) return 0;
       const bool restart = stop_ == Stop::worker_failed && attempt < options_.max_restarts;
       print(detail::failure_report(report_input(attempt, restart)));
@@ -483,16 +486,71 @@ class Agent {
                      cat("the connection to the launcher of the agent on ", host_, " closed"));
   }
 
+  // This node's workers of the attempt all succeeded, and the job may still
+  // restart: wait until every node's did, or the attempt stops elsewhere
+  // (on_group_event then records why).
+  void await_attempt_end() {
+    group_->finished();
+    while (!first_stop_ && !group_->all_done())
+      loop_->turn();
+  }
+
+  // The attempt stopped for a worker's failure with restarts left: say so,
+  // wait for every node's workers to be gone, and take the next attempt's
+  // MASTER_PORT. False (the job ends) when the nodes did not meet in time.
+  bool restart_with_the_others(int attempt) {
+    const detail::StopRecord& stop = *first_stop_;
+    const std::string next = cat("attempt ", attempt + 2, " of ", options_.max_restarts + 1);
+    if (own_stop_) {
+      detail::ReportInput input = report_input(attempt, true);
+      input.other_nodes = cat("stopped: the ", plan_.group.nnodes - 1, " other ", plan_.group.unit,
+                              "s' workers, to restart with these");
+      print(detail::failure_report(input));
+    } else {
+      print(cat("cohort run [", host_, "]: stopped ", my_ranks(), " here: ", stop.summary, " (on ",
+                stop.host, ", ", plan_.group.unit, " ", stop.node, "); restarting: ", next, "\n"));
+    }
+    attempts_.push_back(cat("attempt ", attempt + 1, ": ", stop.summary, " on ", stop.host, " (",
+                            plan_.group.unit, " ", stop.node, ")"));
+    const auto bound = options_.grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
+    try {
+      const int port = group_->begin_next_attempt(bound);
+      // Workers that meet in the agent's store keep its port (PyTorch puts
+      // each attempt's keys under /worker/attempt_K); else rank 0 listens on
+      // a fresh one, never the last attempt's.
+      if (!options_.agent_store) placement_.master_port = port;
+    } catch (const Timeout& error) {
+      print(cat(error.what(), "\n"));
+      return false;
+    }
+    first_stop_.reset();
+    own_stop_ = false;
+    return true;
+  }
+
+  std::string my_ranks() const {
+    return options_.nproc_per_node == 1 ? cat("rank ", placement_.rank_base)
+                                        : cat("ranks ", placement_.rank_base, "-",
+                                              placement_.rank_base + options_.nproc_per_node - 1);
+  }
+
   // After this node's workers are gone: report, and (node 0) keep serving the
   // store until the other nodes are done with it.
   int finish_node() {
     group_->finished();
-    const std::string mine = options_.nproc_per_node == 1
-                                 ? cat("rank ", placement_.rank_base)
-                                 : cat("ranks ", placement_.rank_base, "-",
-                                       placement_.rank_base + options_.nproc_per_node - 1);
+    const std::string mine = my_ranks();
+    // The attempts before this one, once, where the job's store is served.
+    if (!attempts_.empty() && group_->node_rank() == 0) {
+      print(cat("cohort run: the job restarted ", attempts_.size(),
+                attempts_.size() == 1 ? " time" : " times", " (--max-restarts ",
+                options_.max_restarts, " for the whole job):\n  ", detail::join(attempts_, "\n  "),
+                "\n  attempt ", attempts_.size() + 1, ": ",
+                first_stop_ ? cat(first_stop_->summary, " on ", first_stop_->host)
+                            : std::string("every rank succeeded"),
+                "\n"));
+    }
     if (stop_ == Stop::worker_failed && own_stop_) {
-      detail::ReportInput input = report_input(0, false);
+      detail::ReportInput input = report_input(group_->attempt(), false);
       input.other_nodes = cat("told to stop: ", plan_.group.nnodes - 1, " other ", plan_.group.unit,
                               "s, the ranks other than ", mine.substr(mine.find(' ') + 1));
       print(detail::failure_report(input));
@@ -603,7 +661,8 @@ class Agent {
   std::unique_ptr<detail::EventLoop> loop_;
   std::unique_ptr<detail::NodeGroup> group_;
   detail::Placement placement_;
-  std::optional<detail::StopRecord> first_stop_;  ///< the job's first stop, on any node
+  std::optional<detail::StopRecord> first_stop_;  ///< the attempt's first stop, on any node
+  std::vector<std::string> attempts_;             ///< why each earlier attempt stopped
   bool own_stop_ = false;                         ///< ... and it was this node's
   int master_port_ = 0;                           ///< the workers' MASTER_PORT
   std::unique_ptr<detail::JobFiles> files_;

@@ -1,5 +1,6 @@
 #include "launch/node_group.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 #include <sys/eventfd.h>
@@ -14,10 +15,7 @@
 namespace cohort::detail {
 namespace {
 
-constexpr std::string_view kStop = "agents/stop";
 constexpr std::string_view kMasterPort = "agents/master_port";
-constexpr std::string_view kDoneCount = "agents/done";
-constexpr std::string_view kAllDone = "agents/all_done";
 constexpr std::string_view kCoordinatorWake = "agents/wake/c";
 constexpr std::string_view kNextNode = "agents/next_node";
 constexpr std::string_view kRunId = "agents/run_id";
@@ -25,8 +23,25 @@ constexpr std::string_view kRunId = "agents/run_id";
 std::string node_key(int node) {
   return cat("agents/node/", node);
 }
-std::string done_key(int node) {
-  return cat("agents/done/", node);
+// Per attempt: the first stop, each node's end of it, every node done,
+// and (written by node 0 once every node ended it) the next one's start.
+std::string stop_key(int attempt) {
+  return cat("agents/stop/", attempt);
+}
+std::string done_key(int attempt, int node) {
+  return cat("agents/done/", attempt, "/", node);
+}
+std::string done_count_key(int attempt) {
+  return cat("agents/done/", attempt);
+}
+std::string all_done_key(int attempt) {
+  return cat("agents/all_done/", attempt);
+}
+std::string ended_key(int attempt, int node) {
+  return cat("agents/ended/", attempt, "/", node);
+}
+std::string start_key(int attempt) {
+  return cat("agents/start/", attempt);
 }
 std::string heartbeat_key(int node) {
   return cat("agents/hb/", node);
@@ -280,7 +295,7 @@ StopRecord NodeGroup::declare_stop(const StopRecord& record) {
   const std::string encoded = record.encode();
   std::string first;
   try {
-    first = store_->compare_set(kStop, "", encoded);
+    first = store_->compare_set(stop_key(attempt_), "", encoded);
     wake_everyone();
   } catch (const Error&) {
     return record;  // the store is gone: nobody else can be told anyway
@@ -296,8 +311,9 @@ std::optional<StopRecord> NodeGroup::stop_record() {
   }
   if (!lost_reason.empty()) return lost_store(lost_reason);
   try {
-    if (!store_->check({std::string(kStop)})) return std::nullopt;
-    return StopRecord::decode(store_->get(kStop, options_.heartbeat_timeout));
+    const std::string key = stop_key(attempt_);
+    if (!store_->check({key})) return std::nullopt;
+    return StopRecord::decode(store_->get(key, options_.heartbeat_timeout));
   } catch (const Error& error) {
     return lost_store(error.what());
   }
@@ -318,7 +334,7 @@ StopRecord NodeGroup::lost_store(const std::string& why) const {
 bool NodeGroup::all_done() {
   if (all_done_) return true;
   try {
-    return store_->check({std::string(kAllDone)});
+    return store_->check({all_done_key(attempt_)});
   } catch (const Error&) {
     return true;  // nobody is left to wait for
   }
@@ -331,15 +347,59 @@ bool NodeGroup::store_lost() {
 
 void NodeGroup::finished() {
   // A lost store would make every call wait out its deadline for nothing.
-  if (options_.node_rank < 0 || store_lost()) return;
+  if (options_.node_rank < 0 || store_lost() || finished_ == attempt_) return;
+  finished_ = attempt_;
   try {
-    store_->set(done_key(options_.node_rank), "");
-    if (store_->add(kDoneCount, 1) == options_.nnodes) {
-      store_->set(kAllDone, "");
-      store_->set(kCoordinatorWake, "");
+    store_->set(done_key(attempt_, options_.node_rank), "");
+    if (store_->add(done_count_key(attempt_), 1) == options_.nnodes) {
+      store_->set(all_done_key(attempt_), "");
+      // With restarts every agent waits for the others; else the coordinator.
+      if (options_.max_restarts > 0) {
+        wake_everyone();
+      } else {
+        store_->set(kCoordinatorWake, "");
+      }
     }
   } catch (const Error&) {  // the store is gone; nothing waits for this node any more
   }
+}
+
+bool NodeGroup::restartable(const StopRecord& record) const {
+  return record.rank >= 0 && !record.node_lost && attempt_ < options_.max_restarts;
+}
+
+int NodeGroup::begin_next_attempt(std::chrono::milliseconds bound) {
+  const int next = attempt_ + 1;
+  if (options_.node_rank >= 0) store_->set(ended_key(attempt_, options_.node_rank), "");
+  if (options_.node_rank == 0) {
+    // Every node's workers of this attempt are gone before any of the next
+    // starts: then no rank of the old attempt meets one of the new.
+    std::vector<std::string> keys;
+    for (int node = 0; node < options_.nnodes; ++node)
+      keys.push_back(ended_key(attempt_, node));
+    try {
+      store_->wait(keys, bound);
+    } catch (const Timeout&) {
+      std::vector<std::string> missing;
+      for (int node = 0; node < options_.nnodes; ++node) {
+        if (!store_->check({ended_key(attempt_, node)})) missing.push_back(node_name(node));
+      }
+      throw Timeout(cat("cohort run: cannot restart the job: ", detail::join(missing, ", "),
+                        " did not stop its workers of attempt ", next, " within ", seconds(bound)));
+    }
+    // A MASTER_PORT free now on node 0, for workers whose rank 0 listens.
+    store_->set(start_key(next), std::to_string(pick_free_port()));
+  }
+  int port = 0;
+  try {
+    port = static_cast<int>(parse_int(store_->get(start_key(next), bound)).value_or(0));
+  } catch (const Timeout&) {
+    throw Timeout(cat("cohort run: cannot restart the job: ", node_name(0),
+                      " did not start attempt ", next + 1, " within ", seconds(bound),
+                      " (a node did not stop its workers in time, or node 0 is gone)"));
+  }
+  attempt_ = next;
+  return port;
 }
 
 void NodeGroup::linger(std::chrono::milliseconds at_most) {
@@ -350,7 +410,7 @@ void NodeGroup::linger(std::chrono::milliseconds at_most) {
   std::vector<std::string> keys;
   for (int node = 0; node < options_.nnodes; ++node) {
     if (record && record->node_lost && record->node == node) continue;
-    keys.push_back(done_key(node));
+    keys.push_back(done_key(attempt_, node));
   }
   try {
     store_->wait(keys, at_most);
@@ -370,6 +430,7 @@ void NodeGroup::watch() {
   std::vector<Clock::time_point> last_change(static_cast<std::size_t>(options_.nnodes),
                                              Clock::now());
   bool stop_seen = false;
+  int seen_attempt = attempt_;
   try {
     while (!quit_) {
       try {
@@ -379,17 +440,27 @@ void NodeGroup::watch() {
       }
       if (quit_) return;
       if (options_.node_rank >= 0) watch_store_->add(heartbeat_key(options_.node_rank), 1);
-      if (!stop_seen && watch_store_->check({std::string(kStop)})) {
+      const int attempt = attempt_;
+      if (attempt != seen_attempt) {
+        // A restart: the nodes were busy stopping and starting, not lost.
+        seen_attempt = attempt;
+        stop_seen = false;
+        std::fill(last_change.begin(), last_change.end(), Clock::now());
+      }
+      if (!stop_seen && watch_store_->check({stop_key(attempt)})) {
         stop_seen = true;
         notify();
-        if (!coordinator) return;
+        // Keep beating while the job may restart: the coordinator must not
+        // take a node that stops and starts again for a lost one.
+        if (!coordinator && attempt >= options_.max_restarts) return;
       }
-      if (!coordinator) continue;
-      if (!all_done_ && watch_store_->check({std::string(kAllDone)})) {
+      const bool waits_for_all = coordinator || options_.max_restarts > 0;
+      if (waits_for_all && !all_done_ && watch_store_->check({all_done_key(attempt)})) {
         all_done_ = true;
         notify();
         return;
       }
+      if (!coordinator) continue;
       const auto now = Clock::now();
       for (int node = 0; node < options_.nnodes; ++node) {
         const auto index = static_cast<std::size_t>(node);
@@ -406,7 +477,7 @@ void NodeGroup::watch() {
           continue;
         }
         if (stop_seen || now - last_change[index] < options_.heartbeat_timeout) continue;
-        if (watch_store_->check({done_key(node)})) continue;
+        if (watch_store_->check({done_key(attempt, node)})) continue;
         StopRecord lost;
         lost.node = node;
         lost.node_lost = true;
@@ -416,7 +487,7 @@ void NodeGroup::watch() {
                            "for ",
                            seconds(options_.heartbeat_timeout),
                            " (the agent was killed, the node went down, or its network is cut)");
-        watch_store_->compare_set(kStop, "", lost.encode());
+        watch_store_->compare_set(stop_key(attempt), "", lost.encode());
         for (int other = 0; other < options_.nnodes; ++other)
           watch_store_->set(wake_key(other), "");
         stop_seen = true;

@@ -76,6 +76,10 @@ struct NodeGroupOptions {
   std::chrono::milliseconds heartbeat_timeout{10000};
   /// The host expected at each node rank, for messages; may be empty.
   std::vector<std::string> node_hosts;
+  /// The job's restart budget (--max-restarts, for the whole job): while
+  /// some is left, every agent waits for the others at the end of an
+  /// attempt (a later failure elsewhere restarts its workers too).
+  int max_restarts = 0;
 };
 
 /// Where this node's workers sit in the job, agreed at rendezvous.
@@ -135,10 +139,24 @@ class NodeGroup {
   /// is returned. Wakes every agent.
   StopRecord declare_stop(const StopRecord& record);
 
-  /// This node's workers are all gone. A coordinator then keeps serving the
-  /// store until every node is done (or `linger` passed): others may still
-  /// read from it.
+  /// This node's workers of this attempt are all gone (once per attempt).
+  /// A coordinator then keeps serving the store until every node is done
+  /// (or `linger` passed): others may still read from it.
   void finished();
+
+  /// Whether the job restarts after `record`, this attempt's first stop:
+  /// a worker failed (not a node lost, a signal or the timeout), and the
+  /// job-wide budget has a restart left. The same answer on every node.
+  bool restartable(const StopRecord& record) const;
+  /// After this node's workers of a restartable attempt are gone: waits
+  /// until every node's are (node 0 checks, within `bound`), then moves to
+  /// the next attempt, whose stop and done keys are its own. Returns a
+  /// MASTER_PORT free on node 0 for its workers. A
+  /// coordinator without workers (the --hostfile launcher) follows along.
+  /// Throws cohort::Timeout naming the nodes that did not stop in time.
+  int begin_next_attempt(std::chrono::milliseconds bound);
+  /// The attempt under way, 0 first (TORCHELASTIC_RESTART_COUNT).
+  int attempt() const noexcept { return attempt_; }
   void linger(std::chrono::milliseconds at_most);
 
   /// This agent's node rank (assigned by now under kNodeRankAtJoin).
@@ -173,6 +191,8 @@ class NodeGroup {
   std::thread watcher_;
   std::atomic<bool> quit_{false};
   std::atomic<bool> all_done_{false};
+  std::atomic<int> attempt_{0};
+  int finished_ = -1;  // the attempt this node last said finished() for
   std::vector<std::string> hosts_;
   StoreClient::Options client_;
   std::mutex lost_mutex_;

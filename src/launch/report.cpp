@@ -164,11 +164,12 @@ std::string failure_report(const ReportInput& input) {
     row(label, cat("rank ", worker.rank, " (pid ", worker.pid, "): ", fate));
     label = "";
   }
+  if (!input.other_nodes.empty()) row("other nodes", input.other_nodes);
   if (input.restarting) {
-    line(cat("cohort run: restarting all ", input.workers.size(), " workers (restart ",
+    line(cat("cohort run: restarting all ", input.workers.size(), " workers",
+             input.other_nodes.empty() ? "" : " here and every other node's", " (restart ",
              input.attempt + 1, " of ", input.max_restarts, ")"));
   } else {
-    if (!input.other_nodes.empty()) row("other nodes", input.other_nodes);
     row("exit status", std::to_string(input.exit_code));
   }
   return out;

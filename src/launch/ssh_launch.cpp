@@ -183,6 +183,9 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
   if (!options.signals.empty()) {
     run.insert(run.end(), {"--signals", join(options.signals, ",")});
   }
+  if (options.max_restarts > 0) {
+    run.insert(run.end(), {"--max-restarts", std::to_string(options.max_restarts)});
+  }
   if (!options.log_dir.empty()) run.insert(run.end(), {"--log-dir", options.log_dir});
   if (options.prefix) {
     if (options.prefix->empty()) {
@@ -261,6 +264,7 @@ class SshLauncher {
     group.heartbeat_timeout = options_.heartbeat_timeout;
     for (const RunOptions::Host& host : options_.hosts)
       group.node_hosts.push_back(host.name);
+    group.max_restarts = options_.max_restarts;
     group_ = std::make_unique<NodeGroup>(group);
     group_->start_watching();
 
@@ -350,10 +354,21 @@ class SshLauncher {
   void on_group_event() {
     std::uint64_t count = 0;
     (void)!::read(group_->event_fd(), &count, sizeof(count));
-    if (auto record = group_->stop_record()) {
-      if (!record_) record_ = record;
-      begin_stopping();
+    auto record = group_->stop_record();
+    if (!record) return;
+    if (!record_ && !stopping_ && group_->restartable(*record)) {
+      // The agents restart their workers together; this launcher follows
+      // them into the next attempt (they report it).
+      try {
+        group_->begin_next_attempt(options_.grace + 2 * options_.heartbeat_timeout +
+                                   std::chrono::seconds(5));
+        return;
+      } catch (const Timeout& error) {
+        console_write(STDERR_FILENO, cat(error.what(), "\n"));
+      }
     }
+    if (!record_) record_ = record;
+    begin_stopping();
   }
 
   void reap() {

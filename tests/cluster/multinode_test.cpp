@@ -24,6 +24,7 @@
 
 #include <cohort/config.hpp>
 
+#include "core/strings.hpp"
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
@@ -365,6 +366,130 @@ TEST_F(MultiNode, KillingTheHostfileLauncherLeavesNoWorkerOnAnyNode) {
   EXPECT_TRUE(recorded_workers_end(seconds(30)));
 }
 
+// --max-restarts across nodes, job-wide: a failure on one node restarts every
+// node's workers, with the next TORCHELASTIC_RESTART_COUNT, a fresh
+// MASTER_PORT and the same run id; the budget counts the job's restarts, not
+// each node's; the exit status is the last attempt's first failure.
+// Each worker says who it is, then waits until all `ranks` of its attempt
+// did (files in `dir`), so that a failure never cuts another's line off.
+std::string restart_worker(const fs::path& dir, int ranks, const std::string& fail_when) {
+  fs::create_directories(dir);
+  const std::string said =
+      detail::cat("ls ", dir.string(), " | grep -c \"^$TORCHELASTIC_RESTART_COUNT\\.\"");
+  return detail::cat(
+      "echo \"attempt $TORCHELASTIC_RESTART_COUNT rank $RANK port $MASTER_PORT run "
+      "$TORCHELASTIC_RUN_ID\"; touch ",
+      dir.string(), "/$TORCHELASTIC_RESTART_COUNT.$RANK; while [ $(", said, ") -lt ", ranks,
+      " ]; do sleep 0.05; done; ", fail_when, "; exit 0");
+}
+
+// Every line "attempt A rank R port P run I" of `out`, as (A, P, I) per rank.
+std::map<std::pair<int, int>, std::pair<std::string, std::string>> attempts_of(
+    const std::string& out) {
+  std::map<std::pair<int, int>, std::pair<std::string, std::string>> seen;
+  for (const std::string& line : lines_with(out, "attempt ")) {
+    std::istringstream words(line.substr(line.find("attempt ")));
+    std::string word, port, run;
+    int attempt = -1, rank = -1;
+    words >> word >> attempt >> word >> rank >> word >> port >> word >> run;
+    seen[{attempt, rank}] = {port, run};
+  }
+  return seen;
+}
+
+TEST_F(MultiNode, RestartsEveryNodeTogetherOnceAFailureAnywhere) {
+  // Rank 3 (node n2) fails in the first attempt only.
+  const std::string fail = "[ \"$RANK:$TORCHELASTIC_RESTART_COUNT\" = 3:0 ] && exit 3";
+  const std::vector<std::string> srun{"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1"};
+  struct Form {
+    std::vector<std::string> argv;
+    bool fresh_port;  // rank 0 listens on MASTER_PORT; else it is the agent store's
+  };
+  std::vector<Form> forms{
+      {{kCohort, "run", "-n", "2"}, false},
+      {{kCohort, "run", "-n", "2", "--no-agent-store"}, true},
+      {{kCohort, "run", "--hosts", "n1:2,n2:2", "--ssh", ssh()}, false},
+  };
+  forms[0].argv.insert(forms[0].argv.begin(), srun.begin(), srun.end());
+  forms[1].argv.insert(forms[1].argv.begin(), srun.begin(), srun.end());
+  for (std::size_t i = 0; i < forms.size(); ++i) {
+    Form& form = forms[i];
+    const std::string worker = restart_worker(temp_.path() / detail::cat("said", i), 4, fail);
+    form.argv.insert(form.argv.end(), {"--max-restarts", "1", "sh", "-c", worker});
+    SCOPED_TRACE(detail::join(form.argv, " "));
+    const auto result = on("head", form.argv, seconds(180));
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    const auto seen = attempts_of(result.out);
+    ASSERT_EQ(seen.size(), 8u) << test::describe(result);  // 4 ranks × 2 attempts
+    std::set<std::string> ports[2], runs;
+    for (const auto& [key, value] : seen) {
+      ports[key.first].insert(value.first);
+      runs.insert(value.second);
+    }
+    ASSERT_EQ(ports[0].size(), 1u) << result.out;
+    ASSERT_EQ(ports[1].size(), 1u) << result.out;
+    EXPECT_GT(std::stoi(*ports[1].begin()), 0) << result.out;
+    EXPECT_EQ(*ports[0].begin() != *ports[1].begin(), form.fresh_port) << result.out;
+    EXPECT_EQ(runs.size(), 1u) << result.out;
+    EXPECT_NE(result.err.find("restarting"), std::string::npos) << test::describe(result);
+  }
+}
+
+// The static form (one command per node), as docs/launchers/static.md starts it.
+TEST_F(MultiNode, TheStaticFormRestartsBothNodes) {
+  const std::string worker = restart_worker(
+      temp_.path() / "said", 4, "[ \"$RANK:$TORCHELASTIC_RESTART_COUNT\" = 0:0 ] && exit 3");
+  env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
+  auto node_argv = [&](int node) {
+    return std::vector<std::string>{kCohort,
+                                    "run",
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(node),
+                                    "--master-addr",
+                                    "n1",
+                                    "--master-port",
+                                    "29412",
+                                    "-n",
+                                    "2",
+                                    "--max-restarts",
+                                    "1",
+                                    "sh",
+                                    "-c",
+                                    worker};
+  };
+  auto second = start_on("n2", node_argv(1), seconds(180));
+  auto first = on("n1", node_argv(0), seconds(180));
+  auto other = second->finish();
+  EXPECT_EQ(first.exit_code, 0) << test::describe(first);
+  EXPECT_EQ(other.exit_code, 0) << test::describe(other);
+  const auto seen = attempts_of(first.out + other.out);
+  EXPECT_EQ(seen.size(), 8u) << first.out << other.out;
+  EXPECT_NE(first.err.find("the job restarted 1 time"), std::string::npos) << first.err;
+}
+
+TEST_F(MultiNode, TheRestartBudgetIsTheJobsNotEachNodes) {
+  // Rank 1 (n1) fails in attempt 0, rank 3 (n2) in attempt 1: one restart
+  // for the job, so the second failure ends it, with its exit code.
+  const std::string worker = restart_worker(
+      temp_.path() / "said", 4,
+      "case \"$RANK:$TORCHELASTIC_RESTART_COUNT\" in 1:0) exit 3;; 3:1) exit 4;; esac; sleep 30");
+  const auto result = on("head",
+                         {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1", kCohort, "run",
+                          "-n", "2", "--max-restarts", "1", "sh", "-c", worker},
+                         seconds(180));
+  EXPECT_EQ(result.exit_code, 4) << test::describe(result);
+  const auto seen = attempts_of(result.out);
+  EXPECT_EQ(seen.count({2, 0}), 0u) << "a third attempt ran\n" << result.out;
+  EXPECT_NE(result.err.find("the job restarted 1 time"), std::string::npos)
+      << test::describe(result);
+  EXPECT_NE(result.err.find("attempt 1: rank 1 failed: exited with code 3"), std::string::npos)
+      << test::describe(result);
+  EXPECT_NE(result.err.find("attempt 2: rank 3 failed: exited with code 4"), std::string::npos)
+      << test::describe(result);
+}
+
 // An unmodified PyTorch script across nodes, under srun and over ssh.
 TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
   const std::string python = "/usr/bin/python3";
@@ -704,20 +829,34 @@ TEST_F(MultiNode, AWorkerKilledOnOneNodeEndsTheJobOnEveryNode) {
   EXPECT_TRUE(recorded_workers_end(seconds(10)));
 }
 
+// A lost agent ends the job even with restarts left: only a worker's
+// failure restarts (no elastic membership yet).
 TEST_F(MultiNode, AnAgentKilledIsNoticedByHeartbeat) {
-  auto result = on("head", [&] {
-    std::vector<std::string> argv{"srun",  "-N4", "--ntasks-per-node=1",
-                                  kCohort, "run", "--heartbeat-timeout",
-                                  "2",     "-n",  "2"};
-    for (std::string& word :
-         recording_worker("if [ $RANK = 5 ]; then kill -9 $PPID; fi; exec sleep 120"))
-      argv.push_back(std::move(word));
-    return argv;
-  }());
-  EXPECT_NE(result.exit_code, 0) << test::describe(result);
-  EXPECT_NE(result.err.find("node 2 (n3) stopped answering: no heartbeat"), std::string::npos)
-      << result.err;
-  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+  for (const char* restarts : {"0", "1"}) {
+    SCOPED_TRACE(std::string("--max-restarts ") + restarts);
+    auto result = on("head", [&] {
+      std::vector<std::string> argv{"srun",
+                                    "-N4",
+                                    "--ntasks-per-node=1",
+                                    kCohort,
+                                    "run",
+                                    "--heartbeat-timeout",
+                                    "2",
+                                    "--max-restarts",
+                                    restarts,
+                                    "-n",
+                                    "2"};
+      for (std::string& word :
+           recording_worker("if [ $RANK = 5 ]; then kill -9 $PPID; fi; exec sleep 120"))
+        argv.push_back(std::move(word));
+      return argv;
+    }());
+    EXPECT_NE(result.exit_code, 0) << test::describe(result);
+    EXPECT_NE(result.err.find("node 2 (n3) stopped answering: no heartbeat"), std::string::npos)
+        << result.err;
+    EXPECT_EQ(result.err.find("restarting"), std::string::npos) << result.err;
+    EXPECT_TRUE(recorded_workers_end(seconds(10)));
+  }
 }
 
 TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
@@ -762,6 +901,44 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
   EXPECT_NE(ends[0].err.find("node 2 (n3) stopped answering"), std::string::npos) << ends[0].err;
   EXPECT_NE(ends[2].err.find("lost the job's store at n1:29411"), std::string::npos) << ends[2].err;
   EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
+// The issue's check: srun -N4, one agent per node, two workers each, a worker
+// SIGKILLed on node 3 of 4 with --max-restarts 1: every node restarts once,
+// every rank resumes from the snapshot, and the job exits 0.
+TEST_F(MultiNodePython, ASnapshotTrainingScriptResumesOnEveryNodeAfterAKill) {
+  if (IsSkipped()) return;
+  const std::string snapshot = (temp_.path() / "snapshot.pt").string();
+  const auto result = on("head",
+                         {"srun",
+                          "-N4",
+                          "--ntasks-per-node=1",
+                          kCohort,
+                          "run",
+                          "--python",
+                          kPython,
+                          "-n",
+                          "2",
+                          "--max-restarts",
+                          "1",
+                          example("snapshot_train.py"),
+                          "--epochs",
+                          "3",
+                          "--snapshot",
+                          snapshot,
+                          "--kill-rank",
+                          "5",
+                          "--kill-at-epoch",
+                          "1"},
+                         seconds(400));
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, "killing myself (SIGKILL)").size(), 1u)
+      << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, "Resuming training from snapshot at Epoch 1").size(), 8u)
+      << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, "done: 3 epochs (restart 1)").size(), 8u)
+      << test::describe(result);
+  EXPECT_NE(result.err.find("killed by SIGKILL"), std::string::npos) << test::describe(result);
 }
 
 }  // namespace
