@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -230,6 +232,11 @@ struct StoreServer::Impl {
         }
         return;  // EAGAIN, or a transient error: the next readiness retries
       }
+      // Answers are small and come in bursts (every parked WAIT of a key at
+      // once, or a pipelining client's ADD then WAIT): none waits for the
+      // peer's delayed ACK of the last (Nagle), up to 40 ms each.
+      const int one = 1;
+      setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       admit(std::move(fd), torch);
     }
   }

@@ -1,0 +1,445 @@
+// The rendezvous at scale, side by side with PyTorch's TCPStore: N
+// simulated ranks (one connection each, driven over raw sockets by the same
+// code, so only the servers differ) against a store server in a child
+// process, in the two patterns a job's start is made of:
+//
+//   barrier   each rank ADDs 1 to a counter and WAITs for a "done" key, which
+//             the rank that brought the counter to N sets (torch.distributed's
+//             store barrier, cohort's World::barrier)
+//   wait-all  each rank WAITs for all of N keys, then the N keys are set (the
+//             multi-node join's pattern: every agent waits for every agent's
+//             entry). Its requests alone are N² keys: 16,384 ranks would send
+//             3.7 GB, so sizes above --wait-all-max are left out.
+//
+// Per pattern and N: seconds from the first request sent to the last answer
+// received, the server's open descriptors with every rank connected, and
+// its resident memory grown from before the ranks connected to its peak.
+//
+//   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,wait-all]
+//                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE]
+//
+// Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
+// columns are "-" when its interpreter cannot import torch, or when an answer
+// did not come within the limit.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cohort/store.hpp>
+
+#include "core/socket.hpp"
+#include "store/protocol.hpp"
+
+namespace {
+
+using cohort::detail::Clock;
+using cohort::detail::Fd;
+namespace wire = cohort::detail::store_protocol;
+
+constexpr const char* kToken = "bench-token";
+
+std::string u64(std::uint64_t value) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((value >> (8 * i)) & 0xff);
+  return out;
+}
+
+std::int64_t i64_at(const std::string& bytes, std::size_t at) {
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i)
+    value = (value << 8) | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
+  return static_cast<std::int64_t>(value);
+}
+
+std::vector<std::string> keys_of(int n) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i)
+    keys.push_back("node/" + std::to_string(i));
+  return keys;
+}
+
+void send_or_die(int fd, const std::string& bytes) {
+  std::string error;
+  if (!cohort::detail::send_all(fd, bytes.data(), bytes.size(),
+                                Clock::now() + std::chrono::minutes(10), &error)) {
+    std::fprintf(stderr, "rendezvous_scale: send: %s\n", error.c_str());
+    std::exit(1);
+  }
+}
+
+std::optional<std::string> receive(int fd, std::size_t size, std::chrono::seconds limit) {
+  std::string buffer(size, '\0');
+  std::string error;
+  if (!cohort::detail::recv_all(fd, buffer.data(), size, Clock::now() + limit, &error)) {
+    return std::nullopt;
+  }
+  return buffer;
+}
+
+Fd connect_or_die(int port) {
+  std::string error;
+  Fd fd = cohort::detail::connect_tcp("127.0.0.1", port, Clock::now() + std::chrono::seconds(30),
+                                      &error);
+  if (!fd.valid()) {
+    std::fprintf(stderr, "rendezvous_scale: connect to port %d: %s\n", port, error.c_str());
+    std::exit(1);
+  }
+  return fd;
+}
+
+// One wire protocol: how to open a connection, the requests, and the size
+// of their answers.
+struct Protocol {
+  virtual ~Protocol() = default;
+  virtual Fd open(int port) const = 0;
+  virtual std::string wait(const std::vector<std::string>& keys) const = 0;
+  virtual std::string set(const std::string& key) const = 0;
+  virtual std::string add(const std::string& key) const = 0;
+  virtual std::size_t wait_answer_bytes() const = 0;
+  virtual std::size_t add_answer_bytes() const = 0;
+  virtual std::int64_t sum_of(const std::string& answer) const = 0;
+};
+
+struct CohortProtocol : Protocol {
+  Fd open(int port) const override {
+    Fd fd = connect_or_die(port);
+    send_or_die(fd.get(), wire::handshake(kToken));
+    if (!receive(fd.get(), 5, std::chrono::seconds(60))) std::exit(1);
+    return fd;
+  }
+  std::string wait(const std::vector<std::string>& keys) const override {
+    return wire::Writer()
+        .u8(static_cast<std::uint8_t>(wire::Op::wait))
+        .strings(keys)
+        .i64(600000)
+        .frame();
+  }
+  std::string set(const std::string& key) const override {
+    return wire::Writer()
+        .u8(static_cast<std::uint8_t>(wire::Op::set))
+        .bytes(key)
+        .bytes("x")
+        .frame();
+  }
+  std::string add(const std::string& key) const override {
+    return wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(1).frame();
+  }
+  std::size_t wait_answer_bytes() const override { return 5; }
+  std::size_t add_answer_bytes() const override { return 13; }  // length, status, i64
+  std::int64_t sum_of(const std::string& answer) const override { return i64_at(answer, 5); }
+};
+
+// PyTorch 1.13's TCPStore (docs/store-protocol.md): no handshake, a query
+// byte, u64-length-prefixed fields; a wait is answered with one byte.
+struct TorchProtocol : Protocol {
+  Fd open(int port) const override { return connect_or_die(port); }
+  std::string wait(const std::vector<std::string>& keys) const override {
+    std::string out(1, static_cast<char>(5));
+    out += u64(keys.size());
+    for (const std::string& key : keys)
+      out += u64(key.size()) + key;
+    return out;
+  }
+  std::string set(const std::string& key) const override {
+    return std::string(1, static_cast<char>(0)) + u64(key.size()) + key + u64(1) + "x";
+  }
+  std::string add(const std::string& key) const override {
+    return std::string(1, static_cast<char>(3)) + u64(key.size()) + key + u64(1);
+  }
+  std::size_t wait_answer_bytes() const override { return 1; }
+  std::size_t add_answer_bytes() const override { return 8; }
+  std::int64_t sum_of(const std::string& answer) const override { return i64_at(answer, 0); }
+};
+
+// A store server in a child process: its port, its descriptors and memory.
+class ServerProcess {
+ public:
+  // `serve` runs in the child: it starts a server, writes its port as a
+  // line to `out`, and returns once `in` ends.
+  explicit ServerProcess(const std::function<void(int in, int out)>& serve) {
+    int in[2];
+    int out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(in[1]);
+      close(out[0]);
+      serve(in[0], out[1]);
+      _exit(0);
+    }
+    close(in[0]);
+    close(out[1]);
+    stdin_pipe_ = Fd(in[1]);
+    std::string line;
+    char c = 0;
+    while (read(out[0], &c, 1) == 1 && c != '\n')
+      line.push_back(c);
+    close(out[0]);
+    port_ = line.empty() ? -1 : std::atoi(line.c_str());
+    rss_before_kib_ = status_kib("VmRSS:");
+  }
+  ~ServerProcess() {
+    stdin_pipe_.reset();  // its stdin ends: it exits
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  long descriptors() const {
+    std::error_code error;
+    long count = 0;
+    for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid_) + "/fd", error),
+         end;
+         !error && it != end; it.increment(error))
+      ++count;
+    return count;
+  }
+  // Peak resident memory over what it held before the ranks connected.
+  long grown_kib() const { return status_kib("VmHWM:") - rss_before_kib_; }
+
+ private:
+  long status_kib(const char* field) const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
+    }
+    return 0;
+  }
+
+  pid_t pid_ = -1;
+  Fd stdin_pipe_;
+  int port_ = -1;
+  long rss_before_kib_ = 0;
+};
+
+void serve_cohort(int in, int out, int n) {
+  cohort::StoreServer::Options options;
+  options.token = kToken;
+  options.max_pending_handshakes = static_cast<std::size_t>(n) + 16;
+  cohort::StoreServer server(options);
+  const std::string line = std::to_string(server.port()) + "\n";
+  (void)!write(out, line.data(), line.size());
+  close(out);
+  char c = 0;
+  while (read(in, &c, 1) > 0) {
+  }
+}
+
+void serve_torch(int in, int out, const std::string& python) {
+  dup2(in, 0);
+  dup2(out, 1);
+  const char* code =
+      "import sys, torch.distributed as d\n"
+      "s = d.TCPStore('127.0.0.1', 0, is_master=True, wait_for_workers=False)\n"
+      "print(s.port, flush=True)\n"
+      "sys.stdin.read()\n";
+  execl(python.c_str(), python.c_str(), "-c", code, static_cast<char*>(nullptr));
+  _exit(127);
+}
+
+struct Result {
+  std::optional<double> seconds;
+  long descriptors = 0;
+  long grown_kib = 0;
+};
+
+// The pattern's requests from every rank, then its answers; seconds from
+// the first request sent to the last answer, nullopt past `limit`.
+using Pattern = std::optional<double> (*)(const Protocol&, std::vector<Fd>&, const Fd&, int,
+                                          std::chrono::seconds);
+
+std::optional<double> wait_all(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
+                               int n, std::chrono::seconds limit) {
+  const std::vector<std::string> keys = keys_of(n);
+  const std::string wait = protocol.wait(keys);
+  std::string sets;
+  for (const std::string& key : keys)
+    sets += protocol.set(key);
+  const auto start = Clock::now();
+  for (const Fd& fd : ranks)
+    send_or_die(fd.get(), wait);
+  send_or_die(setter.get(), sets);
+  for (const Fd& fd : ranks) {
+    if (!receive(fd.get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
+                              int n, std::chrono::seconds limit) {
+  const std::string arrive = protocol.add("count") + protocol.wait({"done"});
+  const auto start = Clock::now();
+  for (const Fd& fd : ranks)
+    send_or_die(fd.get(), arrive);
+  bool last_seen = false;
+  for (const Fd& fd : ranks) {
+    auto answer = receive(fd.get(), protocol.add_answer_bytes(), limit);
+    if (!answer) return std::nullopt;
+    // The rank that brought the count to N sets "done" (on its own
+    // connection the WAIT is already queued, so the setter stands in).
+    if (protocol.sum_of(*answer) == n) {
+      send_or_die(setter.get(), protocol.set("done"));
+      last_seen = true;
+    }
+  }
+  if (!last_seen) return std::nullopt;
+  for (const Fd& fd : ranks) {
+    if (!receive(fd.get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern, int n,
+               std::chrono::seconds limit) {
+  Result result;
+  if (server.port() <= 0) return result;
+  std::vector<Fd> ranks;
+  ranks.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    ranks.push_back(protocol.open(server.port()));
+  const Fd setter = protocol.open(server.port());
+  // Before and after: a server may leave connections in its backlog until
+  // the requests come.
+  result.descriptors = server.descriptors();
+  result.seconds = pattern(protocol, ranks, setter, n, limit);
+  result.descriptors = std::max(result.descriptors, server.descriptors());
+  result.grown_kib = server.grown_kib();
+  return result;
+}
+
+std::string seconds_cell(const std::optional<double>& seconds) {
+  if (!seconds) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", *seconds);
+  return text;
+}
+
+std::string mib_cell(const Result& result) {
+  if (result.descriptors == 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", static_cast<double>(result.grown_kib) / 1024);
+  return text;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');)
+    out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> sizes{256, 1024, 4096, 16384};
+  std::vector<std::string> patterns{"barrier", "wait-all"};
+  int wait_all_max = 4096;
+  std::string python = "/usr/bin/python3";
+  std::string json;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--sizes") {
+      sizes.clear();
+      for (const std::string& item : split(argv[i + 1]))
+        sizes.push_back(std::atoi(item.c_str()));
+    } else if (flag == "--patterns") {
+      patterns = split(argv[i + 1]);
+    } else if (flag == "--wait-all-max") {
+      wait_all_max = std::atoi(argv[i + 1]);
+    } else if (flag == "--python") {
+      python = argv[i + 1];
+    } else if (flag == "--json") {
+      json = argv[i + 1];
+    }
+  }
+  const int largest = *std::max_element(sizes.begin(), sizes.end());
+  // This process holds a connection per rank, the server (a child) one
+  // more each: raise the hard limit too where allowed (root), then the soft.
+  rlimit wanted{};
+  getrlimit(RLIMIT_NOFILE, &wanted);
+  if (wanted.rlim_max < static_cast<rlim_t>(largest) + 256) {
+    wanted.rlim_max = static_cast<rlim_t>(largest) + 256;
+    setrlimit(RLIMIT_NOFILE, &wanted);  // refused without privilege: checked below
+  }
+  const long files = cohort::detail::raise_open_file_limit();
+  if (files < largest + 64L) {
+    std::fprintf(stderr,
+                 "rendezvous_scale: the open-file limit is %ld; %d ranks need about %d: raise the "
+                 "hard limit (ulimit -Hn) or ask for fewer\n",
+                 files, largest, largest + 64);
+    return 1;
+  }
+  const auto limit = std::chrono::seconds(120);
+  std::printf("%-9s %6s  %10s %10s %9s  %10s %10s %9s  %8s\n", "pattern", "N", "cohort s", "fds",
+              "grew MiB", "TCPStore s", "fds", "grew MiB", "ratio");
+  std::ofstream out;
+  if (!json.empty()) out.open(json);
+  if (out) out << "[";
+  bool first = true;
+  for (const std::string& name : patterns) {
+    const Pattern pattern = name == "barrier" ? barrier : name == "wait-all" ? wait_all : nullptr;
+    if (pattern == nullptr) {
+      std::fprintf(stderr, "rendezvous_scale: unknown pattern '%s' (barrier, wait-all)\n",
+                   name.c_str());
+      return 2;
+    }
+    for (const int n : sizes) {
+      if (name == "wait-all" && n > wait_all_max) {
+        std::printf("%-9s %6d  (left out: above --wait-all-max %d)\n", name.c_str(), n,
+                    wait_all_max);
+        continue;
+      }
+      Result ours;
+      {
+        ServerProcess server([n](int in, int out_fd) { serve_cohort(in, out_fd, n); });
+        ours = measure(server, CohortProtocol(), pattern, n, limit);
+      }
+      Result theirs;
+      {
+        ServerProcess server([&python](int in, int out_fd) { serve_torch(in, out_fd, python); });
+        theirs = measure(server, TorchProtocol(), pattern, n, limit);
+      }
+      const std::string ratio = ours.seconds && theirs.seconds
+                                    ? seconds_cell(*theirs.seconds / *ours.seconds) + "x"
+                                    : std::string("-");
+      std::printf("%-9s %6d  %10s %10ld %9s  %10s %10ld %9s  %8s\n", name.c_str(), n,
+                  seconds_cell(ours.seconds).c_str(), ours.descriptors, mib_cell(ours).c_str(),
+                  seconds_cell(theirs.seconds).c_str(), theirs.descriptors,
+                  mib_cell(theirs).c_str(), ratio.c_str());
+      std::fflush(stdout);
+      if (out) {
+        out << (first ? "" : ",") << "{\"pattern\":\"" << name << "\",\"n\":" << n
+            << ",\"cohort_s\":" << (ours.seconds ? seconds_cell(ours.seconds) : "null")
+            << ",\"cohort_fds\":" << ours.descriptors << ",\"cohort_grew_kib\":" << ours.grown_kib
+            << ",\"tcpstore_s\":" << (theirs.seconds ? seconds_cell(theirs.seconds) : "null")
+            << ",\"tcpstore_fds\":" << theirs.descriptors
+            << ",\"tcpstore_grew_kib\":" << theirs.grown_kib << "}";
+        first = false;
+      }
+    }
+  }
+  if (out) out << "]\n";
+  std::printf(
+      "ratio: TCPStore's time over cohort's (above 1: cohort is faster); fds: the server's open "
+      "descriptors with every rank connected; grew: its peak resident memory over before; '-': "
+      "not measured, or no answer within %lld s\n",
+      static_cast<long long>(limit.count()));
+  return 0;
+}
