@@ -6,6 +6,10 @@
 //   barrier   each rank ADDs 1 to a counter and WAITs for a "done" key, which
 //             the rank that brought the counter to N sets (torch.distributed's
 //             store barrier, cohort's World::barrier)
+//   table     each rank SETs its entry and ADDs itself in; the one that
+//             completes the count GETs every entry and SETs one table, which
+//             every rank GETs (store/exchange.cpp: cohort's agents' join and
+//             host exchange since 2026-11-25). O(N) requests, N × table bytes.
 //   wait-all  each rank WAITs for all of N keys, then the N keys are set (the
 //             multi-node join's pattern: every agent waits for every agent's
 //             entry). Its requests alone are N² keys: 16,384 ranks would send
@@ -15,7 +19,7 @@
 // received, the server's open descriptors with every rank connected, and
 // its resident memory grown from before the ranks connected to its peak.
 //
-//   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,wait-all]
+//   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE]
 //
 // Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
@@ -109,10 +113,16 @@ struct Protocol {
   virtual Fd open(int port) const = 0;
   virtual std::string wait(const std::vector<std::string>& keys) const = 0;
   virtual std::string set(const std::string& key) const = 0;
+  virtual std::string set(const std::string& key, const std::string& value) const = 0;
   virtual std::string add(const std::string& key) const = 0;
+  // A GET of a key that is set.
+  virtual std::string get(const std::string& key) const = 0;
   virtual std::size_t wait_answer_bytes() const = 0;
+  virtual std::size_t set_answer_bytes() const = 0;
   virtual std::size_t add_answer_bytes() const = 0;
   virtual std::int64_t sum_of(const std::string& answer) const = 0;
+  // The value a GET answered with; nullopt past the limit.
+  virtual std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const = 0;
 };
 
 struct CohortProtocol : Protocol {
@@ -129,19 +139,35 @@ struct CohortProtocol : Protocol {
         .i64(600000)
         .frame();
   }
-  std::string set(const std::string& key) const override {
+  std::string set(const std::string& key) const override { return set(key, "x"); }
+  std::string set(const std::string& key, const std::string& value) const override {
     return wire::Writer()
         .u8(static_cast<std::uint8_t>(wire::Op::set))
         .bytes(key)
-        .bytes("x")
+        .bytes(value)
+        .frame();
+  }
+  std::string get(const std::string& key) const override {
+    return wire::Writer()
+        .u8(static_cast<std::uint8_t>(wire::Op::get))
+        .bytes(key)
+        .i64(600000)
         .frame();
   }
   std::string add(const std::string& key) const override {
     return wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(1).frame();
   }
   std::size_t wait_answer_bytes() const override { return 5; }
+  std::size_t set_answer_bytes() const override { return 5; }
   std::size_t add_answer_bytes() const override { return 13; }  // length, status, i64
   std::int64_t sum_of(const std::string& answer) const override { return i64_at(answer, 5); }
+  std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const override {
+    auto header = receive(fd, 4, limit);  // the frame's length
+    if (!header) return std::nullopt;
+    auto payload = receive(fd, wire::frame_length(header->data()), limit);
+    if (!payload || payload->size() < 5) return std::nullopt;
+    return payload->substr(5);  // status, the value's length, the value
+  }
 };
 
 // PyTorch 1.13's TCPStore (docs/store-protocol.md): no handshake, a query
@@ -155,15 +181,28 @@ struct TorchProtocol : Protocol {
       out += u64(key.size()) + key;
     return out;
   }
-  std::string set(const std::string& key) const override {
-    return std::string(1, static_cast<char>(0)) + u64(key.size()) + key + u64(1) + "x";
+  std::string set(const std::string& key) const override { return set(key, "x"); }
+  std::string set(const std::string& key, const std::string& value) const override {
+    return std::string(1, static_cast<char>(0)) + u64(key.size()) + key + u64(value.size()) + value;
+  }
+  // 1.13's GET of a missing key closes the connection (its client WAITs,
+  // reads the answer, then GETs), and it reads a connection's next request
+  // while a WAIT is parked: never pipeline a GET behind a WAIT.
+  std::string get(const std::string& key) const override {
+    return std::string(1, static_cast<char>(2)) + u64(key.size()) + key;
   }
   std::string add(const std::string& key) const override {
     return std::string(1, static_cast<char>(3)) + u64(key.size()) + key + u64(1);
   }
   std::size_t wait_answer_bytes() const override { return 1; }
+  std::size_t set_answer_bytes() const override { return 0; }
   std::size_t add_answer_bytes() const override { return 8; }
   std::int64_t sum_of(const std::string& answer) const override { return i64_at(answer, 0); }
+  std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const override {
+    auto length = receive(fd, 8, limit);
+    if (!length) return std::nullopt;
+    return receive(fd, static_cast<std::size_t>(i64_at(*length, 0)), limit);
+  }
 };
 
 // A store server in a child process: its port, its descriptors and memory.
@@ -305,6 +344,53 @@ std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, 
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The agents' join and the ranks' host exchange (src/store/exchange.cpp):
+// each rank SETs its 40-byte entry and ADDs itself in; the rank that
+// completes the count GETs every entry and SETs them as one table; every
+// other rank WAITs for the table, then GETs it.
+std::optional<double> table(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
+                            int n, std::chrono::seconds limit) {
+  const std::string entry(40, 'e');
+  const auto start = Clock::now();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    send_or_die(ranks[r].get(),
+                protocol.set("node/" + std::to_string(r), entry) + protocol.add("arrived"));
+  }
+  std::size_t last = ranks.size();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (protocol.set_answer_bytes() > 0 &&
+        !receive(ranks[r].get(), protocol.set_answer_bytes(), limit)) {
+      return std::nullopt;
+    }
+    auto answer = receive(ranks[r].get(), protocol.add_answer_bytes(), limit);
+    if (!answer) return std::nullopt;
+    if (protocol.sum_of(*answer) == n) {
+      last = r;
+    } else {
+      send_or_die(ranks[r].get(), protocol.wait({"table"}));  // parks until the table is set
+    }
+  }
+  if (last == ranks.size()) return std::nullopt;
+  std::string gets;
+  for (int r = 0; r < n; ++r)
+    gets += protocol.get("node/" + std::to_string(r));
+  send_or_die(ranks[last].get(), gets);
+  std::string entries;
+  for (int r = 0; r < n; ++r) {
+    auto value = protocol.read_value(ranks[last].get(), limit);
+    if (!value) return std::nullopt;
+    entries += u64(value->size()).substr(0, 4) + *value;
+  }
+  send_or_die(setter.get(), protocol.set("table", entries));
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (r == last) continue;
+    if (!receive(ranks[r].get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
+    send_or_die(ranks[r].get(), protocol.get("table"));
+    if (!protocol.read_value(ranks[r].get(), limit)) return std::nullopt;
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern, int n,
                std::chrono::seconds limit) {
   Result result;
@@ -349,7 +435,7 @@ std::vector<std::string> split(const std::string& text) {
 
 int main(int argc, char** argv) {
   std::vector<int> sizes{256, 1024, 4096, 16384};
-  std::vector<std::string> patterns{"barrier", "wait-all"};
+  std::vector<std::string> patterns{"barrier", "table", "wait-all"};
   int wait_all_max = 4096;
   std::string python = "/usr/bin/python3";
   std::string json;
@@ -394,9 +480,12 @@ int main(int argc, char** argv) {
   if (out) out << "[";
   bool first = true;
   for (const std::string& name : patterns) {
-    const Pattern pattern = name == "barrier" ? barrier : name == "wait-all" ? wait_all : nullptr;
+    const Pattern pattern = name == "barrier"    ? barrier
+                            : name == "table"    ? table
+                            : name == "wait-all" ? wait_all
+                                                 : nullptr;
     if (pattern == nullptr) {
-      std::fprintf(stderr, "rendezvous_scale: unknown pattern '%s' (barrier, wait-all)\n",
+      std::fprintf(stderr, "rendezvous_scale: unknown pattern '%s' (barrier, table, wait-all)\n",
                    name.c_str());
       return 2;
     }

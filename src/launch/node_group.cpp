@@ -10,6 +10,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "store/exchange.hpp"
 #include "store/torch_wire.hpp"
 
 namespace cohort::detail {
@@ -20,8 +21,10 @@ constexpr std::string_view kCoordinatorWake = "agents/wake/c";
 constexpr std::string_view kNextNode = "agents/next_node";
 constexpr std::string_view kRunId = "agents/run_id";
 
+constexpr std::string_view kNodes = "agents/node";  // each agent's entry, exchanged at the join
+
 std::string node_key(int node) {
-  return cat("agents/node/", node);
+  return exchanged_key(kNodes, node);
 }
 // Per attempt: the first stop, each node's end of it, every node done,
 // and (written by node 0 once every node ended it) the next one's start.
@@ -225,14 +228,13 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
     store_->set(kRunId, run_id);
     if (options_.torch_port < 0) store_->set(kMasterPort, std::to_string(pick_free_port()));
   }
-  store_->set(node_key(options_.node_rank), cat(nproc, '\t', host, '\t', getpid(), '\t', node));
-
-  std::vector<std::string> keys;
-  keys.reserve(static_cast<std::size_t>(options_.nnodes));
-  for (int other = 0; other < options_.nnodes; ++other)
-    keys.push_back(node_key(other));
+  // Every agent's entry to every agent in O(nnodes) requests (a wait for
+  // every node key by every agent is nnodes² key waits: docs/rendezvous.md).
+  std::vector<std::string> entries;
   try {
-    store_->wait(keys, options_.rendezvous_timeout);
+    entries = exchange_values(*store_, kNodes, options_.node_rank, options_.nnodes,
+                              cat(nproc, '\t', host, '\t', getpid(), '\t', node),
+                              options_.rendezvous_timeout);
   } catch (const Timeout&) {
     std::vector<std::string> missing;
     for (int other = 0; other < options_.nnodes; ++other) {
@@ -248,11 +250,11 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
   }
   Placement placement;
   std::vector<AgentEntry> agents;
-  for (int other = 0; other < options_.nnodes; ++other) {
-    const std::vector<std::string> fields = split_tabs(store_->get(node_key(other)));
+  for (const std::string& entry : entries) {
+    const std::vector<std::string> fields = split_tabs(entry);
     AgentEntry agent;
     agent.nproc = fields.empty() ? 0 : static_cast<int>(parse_int(fields[0]).value_or(0));
-    agent.node = fields.size() > 3 ? fields[3] : cat("agent ", other);
+    agent.node = fields.size() > 3 ? fields[3] : cat("agent ", agents.size());
     agents.push_back(agent);
     placement.hosts.push_back(fields.size() > 1 ? fields[1] : "");
   }

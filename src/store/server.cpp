@@ -403,6 +403,7 @@ struct StoreServer::Impl {
       }
     }
     connection.in.erase(0, used);
+    release_if_idle(connection.in);
     return true;
   }
 
@@ -598,6 +599,7 @@ struct StoreServer::Impl {
       if (!execute_torch(id, connection, *request)) return false;
     }
     connection.in.erase(0, used);
+    release_if_idle(connection.in);
     return true;
   }
 
@@ -787,6 +789,14 @@ struct StoreServer::Impl {
     }
   }
 
+  // An empty buffer gives back what a large request or answer made it
+  // grow to: thousands of idle connections must not each keep their peak
+  // (a 180 KB table GET by 4,096 ranks kept 720 MB).
+  static void release_if_idle(std::string& buffer) {
+    constexpr std::size_t kKeepBytes = 4096;
+    if (buffer.empty() && buffer.capacity() > kKeepBytes) std::string().swap(buffer);
+  }
+
   // Sends what it can; returns false when the connection was closed.
   bool flush(std::uint64_t id, Connection& connection) {
     std::size_t sent = 0;
@@ -805,6 +815,7 @@ struct StoreServer::Impl {
       }
     }
     connection.out.erase(0, sent);
+    release_if_idle(connection.out);
     if (connection.out.empty() && connection.closing) {
       close_connection(id);
       return false;

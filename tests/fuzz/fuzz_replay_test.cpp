@@ -86,6 +86,14 @@ TEST(FuzzReplay, Hostfile) {
                     "n1:2\nn2\n", "h slots=x\n"});
 }
 
+TEST(FuzzReplay, ExchangeTable) {
+  // A count byte, then the table: 2 values "ab" and "", 1 value "xyz",
+  // a length past the end, a count that does not match.
+  replay(exchange_table,
+         {std::string("\x02\x02\0\0\0ab\0\0\0\0", 11), std::string("\x01\x03\0\0\0xyz", 8),
+          std::string("\x01\xff\0\0\0x", 6), std::string("\x03\x01\0\0\0a", 6)});
+}
+
 TEST(FuzzReplay, LaunchEnv) {
   replay(
       launch_env,

@@ -18,6 +18,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "store/exchange.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -275,6 +276,40 @@ TEST_F(StoreTest, ClientKilledInsideWait) {
   EXPECT_TRUE(connections_become(before)) << "the killed client's connection stayed open";
   store->set("never-set", "now set");  // wakes nobody, harms nothing
   expect_server_healthy();
+}
+
+// store/exchange.hpp: every participant gets every value, in rank order,
+// whatever the order they arrive in; values with any bytes survive the table.
+TEST_F(StoreTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
+  constexpr int kSize = 24;
+  std::vector<std::vector<std::string>> seen(kSize);
+  std::vector<std::thread> threads;
+  for (int rank = kSize - 1; rank >= 0; --rank) {
+    threads.emplace_back([&, rank] {
+      StoreClient store(client_options(server_->port(), 30s));
+      std::string value = detail::cat("rank ", rank, '\t');
+      value.push_back('\0');
+      seen[static_cast<std::size_t>(rank)] =
+          detail::exchange_values(store, "x", rank, kSize, value, 30s);
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  for (int rank = 0; rank < kSize; ++rank) {
+    ASSERT_EQ(seen[static_cast<std::size_t>(rank)].size(), static_cast<std::size_t>(kSize));
+    for (int r = 0; r < kSize; ++r) {
+      std::string expected = detail::cat("rank ", r, '\t');
+      expected.push_back('\0');
+      EXPECT_EQ(seen[static_cast<std::size_t>(rank)][static_cast<std::size_t>(r)], expected);
+    }
+  }
+}
+
+TEST_F(StoreTest, AnExchangeWithAParticipantMissingTimesOutAndTheKeysSayWho) {
+  auto store = client();
+  EXPECT_THROW(detail::exchange_values(*store, "x", 0, 2, "mine", 300ms), Timeout);
+  EXPECT_TRUE(store->check({detail::exchanged_key("x", 0)}));
+  EXPECT_FALSE(store->check({detail::exchanged_key("x", 1)}));
 }
 
 TEST_F(StoreTest, HundredsOfClientsThousandsOfOperationsNothingLost) {

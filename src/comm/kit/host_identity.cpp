@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/strings.hpp"
+#include "store/exchange.hpp"
 
 namespace cohort::detail {
 
@@ -23,12 +24,7 @@ std::string host_identity() {
 
 std::vector<std::string> exchange_host_identities(Store& store, int rank, int size,
                                                   std::chrono::milliseconds timeout) {
-  store.set(cat("host/", rank), host_identity());
-  std::vector<std::string> identities;
-  identities.reserve(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r)
-    identities.push_back(store.get(cat("host/", r), timeout));
-  return identities;
+  return exchange_values(store, "host", rank, size, host_identity(), timeout);
 }
 
 std::string host_name_of(const std::string& identity) {

@@ -21,7 +21,8 @@ std::string this_host_name();
 std::string host_identity();
 
 /// Collective over `size` ranks: publishes this rank's host_identity() under
-/// "host/<rank>" and returns every rank's, indexed by rank.
+/// "host/<rank>" and returns every rank's, indexed by rank, through one table
+/// (store/exchange.hpp).
 std::vector<std::string> exchange_host_identities(Store& store, int rank, int size,
                                                   std::chrono::milliseconds timeout);
 

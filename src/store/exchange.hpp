@@ -1,0 +1,37 @@
+// Every participant's value, to every participant, through the job's store
+// in O(size) requests: the agents' join (launch/node_group) and the ranks'
+// host identities (comm/kit). Waiting for every participant's key instead
+// costs size² key waits, which does not scale (docs/rendezvous.md).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cohort/store.hpp>
+
+namespace cohort::detail {
+
+/// Sets `<prefix>/<rank>` to `value` and counts this participant in
+/// (`<prefix>/arrived`); the last of `size` to arrive reads every value and
+/// publishes them as one table (`<prefix>/table`), which every participant
+/// waits for and reads. Returns the values in rank order. One exchange per
+/// prefix and store. Throws cohort::Timeout when the table is not there
+/// within `timeout` (a participant missing: check which `<prefix>/<rank>`
+/// keys are unset), cohort::Error when the table cannot be read.
+std::vector<std::string> exchange_values(Store& store, std::string_view prefix, int rank, int size,
+                                         const std::string& value,
+                                         std::chrono::milliseconds timeout);
+
+/// The key of `rank`'s value in an exchange under `prefix`.
+std::string exchanged_key(std::string_view prefix, int rank);
+
+/// The table's encoding: each value as a 4-byte little-endian length and its
+/// bytes, in rank order.
+std::string encode_table(const std::vector<std::string>& values);
+/// nullopt unless `table` is exactly `size` such values.
+std::optional<std::vector<std::string>> decode_table(std::string_view table, int size);
+
+}  // namespace cohort::detail
