@@ -377,6 +377,7 @@ int NodeGroup::begin_next_attempt(std::chrono::milliseconds bound) {
     // Every node's workers of this attempt are gone before any of the next
     // starts: then no rank of the old attempt meets one of the new.
     std::vector<std::string> keys;
+    keys.reserve(static_cast<std::size_t>(options_.nnodes));
     for (int node = 0; node < options_.nnodes; ++node)
       keys.push_back(ended_key(attempt_, node));
     try {

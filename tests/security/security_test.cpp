@@ -20,6 +20,7 @@
 #include "comm/kit/peers.hpp"
 #include "comm/registry.hpp"
 #include "core/socket.hpp"
+#include "store/exchange.hpp"
 #include "support/files.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
@@ -92,8 +93,11 @@ TEST_F(SecondUser, CannotTakeTheShmSegment) {
     }
   };
   // Rank 1 as rank 0 sees it once it has said who it is, before it connects:
-  // what rank 1's own join publishes below (this process, this host).
-  client()->set("host/1", detail::host_identity());
+  // what rank 1's own join publishes below (this process, this host), and
+  // its arrival in the host exchange (store/exchange.hpp), so that rank 0
+  // completes it.
+  client()->set(detail::exchanged_key("host", 1), detail::host_identity());
+  client()->add("host/arrived", 1);
   client()->set("peer/1", detail::Peers::entry());
   std::thread rank0(join, 0);  // listens, and waits for rank 1 to connect
   const std::string name = client()->get("shm/socket", 20s);
