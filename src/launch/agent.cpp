@@ -512,9 +512,8 @@ class Agent {
     }
     attempts_.push_back(cat("attempt ", attempt + 1, ": ", stop.summary, " on ", stop.host, " (",
                             plan_.group.unit, " ", stop.node, ")"));
-    const auto bound = options_.grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
     try {
-      const int port = group_->begin_next_attempt(bound);
+      const int port = group_->begin_next_attempt(options_.grace);
       // Workers that meet in the agent's store keep its port (PyTorch puts
       // each attempt's keys under /worker/attempt_K); else rank 0 listens on
       // a fresh one, never the last attempt's.

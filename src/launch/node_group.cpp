@@ -370,7 +370,8 @@ bool NodeGroup::restartable(const StopRecord& record) const {
   return record.rank >= 0 && !record.node_lost && attempt_ < options_.max_restarts;
 }
 
-int NodeGroup::begin_next_attempt(std::chrono::milliseconds bound) {
+int NodeGroup::begin_next_attempt(std::chrono::milliseconds grace) {
+  const auto bound = grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
   const int next = attempt_ + 1;
   if (options_.node_rank >= 0) store_->set(ended_key(attempt_, options_.node_rank), "");
   if (options_.node_rank == 0) {

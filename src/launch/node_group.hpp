@@ -149,12 +149,13 @@ class NodeGroup {
   /// job-wide budget has a restart left. The same answer on every node.
   bool restartable(const StopRecord& record) const;
   /// After this node's workers of a restartable attempt are gone: waits
-  /// until every node's are (node 0 checks, within `bound`), then moves to
+  /// until every node's are (node 0 checks, within `grace` + 2 heartbeat
+  /// timeouts + 5 s: time for every agent to stop its workers), then moves to
   /// the next attempt, whose stop and done keys are its own. Returns a
   /// MASTER_PORT free on node 0 for its workers. A
   /// coordinator without workers (the --hostfile launcher) follows along.
   /// Throws cohort::Timeout naming the nodes that did not stop in time.
-  int begin_next_attempt(std::chrono::milliseconds bound);
+  int begin_next_attempt(std::chrono::milliseconds grace);
   /// The attempt under way, 0 first (TORCHELASTIC_RESTART_COUNT).
   int attempt() const noexcept { return attempt_; }
   void linger(std::chrono::milliseconds at_most);

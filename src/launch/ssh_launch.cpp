@@ -360,8 +360,7 @@ class SshLauncher {
       // The agents restart their workers together; this launcher follows
       // them into the next attempt (they report it).
       try {
-        group_->begin_next_attempt(options_.grace + 2 * options_.heartbeat_timeout +
-                                   std::chrono::seconds(5));
+        group_->begin_next_attempt(options_.grace);
         return;
       } catch (const Timeout& error) {
         console_write(STDERR_FILENO, cat(error.what(), "\n"));
