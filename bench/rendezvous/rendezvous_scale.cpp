@@ -10,6 +10,9 @@
 //             completes the count GETs every entry and SETs one table, which
 //             every rank GETs (store/exchange.cpp: cohort's agents' join and
 //             host exchange since 2026-11-25). O(N) requests, N × table bytes.
+//   hosts     the same with 8 ranks per entry, as cohort::init()'s exchange of
+//             host identities: the table holds each distinct entry once and
+//             4 bytes per rank (store/exchange.hpp).
 //   wait-all  each rank WAITs for all of N keys, then the N keys are set (the
 //             multi-node join's pattern: every agent waits for every agent's
 //             entry). Its requests alone are N² keys: 16,384 ranks would send
@@ -19,7 +22,7 @@
 // received, the server's open descriptors with every rank connected, and
 // its resident memory grown from before the ranks connected to its peak.
 //
-//   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,wait-all]
+//   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE]
 //
 // Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
@@ -46,6 +49,7 @@
 #include <cohort/store.hpp>
 
 #include "core/socket.hpp"
+#include "store/exchange.hpp"
 #include "store/protocol.hpp"
 
 namespace {
@@ -346,15 +350,21 @@ std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, 
 
 // The agents' join and the ranks' host exchange (src/store/exchange.cpp):
 // each rank SETs its 40-byte entry and ADDs itself in; the rank that
-// completes the count GETs every entry and SETs them as one table; every
-// other rank WAITs for the table, then GETs it.
-std::optional<double> table(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
-                            int n, std::chrono::seconds limit) {
-  const std::string entry(40, 'e');
+// completes the count GETs every entry and SETs them as one table (in
+// exchange_values' encoding); every other rank WAITs for the table, then
+// GETs it. `ranks_per_entry` ranks share an entry (a host's identity).
+std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& ranks,
+                                     const Fd& setter, int n, std::chrono::seconds limit,
+                                     int ranks_per_entry) {
+  auto entry_of = [&](std::size_t rank) {
+    std::string entry = "host-" + std::to_string(rank / static_cast<std::size_t>(ranks_per_entry));
+    entry.resize(40, 'e');
+    return entry;
+  };
   const auto start = Clock::now();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     send_or_die(ranks[r].get(),
-                protocol.set("node/" + std::to_string(r), entry) + protocol.add("arrived"));
+                protocol.set("node/" + std::to_string(r), entry_of(r)) + protocol.add("arrived"));
   }
   std::size_t last = ranks.size();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -375,13 +385,13 @@ std::optional<double> table(const Protocol& protocol, std::vector<Fd>& ranks, co
   for (int r = 0; r < n; ++r)
     gets += protocol.get("node/" + std::to_string(r));
   send_or_die(ranks[last].get(), gets);
-  std::string entries;
+  std::vector<std::string> entries;
   for (int r = 0; r < n; ++r) {
     auto value = protocol.read_value(ranks[last].get(), limit);
     if (!value) return std::nullopt;
-    entries += u64(value->size()).substr(0, 4) + *value;
+    entries.push_back(std::move(*value));
   }
-  send_or_die(setter.get(), protocol.set("table", entries));
+  send_or_die(setter.get(), protocol.set("table", cohort::detail::encode_table(entries)));
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     if (r == last) continue;
     if (!receive(ranks[r].get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
@@ -389,6 +399,18 @@ std::optional<double> table(const Protocol& protocol, std::vector<Fd>& ranks, co
     if (!protocol.read_value(ranks[r].get(), limit)) return std::nullopt;
   }
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Every entry its own (the agents' join: one per node).
+std::optional<double> table(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
+                            int n, std::chrono::seconds limit) {
+  return exchange_table(protocol, ranks, setter, n, limit, 1);
+}
+
+// Eight ranks per host identity (cohort::init()'s host exchange).
+std::optional<double> hosts(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
+                            int n, std::chrono::seconds limit) {
+  return exchange_table(protocol, ranks, setter, n, limit, 8);
 }
 
 Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern, int n,
@@ -435,7 +457,7 @@ std::vector<std::string> split(const std::string& text) {
 
 int main(int argc, char** argv) {
   std::vector<int> sizes{256, 1024, 4096, 16384};
-  std::vector<std::string> patterns{"barrier", "table", "wait-all"};
+  std::vector<std::string> patterns{"barrier", "table", "hosts", "wait-all"};
   int wait_all_max = 4096;
   std::string python = "/usr/bin/python3";
   std::string json;
@@ -482,10 +504,12 @@ int main(int argc, char** argv) {
   for (const std::string& name : patterns) {
     const Pattern pattern = name == "barrier"    ? barrier
                             : name == "table"    ? table
+                            : name == "hosts"    ? hosts
                             : name == "wait-all" ? wait_all
                                                  : nullptr;
     if (pattern == nullptr) {
-      std::fprintf(stderr, "rendezvous_scale: unknown pattern '%s' (barrier, table, wait-all)\n",
+      std::fprintf(stderr,
+                   "rendezvous_scale: unknown pattern '%s' (barrier, table, hosts, wait-all)\n",
                    name.c_str());
       return 2;
     }

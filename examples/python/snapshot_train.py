@@ -10,7 +10,14 @@ attempt costs only the epoch it was in.
 
 --kill-rank R --kill-at-epoch E makes rank R SIGKILL itself at the start of
 epoch E in the first attempt only (TORCHELASTIC_RESTART_COUNT 0): a failure
-to restart from. The snapshot must be on a path every node sees.
+to restart from. With --kill-agent it SIGKILLs its parent instead (the
+cohort run or torchrun agent of its node): a node lost, which a job with
+elastic membership (--nnodes MIN:MAX) survives without a restart budget:
+
+    srun -N2 --ntasks-per-node=1 cohort run --nnodes 1:2 -n 2 \\
+        examples/python/snapshot_train.py --kill-rank 3 --kill-at-epoch 1 --kill-agent
+
+The snapshot must be on a path every node sees.
 """
 import os
 import signal
@@ -30,6 +37,8 @@ def options(parser):
     parser.add_argument("--snapshot", default="snapshot.pt")
     parser.add_argument("--kill-rank", type=int, default=-1)
     parser.add_argument("--kill-at-epoch", type=int, default=-1)
+    parser.add_argument("--kill-agent", action="store_true",
+                        help="SIGKILL the agent (the parent process), not this rank")
 
 
 class Trainer:
@@ -69,13 +78,14 @@ class Trainer:
         print("[rank %d] Epoch %d | Steps: %d | loss %.4f"
               % (self.rank, epoch, len(self.data), loss.item()), flush=True)
 
-    def train(self, epochs, kill_rank, kill_at_epoch):
+    def train(self, epochs, kill_rank, kill_at_epoch, kill_agent):
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
         for epoch in range(self.epochs_run, epochs):
             if restart == 0 and self.rank == kill_rank and epoch == kill_at_epoch:
-                print("[rank %d] Epoch %d | killing myself (SIGKILL) to test restarts"
-                      % (self.rank, epoch), flush=True)
-                os.kill(os.getpid(), signal.SIGKILL)
+                victim = "my agent" if kill_agent else "myself"
+                print("[rank %d] Epoch %d | killing %s (SIGKILL) to test restarts"
+                      % (self.rank, epoch, victim), flush=True)
+                os.kill(os.getppid() if kill_agent else os.getpid(), signal.SIGKILL)
             self._run_epoch(epoch)
             if self.rank == 0:
                 self._save_snapshot(epoch)
@@ -90,9 +100,10 @@ def main():
     data = DataLoader(dataset, batch_size=args.batch, sampler=DistributedSampler(dataset))
     model = torch.nn.Linear(8, 1)
     trainer = Trainer(model, data, torch.optim.SGD(model.parameters(), lr=0.01), args.snapshot)
-    trainer.train(args.epochs, args.kill_rank, args.kill_at_epoch)
-    print("[rank %d] done: %d epochs (restart %s)"
-          % (dist.get_rank(), args.epochs, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+    trainer.train(args.epochs, args.kill_rank, args.kill_at_epoch, args.kill_agent)
+    print("[rank %d] done: %d epochs (restart %s, world size %d)"
+          % (dist.get_rank(), args.epochs, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"),
+             dist.get_world_size()),
           flush=True)
     dist.destroy_process_group()
 

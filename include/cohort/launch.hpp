@@ -84,6 +84,14 @@ struct RunOptions {
   /// the others follow in order of arrival: torchrun's c10d form).
   int nnodes = 1;
   int node_rank = -1;
+  /// Elastic membership (torchrun's --nnodes MIN:MAX): with 0 < min_nodes <
+  /// nnodes, the job starts once min_nodes agents joined (then waits up to
+  /// `last_call` for up to nnodes), goes on without a lost node while at
+  /// least min_nodes remain, and takes in a node that joins later; each such
+  /// change restarts every node's workers with ranks renumbered
+  /// (docs/run.md, "Elastic membership"). 0: exactly nnodes.
+  int min_nodes = 0;
+  std::chrono::milliseconds last_call{10000};
   std::string rdzv_host;  ///< "": master_addr
   int rdzv_port = 0;      ///< 0: 29500, or under Slurm a port derived from the job
   /// This host's address for the other nodes' messages (torchrun --local-addr).

@@ -97,7 +97,7 @@ constexpr std::array kOptions = {
                "one node, the store on a free port (the default on one node)"},
     OptionSpec{"--nnodes", "--nnodes", "PET_NNODES", Kind::value,
                "nodes in the job, one cohort run on each (default 1; under srun or mpirun: what "
-               "the launcher started)"},
+               "the launcher started); MIN:MAX: elastic, the job goes on with MIN to MAX nodes"},
     OptionSpec{"--node-rank,--node_rank", "--node-rank", "PET_NODE_RANK", Kind::value,
                "this node's rank, 0 to nnodes-1; without it, with --nnodes, ranks are given at "
                "the rendezvous"},
@@ -117,7 +117,9 @@ constexpr std::array kOptions = {
                "the job's id: TORCHELASTIC_RUN_ID and COHORT_RUN_ID on every node"},
     OptionSpec{"--rdzv-conf,--rdzv_conf", "--rdzv-conf", "PET_RDZV_CONF", Kind::value,
                "torchrun's key=value list: timeout and join_timeout (seconds the nodes wait for "
-               "each other), read_timeout (seconds a store call may take)"},
+               "each other), last_call_timeout (with --nnodes MIN:MAX, seconds the first "
+               "rendezvous waits for more than MIN nodes, default 10), read_timeout (seconds a "
+               "store call may take)"},
     OptionSpec{"--rdzv-timeout,--rdzv_timeout", "--rdzv-timeout", "PET_RDZV_TIMEOUT", Kind::value,
                "seconds the nodes wait for each other at start (default 300)"},
     OptionSpec{"--heartbeat-timeout,--heartbeat_timeout", "--heartbeat-timeout",
@@ -254,18 +256,16 @@ std::set<int> parse_rank_list(const Given& given) {
   return ranks;
 }
 
-// --nnodes N, or torchrun's MIN:MAX with MIN == MAX (no elastic membership).
-int parse_nnodes(const Given& given) {
+// --nnodes N, or torchrun's MIN:MAX (elastic membership when MIN < MAX).
+void parse_nnodes(const Given& given, RunOptions& options) {
   const std::size_t colon = given.value.find(':');
   auto low = detail::parse_int(given.value.substr(0, colon));
   auto high = colon == std::string::npos ? low : detail::parse_int(given.value.substr(colon + 1));
-  if (!low || !high || *low < 1 || *low > 100000 || *high < *low) {
-    bad(given, "expected a number of nodes, or MIN:MAX");
+  if (!low || !high || *low < 1 || *high > 100000 || *high < *low) {
+    bad(given, "expected a number of nodes, or MIN:MAX with 1 <= MIN <= MAX");
   }
-  if (*high != *low) {
-    bad(given, "elastic membership (MIN:MAX with MIN < MAX) is not supported yet; give one number");
-  }
-  return static_cast<int>(*low);
+  options.nnodes = static_cast<int>(*high);
+  options.min_nodes = *low < *high ? static_cast<int>(*low) : 0;
 }
 
 // HOST[:PORT] or [IPV6]:PORT.
@@ -287,8 +287,8 @@ std::pair<std::string, int> parse_endpoint(const Given& given) {
 void apply_rdzv_conf(const Given& given, RunOptions& options) {
   // torchrun's keys; those that tune nothing here are accepted and documented.
   static const std::set<std::string> kNothingToTune = {
-      "last_call_timeout",   "close_timeout",          "is_host",   "use_libuv",
-      "keep_alive_interval", "keep_alive_max_attempt", "store_type"};
+      "close_timeout",          "is_host",   "use_libuv", "keep_alive_interval",
+      "keep_alive_max_attempt", "store_type"};
   for (const std::string& item : split(given.value, ",")) {
     const std::size_t equals = item.find('=');
     const std::string key = item.substr(0, equals);
@@ -296,12 +296,14 @@ void apply_rdzv_conf(const Given& given, RunOptions& options) {
     const Given value{item.substr(equals + 1), cat(given.origin, " ", key)};
     if (key == "timeout" || key == "join_timeout") {
       options.rendezvous_timeout = seconds(value, 0.001, 86400 * 7);
+    } else if (key == "last_call_timeout") {
+      options.last_call = seconds(value, 0, 86400);
     } else if (key == "read_timeout") {
       options.heartbeat_timeout = seconds(value, 0.001, 86400);
     } else if (kNothingToTune.count(key) == 0) {
       bad(given, cat("unknown key '", key,
-                     "' (cohort reads timeout, join_timeout and read_timeout, and accepts "
-                     "last_call_timeout, close_timeout, is_host, use_libuv, keep_alive_interval, "
+                     "' (cohort reads timeout, join_timeout, last_call_timeout and read_timeout, "
+                     "and accepts close_timeout, is_host, use_libuv, keep_alive_interval, "
                      "keep_alive_max_attempt, store_type)"));
     }
   }
@@ -335,6 +337,16 @@ void place(const RunArguments& arguments, RunOptions& options,
         hosts ? detail::parse_host_list(hosts.value)
               : detail::parse_hostfile(current_directory_file(hostfile.value, hostfile.origin),
                                        hostfile.value);
+    if (const Given nnodes = get(arguments, "--nnodes")) {
+      // Elastic over ssh: MAX is the hosts given; the job goes on with MIN.
+      parse_nnodes(nnodes, options);
+      if (options.nnodes != static_cast<int>(options.hosts.size())) {
+        bad(nnodes, cat("the job's nodes are the ", options.hosts.size(), " hosts of ",
+                        (hostfile ? hostfile : hosts).origin,
+                        ": give --nnodes MIN:", options.hosts.size(), ", or leave it out"));
+      }
+      options.nnodes = 1;  // the launcher itself runs no workers
+    }
     // -n given: that many on every host; else each host's slots (1 when none).
     for (RunOptions::Host& host : options.hosts) {
       if (arguments.given("--nproc-per-node")) host.slots = 0;
@@ -351,7 +363,7 @@ void place(const RunArguments& arguments, RunOptions& options,
       options.remote_cohort = remote.value;
     return;
   }
-  if (const Given nnodes = get(arguments, "--nnodes")) options.nnodes = parse_nnodes(nnodes);
+  if (const Given nnodes = get(arguments, "--nnodes")) parse_nnodes(nnodes, options);
   if (const Given node_rank = get(arguments, "--node-rank")) {
     options.node_rank = integer(node_rank, 0, 100000, "expected a node rank, 0 or more");
     if (options.node_rank >= options.nnodes) {

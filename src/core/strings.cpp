@@ -13,6 +13,16 @@ std::optional<std::int64_t> parse_int(std::string_view text) noexcept {
   return value;
 }
 
+std::vector<std::string> split_at(std::string_view text, char separator) {
+  std::vector<std::string> fields;
+  for (;;) {
+    const std::size_t at = text.find(separator);
+    fields.emplace_back(text.substr(0, at));
+    if (at == std::string_view::npos) return fields;
+    text.remove_prefix(at + 1);
+  }
+}
+
 std::string join(std::span<const std::string> parts, std::string_view separator) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cohort::detail {
 
@@ -24,6 +25,10 @@ std::optional<std::int64_t> parse_int(std::string_view text) noexcept;
 
 /// `parts` joined with `separator` in between.
 std::string join(std::span<const std::string> parts, std::string_view separator);
+
+/// `text` cut at every `separator`, empty fields kept: "a\t\tb" is
+/// {"a", "", "b"}, "" is {""}.
+std::vector<std::string> split_at(std::string_view text, char separator);
 
 /// `bytes` random bytes from std::random_device, as 2 * bytes hex digits
 /// (run ids, job tokens).

@@ -132,6 +132,18 @@ class Agent {
     }
     // One budget for the whole job: every node restarts together.
     plan_.group.max_restarts = options_.max_restarts;
+    plan_.group.say = [this](const std::string& text) { print(text); };
+    plan_.group.check_interrupt = [] {
+      // The event loop does not turn yet: look for a stop signal ourselves.
+      sigset_t pending;
+      sigpending(&pending);
+      for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
+        if (sigismember(&pending, signal)) {
+          throw Error(cat("cohort run: stopped by ", detail::signal_name(signal),
+                          " while waiting to join the job"));
+        }
+      }
+    };
     if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
     host_ = options_.local_addr.empty() ? host_name() : options_.local_addr;
   }
@@ -160,7 +172,12 @@ class Agent {
     }
 
     group_ = std::make_unique<detail::NodeGroup>(plan_.group);
-    placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
+    try {
+      placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
+    } catch (const detail::JobEndedWhileWaiting& ended) {
+      print(cat(ended.what(), "\n"));
+      return 0;
+    }
     if (multi_node()) loop_->watch(group_->event_fd(), [this] { on_group_event(); });
     if (options_.stop_on_stdin_eof) loop_->watch(STDIN_FILENO, [this] { on_stdin(); });
     choose_prefix();
@@ -194,11 +211,15 @@ class Agent {
     const SubreaperScope subreaper;
 
     for (int attempt = 0;; ++attempt) {
+      // An agent that joined an elastic job late starts at its attempt.
+      if (multi_node()) attempt = group_->attempt();
       run_attempt(attempt);
       if (multi_node()) {
         // Done here while others may still fail: wait for the job's verdict.
-        if (stop_ == Stop::none && attempt < options_.max_restarts) await_attempt_end();
-        if (!first_stop_ || !group_->restartable(*first_stop_)) return finish_node();
+        if (stop_ == Stop::none && group_->may_restart()) await_attempt_end();
+        if (!first_stop_) return finish_node();
+        if (group_->elastic() ? !settle_attempt() : !group_->restartable(*first_stop_))
+          return finish_node();
         if (!restart_with_the_others(attempt)) return finish_node();
         continue;
       }
@@ -224,7 +245,7 @@ class Agent {
       case detail::AgentPlan::NodeName::agent:
         break;
     }
-    return cat("agent ", group_->node_rank());
+    return cat("agent ", group_->member_id());
   }
 
   // "[{host}:{rank}] " when the job spans hosts, "[{rank}] " for several
@@ -495,30 +516,66 @@ class Agent {
       loop_->turn();
   }
 
-  // The attempt stopped for a worker's failure with restarts left: say so,
-  // wait for every node's workers to be gone, and take the next attempt's
-  // MASTER_PORT. False (the job ends) when the nodes did not meet in time.
+  // Elastic membership: node 0's verdict on the attempt, for every node
+  // alike (a node lost may have made a worker fail first). Whether the job
+  // restarts; first_stop_ becomes what decided it.
+  bool settle_attempt() {
+    detail::NodeGroup::Verdict verdict;
+    try {
+      verdict = group_->settle(*first_stop_, options_.grace);
+    } catch (const Error& error) {
+      print(cat(error.what(), "\n"));
+      return false;
+    }
+    if (verdict.stop.encode() != first_stop_->encode()) own_stop_ = false;
+    first_stop_ = verdict.stop;
+    return verdict.restart;
+  }
+
+  // The attempt stopped for a worker's failure with restarts left (or, with
+  // elastic membership, a node lost or one waiting to join): say so, wait
+  // for every node's workers to be gone, and take the next attempt's
+  // MASTER_PORT (elastic: its placement). False (the job ends) when the
+  // nodes did not meet in time.
   bool restart_with_the_others(int attempt) {
-    const detail::StopRecord& stop = *first_stop_;
-    const std::string next = cat("attempt ", attempt + 2, " of ", options_.max_restarts + 1);
+    const detail::StopRecord stop = *first_stop_;
+    const std::string where =
+        stop.node >= 0 && !stop.node_lost
+            ? cat(" (on ", stop.host, ", ", plan_.group.unit, " ", stop.node, ")")
+            : "";
+    const std::string next = group_->elastic()
+                                 ? cat("attempt ", attempt + 2)
+                                 : cat("attempt ", attempt + 2, " of ", options_.max_restarts + 1);
     if (own_stop_) {
       detail::ReportInput input = report_input(attempt, true);
-      input.other_nodes = cat("stopped: the ", plan_.group.nnodes - 1, " other ", plan_.group.unit,
-                              "s' workers, to restart with these");
+      input.other_nodes = cat("stopped: the ", group_->round_size() - 1, " other ",
+                              plan_.group.unit, "s' workers, to restart with these");
       print(detail::failure_report(input));
     } else {
-      print(cat("cohort run [", host_, "]: stopped ", my_ranks(), " here: ", stop.summary, " (on ",
-                stop.host, ", ", plan_.group.unit, " ", stop.node, "); restarting: ", next, "\n"));
+      print(cat("cohort run [", host_, "]: stopped ", my_ranks(), " here: ", stop.summary, where,
+                "; restarting: ", next, "\n"));
     }
-    attempts_.push_back(cat("attempt ", attempt + 1, ": ", stop.summary, " on ", stop.host, " (",
-                            plan_.group.unit, " ", stop.node, ")"));
+    attempts_.push_back(cat("attempt ", attempt + 1, ": ", stop.summary, where));
     try {
-      const int port = group_->begin_next_attempt(options_.grace);
-      // Workers that meet in the agent's store keep its port (PyTorch puts
-      // each attempt's keys under /worker/attempt_K); else rank 0 listens on
-      // a fresh one, never the last attempt's.
-      if (!options_.agent_store) placement_.master_port = port;
-    } catch (const Timeout& error) {
+      if (group_->elastic()) {  // settled: the next round's placement
+        // A new round: who takes part, and so every rank, may have changed.
+        const int world = placement_.world_size;
+        placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
+        if (placement_.world_size != world || group_->node_rank() == 0) {
+          const int nodes = group_->round_size();
+          print(cat("cohort run [", host_, "]: attempt ", attempt + 2, " runs on ", nodes, " ",
+                    plan_.group.unit, nodes == 1 ? ", " : "s, ", placement_.world_size,
+                    " workers; ", my_ranks(), " here (", plan_.group.unit, " ", group_->node_rank(),
+                    ")\n"));
+        }
+      } else {
+        const int port = group_->begin_next_attempt(stop, options_.grace);
+        // Workers that meet in the agent's store keep its port (PyTorch puts
+        // each attempt's keys under /worker/attempt_K); else rank 0 listens
+        // on a fresh one, never the last attempt's.
+        if (!options_.agent_store) placement_.master_port = port;
+      }
+    } catch (const Error& error) {  // the nodes did not meet in time, or the store is gone
       print(cat(error.what(), "\n"));
       return false;
     }
@@ -540,18 +597,22 @@ class Agent {
     const std::string mine = my_ranks();
     // The attempts before this one, once, where the job's store is served.
     if (!attempts_.empty() && group_->node_rank() == 0) {
+      const std::string budget =
+          group_->elastic() ? cat(group_->restarts(), " for failures, of --max-restarts ",
+                                  options_.max_restarts, "; the others for elastic membership")
+                            : cat("--max-restarts ", options_.max_restarts, " for the whole job");
       print(cat("cohort run: the job restarted ", attempts_.size(),
-                attempts_.size() == 1 ? " time" : " times", " (--max-restarts ",
-                options_.max_restarts, " for the whole job):\n  ", detail::join(attempts_, "\n  "),
-                "\n  attempt ", attempts_.size() + 1, ": ",
+                attempts_.size() == 1 ? " time" : " times", " (", budget, "):\n  ",
+                detail::join(attempts_, "\n  "), "\n  attempt ", attempts_.size() + 1, ": ",
                 first_stop_ ? cat(first_stop_->summary, " on ", first_stop_->host)
                             : std::string("every rank succeeded"),
                 "\n"));
     }
     if (stop_ == Stop::worker_failed && own_stop_) {
       detail::ReportInput input = report_input(group_->attempt(), false);
-      input.other_nodes = cat("told to stop: ", plan_.group.nnodes - 1, " other ", plan_.group.unit,
-                              "s, the ranks other than ", mine.substr(mine.find(' ') + 1));
+      input.other_nodes =
+          cat("told to stop: ", group_->round_size() - 1, " other ", plan_.group.unit,
+              "s, the ranks other than ", mine.substr(mine.find(' ') + 1));
       print(detail::failure_report(input));
     } else if (first_stop_ && !own_stop_) {
       print(cat(

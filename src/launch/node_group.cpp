@@ -1,7 +1,9 @@
 #include "launch/node_group.hpp"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <thread>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@ constexpr std::string_view kMasterPort = "agents/master_port";
 constexpr std::string_view kCoordinatorWake = "agents/wake/c";
 constexpr std::string_view kNextNode = "agents/next_node";
 constexpr std::string_view kRunId = "agents/run_id";
+constexpr std::string_view kJobOver = "agents/over";  // elastic: for agents waiting to join
 
 constexpr std::string_view kNodes = "agents/node";  // each agent's entry, exchanged at the join
 
@@ -43,25 +46,28 @@ std::string all_done_key(int attempt) {
 std::string ended_key(int attempt, int node) {
   return cat("agents/ended/", attempt, "/", node);
 }
+std::string verdict_key(int attempt) {
+  return cat("agents/verdict/", attempt);
+}
 std::string start_key(int attempt) {
   return cat("agents/start/", attempt);
 }
-std::string heartbeat_key(int node) {
-  return cat("agents/hb/", node);
+// Heartbeats and wake-ups go to an agent (its id), whatever its node rank.
+std::string heartbeat_key(int id) {
+  return cat("agents/hb/", id);
 }
-std::string wake_key(int node) {
-  return cat("agents/wake/", node);
+std::string wake_key(int id) {
+  return cat("agents/wake/", id);
 }
-
-std::vector<std::string> split_tabs(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t tab = text.find('\t', start);
-    out.push_back(text.substr(start, tab - start));
-    if (tab == std::string::npos) return out;
-    start = tab + 1;
-  }
+// Elastic rounds: the agents that registered, each one's slot, the table.
+std::string round_count_key(int round) {
+  return cat("agents/round/", round);
+}
+std::string round_slot_key(int round, std::int64_t slot) {
+  return cat("agents/round/", round, "/", slot);
+}
+std::string round_table_key(int round) {
+  return cat("agents/round/", round, "/table");
 }
 
 std::string seconds(std::chrono::milliseconds time) {
@@ -74,11 +80,15 @@ std::string StopRecord::encode() const {
   std::string clean = summary;
   for (char& c : clean)
     if (c == '\t' || c == '\n') c = ' ';
-  return cat(node, '\t', host, '\t', rank, '\t', exit_code, '\t', node_lost ? 1 : 0, '\t', clean);
+  return cat(node, '\t', host, '\t', rank, '\t', exit_code, '\t',
+             node_lost    ? 1
+             : membership ? 2
+                          : 0,
+             '\t', clean);
 }
 
 std::optional<StopRecord> StopRecord::decode(const std::string& text) {
-  const std::vector<std::string> fields = split_tabs(text);
+  const std::vector<std::string> fields = split_at(text, '\t');
   if (fields.size() != 6) return std::nullopt;
   auto node = parse_int(fields[0]);
   auto rank = parse_int(fields[2]);
@@ -90,6 +100,7 @@ std::optional<StopRecord> StopRecord::decode(const std::string& text) {
   record.rank = static_cast<int>(*rank);
   record.exit_code = static_cast<int>(*code);
   record.node_lost = fields[4] == "1";
+  record.membership = fields[4] == "2";
   record.summary = fields[5];
   return record;
 }
@@ -133,6 +144,7 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     store_->set(kMasterPort, std::to_string(server_->torch_port()));
   }
   if (options_.node_rank == kNodeRankAtJoin) take_node_rank();
+  id_ = options_.node_rank;
   if (options_.nnodes > 1 || options_.node_rank < 0) {
     client.timeout = options_.heartbeat_timeout;
     watch_store_ = std::make_shared<StoreClient>(client);
@@ -183,7 +195,8 @@ void NodeGroup::take_node_rank() {
     return;
   }
   const std::int64_t rank = store_->add(kNextNode, 1);
-  if (rank >= options_.nnodes) {
+  // Elastic: a node that replaces a lost one comes after every other.
+  if (rank >= options_.nnodes && !elastic()) {
     throw Error(cat("cohort run: more than ", options_.nnodes, " agents joined the rendezvous at ",
                     options_.store_host, ":", port_,
                     ": --nnodes is too small, or another job uses the same --rdzv-endpoint (give "
@@ -198,11 +211,16 @@ int NodeGroup::torch_port() const noexcept {
 
 NodeGroup::~NodeGroup() {
   quit_ = true;
+  if (server_ && elastic()) {
+    try {  // agents waiting to be taken in: the job is over
+      store_->set(kJobOver, "");
+    } catch (const Error&) {
+    }
+  }
   if (!watcher_.joinable()) return;
   if (!store_lost()) {
     try {  // wake the heartbeat thread now rather than at its next tick
-      store_->set(server_ || options_.node_rank < 0 ? std::string(kCoordinatorWake)
-                                                    : wake_key(options_.node_rank),
+      store_->set(server_ || options_.node_rank < 0 ? std::string(kCoordinatorWake) : wake_key(id_),
                   "");
     } catch (const Error&) {  // the store is gone: the thread's calls fail and it ends
     }
@@ -214,6 +232,7 @@ std::string NodeGroup::node_name(int node) const {
   if (node == kNodeRankAtJoin) return cat("a ", options_.unit);
   if (node < 0) return "the launcher";
   const auto index = static_cast<std::size_t>(node);
+  std::lock_guard<std::mutex> lock(members_mutex_);
   const std::vector<std::string>& hosts = hosts_.empty() ? options_.node_hosts : hosts_;
   if (index < hosts.size() && !hosts[index].empty())
     return cat(options_.unit, " ", node, " (", hosts[index], ")");
@@ -222,19 +241,70 @@ std::string NodeGroup::node_name(int node) const {
 
 Placement NodeGroup::join(int nproc, const std::string& host, const std::string& node,
                           const std::string& run_id) {
+  const std::string mine = cat(nproc, '\t', host, '\t', getpid(), '\t', node);
+  Placement placement;
+  std::vector<std::string> entries;
+  std::vector<int> ids;
+  if (elastic()) {
+    const RoundTable table = join_round(mine, run_id);
+    options_.node_rank = table.node_rank_of(id_);
+    for (const Member& member : table.members) {
+      entries.push_back(member.entry);
+      ids.push_back(member.id);
+    }
+    placement.master_port = table.master_port;
+    placement.run_id = table.run_id;
+    restarts_ = table.restarts;
+  } else {
+    entries = exchange_entries(mine, run_id);
+    for (int other = 0; other < options_.nnodes; ++other)
+      ids.push_back(other);
+    placement.run_id = run_id;
+    if (options_.nnodes > 1) {
+      placement.master_port = static_cast<int>(
+          parse_int(store_->get(kMasterPort, options_.rendezvous_timeout)).value_or(0));
+      placement.run_id = store_->get(kRunId, options_.rendezvous_timeout);
+    }
+  }
+  std::vector<AgentEntry> agents;
+  for (const std::string& entry : entries) {
+    const std::vector<std::string> fields = split_at(entry, '\t');
+    AgentEntry agent;
+    agent.nproc = static_cast<int>(parse_int(fields[0]).value_or(0));
+    agent.node = fields.size() > 3 ? fields[3] : cat("agent ", agents.size());
+    agents.push_back(agent);
+    placement.hosts.push_back(fields.size() > 1 ? fields[1] : "");
+  }
+  placement.layout = lay_out_workers(agents, options_.node_rank);
+  placement.rank_base = placement.layout.mine.empty() ? 0 : placement.layout.mine.front().rank;
+  placement.world_size = placement.layout.world_size;
+  {
+    std::lock_guard<std::mutex> lock(members_mutex_);
+    members_ = ids;
+    hosts_ = placement.hosts;
+  }
+  in_round_ = true;
+  if (!watcher_.joinable()) {
+    // From now on a call that hangs means a lost store: bound it like a heartbeat.
+    client_.timeout = options_.heartbeat_timeout;
+    store_ = std::make_shared<StoreClient>(client_);
+    if (watch_store_) watcher_ = std::thread([this] { watch(); });
+  }
+  return placement;
+}
+
+// Every agent's entry to every agent in O(nnodes) requests (a wait for
+// every node key by every agent is nnodes² key waits: docs/rendezvous.md).
+std::vector<std::string> NodeGroup::exchange_entries(const std::string& mine,
+                                                     const std::string& run_id) {
   // One node picks its workers' port per attempt itself (Agent::spawn_all).
-  const bool several = options_.nnodes > 1;
-  if (several && options_.node_rank == 0) {
+  if (options_.nnodes > 1 && options_.node_rank == 0) {
     store_->set(kRunId, run_id);
     if (options_.torch_port < 0) store_->set(kMasterPort, std::to_string(pick_free_port()));
   }
-  // Every agent's entry to every agent in O(nnodes) requests (a wait for
-  // every node key by every agent is nnodes² key waits: docs/rendezvous.md).
-  std::vector<std::string> entries;
   try {
-    entries = exchange_values(*store_, kNodes, options_.node_rank, options_.nnodes,
-                              cat(nproc, '\t', host, '\t', getpid(), '\t', node),
-                              options_.rendezvous_timeout);
+    return exchange_values(*store_, kNodes, options_.node_rank, options_.nnodes, mine,
+                           options_.rendezvous_timeout);
   } catch (const Timeout&) {
     std::vector<std::string> missing;
     for (int other = 0; other < options_.nnodes; ++other) {
@@ -248,35 +318,154 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
                       "--master-port), that it can resolve and reach that address, and its "
                       "output"));
   }
-  Placement placement;
-  std::vector<AgentEntry> agents;
-  for (const std::string& entry : entries) {
-    const std::vector<std::string> fields = split_tabs(entry);
-    AgentEntry agent;
-    agent.nproc = fields.empty() ? 0 : static_cast<int>(parse_int(fields[0]).value_or(0));
-    agent.node = fields.size() > 3 ? fields[3] : cat("agent ", agents.size());
-    agents.push_back(agent);
-    placement.hosts.push_back(fields.size() > 1 ? fields[1] : "");
-  }
-  placement.layout = lay_out_workers(agents, options_.node_rank);
-  placement.rank_base = placement.layout.mine.empty() ? 0 : placement.layout.mine.front().rank;
-  placement.world_size = placement.layout.world_size;
-  placement.run_id = run_id;
-  if (several) {
-    placement.master_port = static_cast<int>(
-        parse_int(store_->get(kMasterPort, options_.rendezvous_timeout)).value_or(0));
-    placement.run_id = store_->get(kRunId, options_.rendezvous_timeout);
-  }
-  hosts_ = placement.hosts;
-  // From now on a call that hangs means a lost store: bound it like a heartbeat.
-  client_.timeout = options_.heartbeat_timeout;
-  store_ = std::make_shared<StoreClient>(client_);
-  if (watch_store_) watcher_ = std::thread([this] { watch(); });
-  return placement;
 }
 
-void NodeGroup::start_watching() {
-  hosts_ = options_.node_hosts;
+// Registers for the attempt under way (a round), and for each next one
+// while the round closes without this agent (it came late, or MAX nodes
+// run): an agent taken in by none waits until the job restarts.
+RoundTable NodeGroup::join_round(const std::string& entry, const std::string& run_id) {
+  bool waiting = false;
+  for (;;) {
+    const int round = attempt_;
+    const std::int64_t slot = store_->add(round_count_key(round), 1) - 1;
+    store_->set(round_slot_key(round, slot), cat(id_, '\t', entry));
+    if (server_) {
+      if (round == 0) run_id_ = run_id;
+      close_round(*store_, round);
+    }
+    RoundTable table = await_round(round, waiting);
+    if (table.node_rank_of(id_) >= 0) return table;
+    if (!waiting && options_.say) {
+      const bool room = static_cast<int>(table.members.size()) < options_.nnodes;
+      options_.say(cat("cohort run: the job runs on ", table.members.size(), " ", options_.unit,
+                       "s (at most ", options_.nnodes, ") and started without this one: ",
+                       room ? "waiting for it to restart and take this one in"
+                            : cat("waiting to take the place of a ", options_.unit,
+                                  " that is lost, at the job's next restart"),
+                       "\n"));
+    }
+    waiting = true;
+    attempt_ = round + 1;
+  }
+}
+
+// Whoever serves the store (node 0, or the --hostfile launcher's heartbeat
+// thread) decides who is in a round: the first waits for `min_nodes`, then
+// up to last_call for more; a restart waits for the survivors of the round
+// before (and takes in the agents already waiting), up to the restart bound.
+void NodeGroup::close_round(Store& store, int round) {
+  const bool first = round == 0;
+  std::set<int> previous;
+  for (int id : members())
+    previous.insert(id);
+  std::set<int> expected;
+  for (int id : previous) {
+    if (lost_ids_.count(id) == 0) expected.insert(id);
+  }
+  const auto bound = first ? options_.rendezvous_timeout : restart_bound_;
+  const auto start = Clock::now();
+  std::optional<Clock::time_point> enough_since;
+  std::vector<Member> registered;
+  std::set<int> present;
+  for (;;) {
+    const std::int64_t count = store.add(round_count_key(round), 0);
+    while (static_cast<std::int64_t>(registered.size()) < count) {
+      // Set right after the count by the agent that took the slot.
+      const std::string text =
+          store.get(round_slot_key(round, static_cast<std::int64_t>(registered.size())),
+                    options_.heartbeat_timeout);
+      const std::size_t tab = text.find('\t');
+      const auto id = parse_int(text.substr(0, tab));
+      registered.push_back({static_cast<int>(id.value_or(-1)), text.substr(tab + 1)});
+      present.insert(registered.back().id);
+    }
+    const int n = static_cast<int>(present.size());
+    const auto now = Clock::now();
+    if (n >= options_.nnodes) break;
+    if (n >= options_.min_nodes) {
+      if (!first && std::includes(present.begin(), present.end(), expected.begin(), expected.end()))
+        break;
+      if (!enough_since) enough_since = now;
+      if (first && now - *enough_since >= options_.last_call) break;
+    }
+    if (now - start >= bound) {
+      if (n >= options_.min_nodes) break;  // the missing survivors are gone too
+      throw Timeout(cat("cohort run: only ", n, " of at least ", options_.min_nodes, " ",
+                        options_.unit, "s joined the job's store at ", options_.store_host, ":",
+                        port_, " within ", seconds(bound),
+                        first ? ": start cohort run on more nodes (same --nnodes, --rdzv-endpoint "
+                                "or --master-addr), or lower MIN in --nnodes MIN:MAX"
+                              : " after the last restart: too few nodes are left for --nnodes"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  registered.erase(std::remove_if(registered.begin(), registered.end(),
+                                  [](const Member& member) { return member.id < 0; }),
+                   registered.end());
+  RoundTable table;
+  table.members = choose_members(registered, previous, options_.nnodes);
+  table.restarts = restarts_;
+  table.master_port = options_.torch_port >= 0 ? server_->torch_port() : pick_free_port();
+  table.run_id = run_id_;
+  store.set(round_table_key(round), table.encode());
+}
+
+// The table of `round`, once node 0 closed it. A member waits as long as
+// node 0 may take to close it; an agent `waiting` to be taken in, until
+// the job restarts or ends.
+RoundTable NodeGroup::await_round(int round, bool waiting) {
+  // Node 0 waits up to the restart bound for every node to stop, then as
+  // long again for the survivors to register.
+  const auto bound = round == 0 ? options_.rendezvous_timeout + options_.last_call
+                                : 2 * restart_bound_ + std::chrono::seconds(5);
+  const auto start = Clock::now();
+  for (;;) {
+    if (options_.check_interrupt) options_.check_interrupt();
+    try {
+      const std::string text = store_->get(round_table_key(round), std::chrono::seconds(1));
+      if (auto table = RoundTable::decode(text)) return *table;
+      throw Error(cat("cohort run: the job's store at ", options_.store_host, ":", port_,
+                      " holds a round table cohort cannot read (another version of cohort?)"));
+    } catch (const Timeout&) {
+    } catch (const StoreError& error) {
+      if (!waiting) throw;
+      throw JobEndedWhileWaiting(cat("cohort run: the job ended before this ", options_.unit,
+                                     " was taken in (its store at ", options_.store_host, ":",
+                                     port_, " closed: ", error.what(), ")"));
+    }
+    if (waiting && store_->check({std::string(kJobOver)})) {
+      throw JobEndedWhileWaiting(
+          cat("cohort run: the job ended before this ", options_.unit, " was taken in"));
+    }
+    if (!waiting && Clock::now() - start >= bound) {
+      throw Timeout(cat("cohort run: ", node_name(0), " did not start attempt ", round + 1,
+                        " within ",
+                        seconds(std::chrono::duration_cast<std::chrono::milliseconds>(bound)),
+                        " (it serves the job's store at ", options_.store_host, ":", port_,
+                        "; is it still running?)"));
+    }
+  }
+}
+
+std::vector<int> NodeGroup::members() const {
+  std::lock_guard<std::mutex> lock(members_mutex_);
+  return members_;
+}
+
+int NodeGroup::round_size() const {
+  std::lock_guard<std::mutex> lock(members_mutex_);
+  return members_.empty() ? options_.nnodes : static_cast<int>(members_.size());
+}
+
+void NodeGroup::start_watching(const std::string& run_id) {
+  run_id_ = run_id;
+  {
+    std::lock_guard<std::mutex> lock(members_mutex_);
+    hosts_ = options_.node_hosts;
+    for (int node = 0; node < options_.nnodes; ++node)
+      members_.push_back(node);
+  }
+  in_round_ = !elastic();  // elastic: the heartbeat thread closes the first round
   client_.timeout = options_.heartbeat_timeout;
   store_ = std::make_shared<StoreClient>(client_);
   watcher_ = std::thread([this] { watch(); });
@@ -288,8 +477,8 @@ void NodeGroup::notify() noexcept {
 }
 
 void NodeGroup::wake_everyone() {
-  for (int node = 0; node < options_.nnodes; ++node)
-    store_->set(wake_key(node), "");
+  for (int id : members())
+    store_->set(wake_key(id), "");
   store_->set(kCoordinatorWake, "");
 }
 
@@ -353,10 +542,10 @@ void NodeGroup::finished() {
   finished_ = attempt_;
   try {
     store_->set(done_key(attempt_, options_.node_rank), "");
-    if (store_->add(done_count_key(attempt_), 1) == options_.nnodes) {
+    if (store_->add(done_count_key(attempt_), 1) == round_size()) {
       store_->set(all_done_key(attempt_), "");
       // With restarts every agent waits for the others; else the coordinator.
-      if (options_.max_restarts > 0) {
+      if (options_.max_restarts > 0 || elastic()) {
         wake_everyone();
       } else {
         store_->set(kCoordinatorWake, "");
@@ -367,12 +556,19 @@ void NodeGroup::finished() {
 }
 
 bool NodeGroup::restartable(const StopRecord& record) const {
-  return record.rank >= 0 && !record.node_lost && attempt_ < options_.max_restarts;
+  if (record.membership) return elastic();
+  if (record.node_lost) return elastic() && round_size() - 1 >= options_.min_nodes;
+  return record.rank >= 0 && restarts_ < options_.max_restarts;
 }
 
-int NodeGroup::begin_next_attempt(std::chrono::milliseconds grace) {
+bool NodeGroup::may_restart() const noexcept {
+  return elastic() || restarts_ < options_.max_restarts;
+}
+
+int NodeGroup::begin_next_attempt(const StopRecord& stop, std::chrono::milliseconds grace) {
   const auto bound = grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
   const int next = attempt_ + 1;
+  if (stop.rank >= 0) ++restarts_;
   if (options_.node_rank >= 0) store_->set(ended_key(attempt_, options_.node_rank), "");
   if (options_.node_rank == 0) {
     // Every node's workers of this attempt are gone before any of the next
@@ -406,14 +602,102 @@ int NodeGroup::begin_next_attempt(std::chrono::milliseconds grace) {
   return port;
 }
 
+NodeGroup::Verdict NodeGroup::settle(const StopRecord& stop, std::chrono::milliseconds grace) {
+  const auto bound = grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
+  restart_bound_ = bound;
+  const int attempt = attempt_;
+  const std::vector<int> ids = members();
+  if (options_.node_rank >= 0) store_->set(ended_key(attempt, options_.node_rank), "");
+  Verdict verdict;
+  if (server_) {
+    // Every node's workers of this attempt are gone (or the node is) before
+    // any of the next starts: then no rank of the old attempt meets one of the new.
+    std::set<int> lost;  // node ranks
+    if (stop.node_lost && stop.node >= 0) lost.insert(stop.node);
+    const auto start = Clock::now();
+    for (;;) {
+      std::set<int> stalled;
+      {
+        std::lock_guard<std::mutex> lock(members_mutex_);
+        stalled = stalled_;
+      }
+      const bool late = Clock::now() - start >= bound;
+      bool waiting = false;
+      for (std::size_t node = 0; node < ids.size(); ++node) {
+        const int rank = static_cast<int>(node);
+        if (lost.count(rank) != 0 || store_->check({ended_key(attempt, rank)})) continue;
+        if (late || stalled.count(ids[node]) != 0) {
+          lost.insert(rank);
+        } else {
+          waiting = true;
+        }
+      }
+      if (!waiting) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    verdict.stop = stop;
+    if (lost.empty()) {
+      verdict.restart = restartable(stop);
+    } else {
+      if (!stop.node_lost) {
+        const int node = *lost.begin();
+        StopRecord gone;
+        gone.node = node;
+        gone.node_lost = true;
+        {
+          std::lock_guard<std::mutex> lock(members_mutex_);
+          gone.host = static_cast<std::size_t>(node) < hosts_.size() ? hosts_[node] : "";
+        }
+        gone.summary =
+            cat(node_name(node), " was lost (no heartbeat for ",
+                seconds(options_.heartbeat_timeout), ", or its workers did not stop within ",
+                seconds(bound), "); before that was noticed: ", stop.summary);
+        verdict.stop = gone;
+      }
+      verdict.restart =
+          elastic() && static_cast<int>(ids.size() - lost.size()) >= options_.min_nodes;
+      for (int node : lost)
+        lost_ids_.insert(ids[static_cast<std::size_t>(node)]);
+    }
+    store_->set(verdict_key(attempt), cat(verdict.restart ? 1 : 0, '\t', verdict.stop.encode()));
+  } else {
+    std::string text;
+    try {
+      text = store_->get(verdict_key(attempt), 2 * bound + std::chrono::seconds(5));
+    } catch (const Timeout&) {
+      throw Timeout(cat("cohort run: ", node_name(0), " did not decide how attempt ", attempt + 1,
+                        " ended within ", seconds(2 * bound + std::chrono::seconds(5)),
+                        " (it serves the job's store at ", options_.store_host, ":", port_,
+                        "; is it still running?)"));
+    }
+    const std::size_t tab = text.find('\t');
+    auto decided = StopRecord::decode(tab == std::string::npos ? "" : text.substr(tab + 1));
+    if (!decided) {
+      throw Error(cat("cohort run: cannot read node 0's verdict on attempt ", attempt + 1,
+                      " in the job's store at ", options_.store_host, ":", port_));
+    }
+    verdict.stop = *decided;
+    verdict.restart = text.rfind("1\t", 0) == 0;
+  }
+  if (verdict.restart) {
+    if (verdict.stop.rank >= 0) ++restarts_;
+    attempt_ = attempt + 1;  // the round's table (join) starts it
+    in_round_ = false;       // the --hostfile launcher's thread closes that round
+  }
+  return verdict;
+}
+
 void NodeGroup::linger(std::chrono::milliseconds at_most) {
   if (!server_ && options_.node_rank >= 0) return;
   // Every node that may still read the store says when it is done; a node
   // known to be lost never will.
   const auto record = stop_record();
   std::vector<std::string> keys;
-  for (int node = 0; node < options_.nnodes; ++node) {
+  const std::vector<int> ids = members();
+  for (int node = 0; node < round_size(); ++node) {
     if (record && record->node_lost && record->node == node) continue;
+    // Elastic: the nodes settle() found lost.
+    if (static_cast<std::size_t>(node) < ids.size() && lost_ids_.count(ids[node]) != 0) continue;
     keys.push_back(done_key(attempt_, node));
   }
   try {
@@ -427,14 +711,18 @@ void NodeGroup::linger(std::chrono::milliseconds at_most) {
 // key is set (a stop, or every node done).
 void NodeGroup::watch() {
   const bool coordinator = server_ != nullptr || options_.node_rank < 0;
-  const std::string wake =
-      coordinator ? std::string(kCoordinatorWake) : wake_key(options_.node_rank);
-  std::vector<std::int64_t> last_count(static_cast<std::size_t>(options_.nnodes), -1);
-  std::vector<bool> arrived(static_cast<std::size_t>(options_.nnodes), options_.node_rank >= 0);
-  std::vector<Clock::time_point> last_change(static_cast<std::size_t>(options_.nnodes),
-                                             Clock::now());
+  const std::string wake = coordinator ? std::string(kCoordinatorWake) : wake_key(id_);
+  struct Beat {
+    std::int64_t count = -1;
+    Clock::time_point changed;
+    bool arrived = false;
+  };
+  std::vector<Beat> beats;  // by node rank in the attempt under way
+  std::vector<int> ids;
+  std::vector<std::string> hosts;
   bool stop_seen = false;
-  int seen_attempt = attempt_;
+  int seen_attempt = -1;
+  bool seen_in_round = false;
   try {
     while (!quit_) {
       try {
@@ -443,57 +731,111 @@ void NodeGroup::watch() {
       } catch (const Timeout&) {
       }
       if (quit_) return;
-      if (options_.node_rank >= 0) watch_store_->add(heartbeat_key(options_.node_rank), 1);
+      if (id_ >= 0) watch_store_->add(heartbeat_key(id_), 1);
+      if (elastic() && options_.node_rank < 0 && server_ && !in_round_) {
+        close_round(*watch_store_, attempt_);  // the --hostfile launcher's part
+        const RoundTable table =
+            RoundTable::decode(watch_store_->get(round_table_key(attempt_))).value_or(RoundTable{});
+        std::vector<std::string> round_hosts;
+        std::vector<int> round_ids;
+        for (const Member& member : table.members) {
+          round_ids.push_back(member.id);
+          const std::vector<std::string> fields = split_at(member.entry, '\t');
+          round_hosts.push_back(fields.size() > 1 ? fields[1] : "");
+        }
+        {
+          std::lock_guard<std::mutex> lock(members_mutex_);
+          members_ = round_ids;
+          hosts_ = round_hosts;
+        }
+        in_round_ = true;
+      }
       const int attempt = attempt_;
-      if (attempt != seen_attempt) {
+      const bool in_round = in_round_;
+      if (attempt != seen_attempt || in_round != seen_in_round) {
         // A restart: the nodes were busy stopping and starting, not lost.
+        if (attempt != seen_attempt) stop_seen = false;
         seen_attempt = attempt;
-        stop_seen = false;
-        std::fill(last_change.begin(), last_change.end(), Clock::now());
+        seen_in_round = in_round;
+        {
+          std::lock_guard<std::mutex> lock(members_mutex_);
+          ids = members_;
+          hosts = hosts_;
+        }
+        // The --hostfile launcher waits for each node to join, unless it
+        // closed the round itself (elastic).
+        beats.assign(ids.size(), Beat{-1, Clock::now(), options_.node_rank >= 0 || elastic()});
+        std::lock_guard<std::mutex> lock(members_mutex_);
+        stalled_.clear();
       }
       if (!stop_seen && watch_store_->check({stop_key(attempt)})) {
         stop_seen = true;
         notify();
         // Keep beating while the job may restart: the coordinator must not
         // take a node that stops and starts again for a lost one.
-        if (!coordinator && attempt >= options_.max_restarts) return;
+        if (!coordinator && !may_restart()) return;
       }
-      const bool waits_for_all = coordinator || options_.max_restarts > 0;
+      const bool waits_for_all = coordinator || options_.max_restarts > 0 || elastic();
       if (waits_for_all && !all_done_ && watch_store_->check({all_done_key(attempt)})) {
         all_done_ = true;
         notify();
         return;
       }
-      if (!coordinator) continue;
+      if (!coordinator || !in_round) continue;
+      if (!stop_seen && elastic() && static_cast<int>(ids.size()) < options_.nnodes &&
+          watch_store_->add(round_count_key(attempt + 1), 0) > 0 &&
+          watch_store_->add(done_count_key(attempt), 0) == 0) {
+        // An agent registered for the next round while this one runs: it
+        // came late, or replaces a lost node. Restart to take it in.
+        const std::string first = watch_store_->get(round_slot_key(attempt + 1, 0));
+        const std::vector<std::string> fields = split_at(first, '\t');
+        StopRecord join;
+        join.membership = true;
+        join.host = fields.size() > 2 ? fields[2] : "";
+        join.summary =
+            cat("a ", options_.unit, " on ", join.host, " is waiting to join (", ids.size(),
+                " of at most ", options_.nnodes, " ", options_.unit, "s run)");
+        watch_store_->compare_set(stop_key(attempt), "", join.encode());
+        for (int id : ids)
+          watch_store_->set(wake_key(id), "");
+        stop_seen = true;
+        notify();
+        continue;
+      }
       const auto now = Clock::now();
-      for (int node = 0; node < options_.nnodes; ++node) {
-        const auto index = static_cast<std::size_t>(node);
-        if (node == options_.node_rank) continue;
-        if (!arrived[index]) {  // the --hostfile launcher waits for each node to join
-          arrived[index] = watch_store_->check({node_key(node)});
-          last_change[index] = now;
+      for (std::size_t node = 0; node < ids.size(); ++node) {
+        Beat& beat = beats[node];
+        if (ids[node] == id_) continue;
+        if (!beat.arrived) {  // the --hostfile launcher waits for each node to join
+          beat.arrived = watch_store_->check({node_key(static_cast<int>(node))});
+          beat.changed = now;
           continue;
         }
-        const std::int64_t count = watch_store_->add(heartbeat_key(node), 0);
-        if (count != last_count[index]) {
-          last_count[index] = count;
-          last_change[index] = now;
+        const std::int64_t count = watch_store_->add(heartbeat_key(ids[node]), 0);
+        if (count != beat.count) {
+          beat.count = count;
+          beat.changed = now;
           continue;
         }
-        if (stop_seen || now - last_change[index] < options_.heartbeat_timeout) continue;
-        if (watch_store_->check({done_key(attempt, node)})) continue;
+        if (now - beat.changed < options_.heartbeat_timeout) continue;
+        if (watch_store_->check({done_key(attempt, static_cast<int>(node))})) continue;
+        {
+          std::lock_guard<std::mutex> lock(members_mutex_);
+          stalled_.insert(ids[node]);  // settle() leaves it out
+        }
+        if (stop_seen) continue;
         StopRecord lost;
-        lost.node = node;
+        lost.node = static_cast<int>(node);
         lost.node_lost = true;
-        lost.host = index < hosts_.size() ? hosts_[index] : "";
-        lost.summary = cat(node_name(node),
+        lost.host = node < hosts.size() ? hosts[node] : "";
+        lost.summary = cat(node_name(static_cast<int>(node)),
                            " stopped answering: no heartbeat from its cohort run "
                            "for ",
                            seconds(options_.heartbeat_timeout),
                            " (the agent was killed, the node went down, or its network is cut)");
         watch_store_->compare_set(stop_key(attempt), "", lost.encode());
-        for (int other = 0; other < options_.nnodes; ++other)
-          watch_store_->set(wake_key(other), "");
+        for (int id : ids)
+          watch_store_->set(wake_key(id), "");
         stop_seen = true;
         notify();
       }

@@ -15,13 +15,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <cohort/errors.hpp>
 #include <cohort/store.hpp>
 
 #include "core/fd.hpp"
+#include "launch/membership.hpp"
 #include "launch/worker_layout.hpp"
 
 namespace cohort::detail {
@@ -80,6 +83,26 @@ struct NodeGroupOptions {
   /// some is left, every agent waits for the others at the end of an
   /// attempt (a later failure elsewhere restarts its workers too).
   int max_restarts = 0;
+  /// Elastic membership (--nnodes MIN:MAX): `nnodes` is MAX, and the job
+  /// goes on with as few as `min_nodes` (0: exactly `nnodes`). Every restart
+  /// is a new round of the rendezvous (launch/membership.hpp).
+  int min_nodes = 0;
+  /// With elastic membership: how long the first round waits for more
+  /// nodes once `min_nodes` joined (torchrun's last_call_timeout).
+  std::chrono::milliseconds last_call{10000};
+  /// Told, once, that this agent joined after its round closed and waits
+  /// to be taken in at the job's next restart.
+  std::function<void(const std::string&)> say;
+  /// Called about once a second while this agent waits to be taken in;
+  /// throws to stop waiting (a stop signal arrived).
+  std::function<void()> check_interrupt;
+};
+
+/// An agent that waited to be taken in (elastic membership) learnt that
+/// the job ended first.
+class JobEndedWhileWaiting : public Error {
+ public:
+  using Error::Error;
 };
 
 /// Where this node's workers sit in the job, agreed at rendezvous.
@@ -97,10 +120,11 @@ struct Placement {
 struct StopRecord {
   int node = -1;  ///< node rank where it happened; -1 for the coordinator
   std::string host;
-  int rank = -1;           ///< the failed worker's global rank, -1 when no worker failed
-  int exit_code = 1;       ///< what every agent exits with
-  bool node_lost = false;  ///< `node` itself is gone (no heartbeat): nobody waits for it
-  std::string summary;     ///< one line: "rank 5 failed: exit code 3"
+  int rank = -1;            ///< the failed worker's global rank, -1 when no worker failed
+  int exit_code = 1;        ///< what every agent exits with
+  bool node_lost = false;   ///< `node` itself is gone (no heartbeat): nobody waits for it
+  bool membership = false;  ///< an agent waits to join: the job restarts to take it in
+  std::string summary;      ///< one line: "rank 5 failed: exit code 3"
 
   std::string encode() const;
   static std::optional<StopRecord> decode(const std::string& text);
@@ -124,8 +148,10 @@ class NodeGroup {
                  const std::string& run_id);
 
   /// For a coordinator with no node rank (the --hostfile launcher): starts
-  /// watching the heartbeats of the nodes as they arrive.
-  void start_watching();
+  /// watching the heartbeats of the nodes as they arrive. With elastic
+  /// membership its heartbeat thread also closes every round (the job's
+  /// run id is `run_id`).
+  void start_watching(const std::string& run_id);
 
   /// Readable (eventfd) when the job must stop because of another node, or,
   /// for the coordinator, when every node is done. Then call stop_record().
@@ -145,23 +171,61 @@ class NodeGroup {
   void finished();
 
   /// Whether the job restarts after `record`, this attempt's first stop:
-  /// a worker failed (not a node lost, a signal or the timeout), and the
-  /// job-wide budget has a restart left. The same answer on every node.
+  /// a worker failed (not a signal or the timeout) and the job-wide budget
+  /// has a restart left; or, with elastic membership, a node was lost and at
+  /// least `min_nodes` remain, or a node waits to join (neither uses the
+  /// budget). The same answer on every node.
   bool restartable(const StopRecord& record) const;
-  /// After this node's workers of a restartable attempt are gone: waits
-  /// until every node's are (node 0 checks, within `grace` + 2 heartbeat
-  /// timeouts + 5 s: time for every agent to stop its workers), then moves to
-  /// the next attempt, whose stop and done keys are its own. Returns a
-  /// MASTER_PORT free on node 0 for its workers. A
-  /// coordinator without workers (the --hostfile launcher) follows along.
-  /// Throws cohort::Timeout naming the nodes that did not stop in time.
-  int begin_next_attempt(std::chrono::milliseconds grace);
+  /// Whether a stop of this attempt may still restart the job (restarts
+  /// left, or elastic membership): then every agent waits for the others at
+  /// the end of it.
+  bool may_restart() const noexcept;
+  /// Without elastic membership, after this node's workers of the
+  /// restartable attempt that `stop` ended are gone: waits until every
+  /// node's are (node 0 checks, within `grace` + 2 heartbeat timeouts + 5 s:
+  /// time for every agent to stop its workers), then moves to the next
+  /// attempt, whose stop and done keys are its own. Returns a MASTER_PORT
+  /// free on node 0 for its workers. A coordinator without workers (the
+  /// --hostfile launcher) follows along. Throws cohort::Timeout naming the
+  /// nodes that did not stop in time.
+  int begin_next_attempt(const StopRecord& stop, std::chrono::milliseconds grace);
+
+  /// How an attempt of an elastic job ended, decided by whoever serves the
+  /// store for every node alike.
+  struct Verdict {
+    StopRecord stop;       ///< what ended it (a lost node outranks the failures it caused)
+    bool restart = false;  ///< then join() gives the next round's placement
+  };
+  /// With elastic membership, after this node's workers of the attempt that
+  /// `stop` (its first stop) ended are gone, or for the --hostfile launcher
+  /// once it heard of the stop: whoever serves the store waits until every
+  /// node's workers are gone or the node is lost (no heartbeat for the
+  /// heartbeat timeout, or not stopped within `grace` + 2 heartbeat timeouts
+  /// + 5 s), then decides. A lost node decides the attempt even when a worker
+  /// failed first (its peers' connections to it broke): the job goes on if
+  /// at least `min_nodes` remain, with no restart budget used; else the
+  /// budget decides (restartable()). Throws cohort::Timeout when the
+  /// verdict does not come (the node serving the store is gone).
+  Verdict settle(const StopRecord& stop, std::chrono::milliseconds grace);
   /// The attempt under way, 0 first (TORCHELASTIC_RESTART_COUNT).
   int attempt() const noexcept { return attempt_; }
+  /// Restarts for failures so far (the --max-restarts budget's use).
+  int restarts() const noexcept { return restarts_; }
+  /// Whether the job has elastic membership (--nnodes MIN:MAX).
+  bool elastic() const noexcept {
+    return options_.min_nodes > 0 && options_.min_nodes < options_.nnodes;
+  }
+  /// The nodes of the attempt under way.
+  int round_size() const;
+  /// Their agents' ids (member_id()), by node rank.
+  std::vector<int> members() const;
   void linger(std::chrono::milliseconds at_most);
 
-  /// This agent's node rank (assigned by now under kNodeRankAtJoin).
+  /// This agent's node rank (assigned by now under kNodeRankAtJoin; with
+  /// elastic membership, its place in the attempt under way).
   int node_rank() const noexcept { return options_.node_rank; }
+  /// This agent's id for the whole job: its first node rank.
+  int member_id() const noexcept { return id_; }
   /// For the workers: how they reach the store.
   const std::string& store_host() const noexcept { return options_.store_host; }
   int store_port() const noexcept { return port_; }
@@ -175,6 +239,11 @@ class NodeGroup {
 
  private:
   std::string node_name(int node) const;  // "node 2 (n3)"
+  std::vector<std::string> exchange_entries(const std::string& mine, const std::string& run_id);
+  RoundTable join_round(const std::string& entry, const std::string& run_id);
+
+  RoundTable await_round(int round, bool waiting);
+  void close_round(Store& store, int round);
   bool start_server(bool required);
   void take_node_rank();
   void wake_everyone();
@@ -194,6 +263,15 @@ class NodeGroup {
   std::atomic<bool> all_done_{false};
   std::atomic<int> attempt_{0};
   int finished_ = -1;  // the attempt this node last said finished() for
+  int id_ = -1;        // this agent's id for its whole life: its first node rank
+  std::atomic<int> restarts_{0};
+  std::atomic<bool> in_round_{false};  // an attempt runs (not between rounds)
+  std::set<int> lost_ids_;             // node 0, elastic: agents left out for good
+  std::string run_id_;
+  std::chrono::milliseconds restart_bound_{0};  // how long node 0 waits for every node to stop
+  std::set<int> stalled_;  // ids whose heartbeat stopped in this attempt (members_mutex_)
+  mutable std::mutex members_mutex_;  // the heartbeat thread reads these two
+  std::vector<int> members_;          // the attempt's agents' ids, by node rank
   std::vector<std::string> hosts_;
   StoreClient::Options client_;
   std::mutex lost_mutex_;

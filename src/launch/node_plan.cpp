@@ -240,6 +240,8 @@ AgentPlan plan_agent(const RunOptions& options, const LaunchInfo& outer, const E
   NodeGroupOptions& group = plan.group;
   group.rendezvous_timeout = options.rendezvous_timeout;
   group.heartbeat_timeout = options.heartbeat_timeout;
+  group.min_nodes = options.min_nodes;
+  group.last_call = options.last_call;
   group.node_hosts = options.node_hosts;
   group.torch_port = options.agent_store ? 0 : -1;
   const bool under_launcher = options.node_rank < 0 && outer.world_size.value > 1 &&

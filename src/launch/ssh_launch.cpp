@@ -156,7 +156,9 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
                                "-n",
                                std::to_string(slots),
                                "--nnodes",
-                               std::to_string(options.hosts.size()),
+                               options.min_nodes > 0
+                                   ? cat(options.min_nodes, ":", options.hosts.size())
+                                   : std::to_string(options.hosts.size()),
                                "--node-rank",
                                std::to_string(node_rank),
                                "--master-addr",
@@ -185,6 +187,10 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
   }
   if (options.max_restarts > 0) {
     run.insert(run.end(), {"--max-restarts", std::to_string(options.max_restarts)});
+  }
+  if (options.min_nodes > 0) {
+    run.insert(run.end(),
+               {"--rdzv-conf", cat("last_call_timeout=", seconds_text(options.last_call))});
   }
   if (!options.log_dir.empty()) run.insert(run.end(), {"--log-dir", options.log_dir});
   if (options.prefix) {
@@ -265,8 +271,10 @@ class SshLauncher {
     for (const RunOptions::Host& host : options_.hosts)
       group.node_hosts.push_back(host.name);
     group.max_restarts = options_.max_restarts;
+    group.min_nodes = options_.min_nodes;
+    group.last_call = options_.last_call;
     group_ = std::make_unique<NodeGroup>(group);
-    group_->start_watching();
+    group_->start_watching(options_.run_id);
 
     loop_->watch(group_->event_fd(), [this] { on_group_event(); });
     start_agents({route.source_address, group_->store_port()});
@@ -277,9 +285,17 @@ class SshLauncher {
                                        "; exit status ", record_->exit_code, "\n"));
     }
     if (record_) return record_->exit_code;
+    // Elastic: the agents of the last round only (the job went on without
+    // the others; each one's id is its host's index).
+    const std::vector<int> last_round = group_->members();
     int code = 0;
-    for (std::size_t node = 0; node < processes_->size(); ++node)
+    for (std::size_t node = 0; node < processes_->size(); ++node) {
+      if (std::find(last_round.begin(), last_round.end(), static_cast<int>(node)) ==
+          last_round.end()) {
+        continue;
+      }
       code = std::max(code, shell_exit_code((*processes_)[node].wait_status));
+    }
     return code;
   }
 
@@ -356,11 +372,21 @@ class SshLauncher {
     (void)!::read(group_->event_fd(), &count, sizeof(count));
     auto record = group_->stop_record();
     if (!record) return;
-    if (!record_ && !stopping_ && group_->restartable(*record)) {
+    if (!record_ && !stopping_ && group_->elastic()) {
+      // This launcher serves the store: it decides how the attempt ended
+      // for every agent, and closes the next round (elastic membership).
+      try {
+        const NodeGroup::Verdict verdict = group_->settle(*record, options_.grace);
+        if (verdict.restart) return;
+        record = verdict.stop;
+      } catch (const Error& error) {
+        console_write(STDERR_FILENO, cat(error.what(), "\n"));
+      }
+    } else if (!record_ && !stopping_ && group_->restartable(*record)) {
       // The agents restart their workers together; this launcher follows
       // them into the next attempt (they report it).
       try {
-        group_->begin_next_attempt(options_.grace);
+        group_->begin_next_attempt(*record, options_.grace);
         return;
       } catch (const Timeout& error) {
         console_write(STDERR_FILENO, cat(error.what(), "\n"));
@@ -380,6 +406,15 @@ class SshLauncher {
     const std::string& host = agents_[node].host;
     const int exit_code = shell_exit_code((*processes_)[node].wait_status);
     if (exit_code == 0 || record_) return;
+    if (group_->elastic()) {
+      // The heartbeats tell the others (a member of the attempt under way is
+      // lost; one not taken in yet is left out of the next round).
+      console_write(STDERR_FILENO, cat("cohort run: the agent on ", host, " (node ", node,
+                                       ") ended with exit status ", exit_code,
+                                       "; the job goes on without it while at least ",
+                                       options_.min_nodes, " nodes remain\n"));
+      return;
+    }
     StopRecord lost;
     lost.node = static_cast<int>(node);
     lost.host = host;

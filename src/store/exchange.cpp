@@ -1,5 +1,8 @@
 #include "store/exchange.hpp"
 
+#include <unordered_map>
+#include <unordered_set>
+
 #include <cohort/errors.hpp>
 
 #include "core/strings.hpp"
@@ -10,31 +13,69 @@ std::string exchanged_key(std::string_view prefix, int rank) {
   return cat(prefix, "/", rank);
 }
 
+namespace {
+
+void put_u32(std::string& out, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i)
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+std::optional<std::uint32_t> take_u32(std::string_view table, std::size_t& at) {
+  if (table.size() - at < 4) return std::nullopt;
+  std::uint32_t value = 0;
+  for (int i = 3; i >= 0; --i)
+    value = (value << 8) | static_cast<unsigned char>(table[at + static_cast<std::size_t>(i)]);
+  at += 4;
+  return value;
+}
+
+}  // namespace
+
 std::string encode_table(const std::vector<std::string>& values) {
-  std::string table;
+  std::unordered_map<std::string_view, std::uint32_t> index;
+  std::vector<std::string_view> distinct;
+  std::vector<std::uint32_t> indices;
+  indices.reserve(values.size());
   for (const std::string& value : values) {
-    const auto length = static_cast<std::uint32_t>(value.size());
-    for (int i = 0; i < 4; ++i)
-      table.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
+    const auto [it, inserted] = index.emplace(value, static_cast<std::uint32_t>(distinct.size()));
+    if (inserted) distinct.push_back(value);
+    indices.push_back(it->second);
+  }
+  std::string table;
+  put_u32(table, static_cast<std::uint32_t>(distinct.size()));
+  for (std::string_view value : distinct) {
+    put_u32(table, static_cast<std::uint32_t>(value.size()));
     table += value;
   }
+  for (std::uint32_t i : indices)
+    put_u32(table, i);
   return table;
 }
 
 std::optional<std::vector<std::string>> decode_table(std::string_view table, int size) {
-  std::vector<std::string> values;
   std::size_t at = 0;
-  while (at < table.size()) {
-    if (table.size() - at < 4 || static_cast<int>(values.size()) == size) return std::nullopt;
-    std::uint32_t length = 0;
-    for (int i = 3; i >= 0; --i)
-      length = (length << 8) | static_cast<unsigned char>(table[at + static_cast<std::size_t>(i)]);
-    at += 4;
-    if (table.size() - at < length) return std::nullopt;
-    values.emplace_back(table.substr(at, length));
-    at += length;
+  const auto count = take_u32(table, at);
+  if (!count || size < 0 || *count > static_cast<std::uint32_t>(size)) return std::nullopt;
+  std::vector<std::string_view> distinct;
+  std::unordered_set<std::string_view> seen;
+  for (std::uint32_t i = 0; i < *count; ++i) {
+    const auto length = take_u32(table, at);
+    if (!length || table.size() - at < *length) return std::nullopt;
+    distinct.push_back(table.substr(at, *length));
+    if (!seen.insert(distinct.back()).second) return std::nullopt;  // listed twice
+    at += *length;
   }
-  if (static_cast<int>(values.size()) != size) return std::nullopt;
+  if (table.size() - at != 4 * static_cast<std::size_t>(size)) return std::nullopt;
+  std::vector<std::string> values;
+  values.reserve(static_cast<std::size_t>(size));
+  std::uint32_t next_new = 0;  // values appear in the order they are first used
+  for (int r = 0; r < size; ++r) {
+    const std::uint32_t i = *take_u32(table, at);
+    if (i > next_new || i >= *count) return std::nullopt;
+    if (i == next_new) ++next_new;
+    values.emplace_back(distinct[i]);
+  }
+  if (next_new != *count) return std::nullopt;
   return values;
 }
 

@@ -28,8 +28,11 @@ std::vector<std::string> exchange_values(Store& store, std::string_view prefix, 
 /// The key of `rank`'s value in an exchange under `prefix`.
 std::string exchanged_key(std::string_view prefix, int rank);
 
-/// The table's encoding: each value as a 4-byte little-endian length and its
-/// bytes, in rank order.
+/// The table's encoding, every number 4-byte little-endian: how many
+/// distinct values, each as its length and bytes in the order first used,
+/// then each participant's value as an index into them, in rank order. Values
+/// that repeat (a host's identity, once per rank on it) travel once: the
+/// table every participant reads is N × 4 bytes plus the distinct values.
 std::string encode_table(const std::vector<std::string>& values);
 /// nullopt unless `table` is exactly `size` such values.
 std::optional<std::vector<std::string>> decode_table(std::string_view table, int size);

@@ -859,6 +859,127 @@ TEST_F(MultiNode, AnAgentKilledIsNoticedByHeartbeat) {
   }
 }
 
+// "world W rank R host H" lines of an elastic job -> rank -> host, for world W.
+std::map<int, std::string> ranks_in_world(const std::string& out, int world) {
+  std::map<int, std::string> ranks;
+  for (const std::string& line : lines_with(out, "world " + std::to_string(world) + " ")) {
+    std::istringstream words(line.substr(line.find("world ")));
+    std::string word, host;
+    int size = 0, rank = -1;
+    words >> word >> size >> word >> rank >> word >> host;
+    if (size == world) ranks[rank] = host;
+  }
+  return ranks;
+}
+
+const std::string kElasticWorker =
+    "echo \"world $WORLD_SIZE rank $RANK host $(hostname) attempt $TORCHELASTIC_RESTART_COUNT\"; ";
+
+// --nnodes 2:4 under srun and over ssh: the agent on n3 is killed in the
+// first round; the other three restart their workers with 6 ranks,
+// numbered densely.
+TEST_F(MultiNode, AnElasticJobGoesOnWithoutALostNode) {
+  const std::vector<std::string> srun{"srun", "-N4", "--ntasks-per-node=1", kCohort, "run",
+                                      "-n",   "2"};
+  const std::vector<std::string> hosts{kCohort, "run", "--hosts", "n1:2,n2:2,n3:2,n4:2",
+                                       "--ssh", ssh()};
+  for (const auto& form : {srun, hosts}) {
+    std::vector<std::string> argv = form;
+    argv.insert(argv.end(), {"--nnodes", "2:4", "--heartbeat-timeout", "2"});
+    for (std::string& word : recording_worker(
+             kElasticWorker + "if [ $WORLD_SIZE = 8 ]; then [ $RANK = 5 ] && kill -9 $PPID; "
+                              "exec sleep 120; fi"))
+      argv.push_back(std::move(word));
+    SCOPED_TRACE(detail::join(argv, " "));
+    const auto result = on("head", argv, seconds(180));
+    // srun's own status is the killed task's (137): there the job's verdict
+    // is the report's.
+    if (form == hosts) {
+      EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    }
+    const std::map<int, std::string> expected{{0, "n1"}, {1, "n1"}, {2, "n2"},
+                                              {3, "n2"}, {4, "n4"}, {5, "n4"}};
+    EXPECT_EQ(ranks_in_world(result.out, 6), expected) << test::describe(result);
+    EXPECT_NE(result.err.find("node 2 (n3) stopped answering"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("attempt 2 runs on 3 nodes, 6 workers"), std::string::npos)
+        << result.err;
+    EXPECT_NE(result.err.find("attempt 2: every rank succeeded"), std::string::npos) << result.err;
+    EXPECT_TRUE(recorded_workers_end(seconds(10)));
+  }
+}
+
+// --nnodes 3:4: after the first loss 3 nodes remain, after the second 2,
+// fewer than MIN: the job ends, naming the second lost node.
+TEST_F(MultiNode, AnElasticJobEndsWhenFewerThanMinNodesRemain) {
+  auto result = on(
+      "head",
+      [&] {
+        std::vector<std::string> argv{"srun",     "-N4", "--ntasks-per-node=1", kCohort, "run",
+                                      "--nnodes", "3:4", "--heartbeat-timeout", "2",     "-n",
+                                      "2"};
+        for (std::string& word :
+             recording_worker(kElasticWorker +
+                              "if [ $WORLD_SIZE = 8 ] && [ $RANK = 5 ]; then kill -9 $PPID; fi; "
+                              "if [ $WORLD_SIZE = 6 ] && [ $RANK = 2 ]; then kill -9 $PPID; fi; "
+                              "exec sleep 120"))
+          argv.push_back(std::move(word));
+        return argv;
+      }(),
+      seconds(180));
+  EXPECT_NE(result.exit_code, 0) << test::describe(result);
+  EXPECT_NE(result.err.find("attempt 2 runs on 3 nodes"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("node 1 (n2) stopped answering"), std::string::npos) << result.err;
+  EXPECT_TRUE(ranks_in_world(result.out, 4).empty()) << result.out;
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
+// torchrun's c10d form with --nnodes 2:4: three nodes start the job; a
+// fourth started later is noticed at node 0's next heartbeat check, and
+// every node restarts with 8 ranks, the newcomer's last.
+TEST_F(MultiNode, AnElasticJobTakesInANodeThatStartsLate) {
+  env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
+  std::vector<std::string> line{kCohort,
+                                "run",
+                                "--nnodes",
+                                "2:4",
+                                "--rdzv-endpoint",
+                                "n1:29615",
+                                "--rdzv-conf",
+                                "last_call_timeout=3",
+                                "-n",
+                                "2"};
+  for (std::string& word :
+       recording_worker(kElasticWorker + "[ $WORLD_SIZE = 8 ] && exit 0; exec sleep 120"))
+    line.push_back(std::move(word));
+  std::vector<std::unique_ptr<test::Subprocess>> nodes;
+  for (const char* node : {"n2", "n3", "n1"})
+    nodes.push_back(start_on(node, line, seconds(180)));
+  // The first round runs (6 workers recorded) before the fourth node starts.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (recorded_workers() < 6 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(recorded_workers(), 6u);
+  nodes.push_back(start_on("n4", line, seconds(180)));
+  std::string out, err;
+  for (auto& node : nodes) {
+    const auto result = node->finish();
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    out += result.out;
+    err += result.err;
+  }
+  EXPECT_EQ(ranks_in_world(out, 6).size(), 6u) << out;
+  // n2 and n3 take node ranks 1 and 2 in the order they reached n1.
+  std::map<int, std::string> world = ranks_in_world(out, 8);
+  ASSERT_EQ(world.size(), 8u) << out << err;
+  EXPECT_EQ(world[0] + world[1] + world[6] + world[7], "n1n1n4n4") << out;
+  EXPECT_EQ((std::multiset<std::string>{world[2], world[3], world[4], world[5]}),
+            (std::multiset<std::string>{"n2", "n2", "n3", "n3"}))
+      << out;
+  EXPECT_NE(err.find("started without this one"), std::string::npos) << err;
+  EXPECT_NE(err.find("is waiting to join"), std::string::npos) << err;
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
 TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
   // Static form: the agents are this test's children, so nothing waits on
   // the cut node's Slurm daemon.
@@ -936,9 +1057,53 @@ TEST_F(MultiNodePython, ASnapshotTrainingScriptResumesOnEveryNodeAfterAKill) {
       << test::describe(result);
   EXPECT_EQ(lines_with(result.out, "Resuming training from snapshot at Epoch 1").size(), 8u)
       << test::describe(result);
-  EXPECT_EQ(lines_with(result.out, "done: 3 epochs (restart 1)").size(), 8u)
+  EXPECT_EQ(lines_with(result.out, "done: 3 epochs (restart 1, world size 8)").size(), 8u)
       << test::describe(result);
   EXPECT_NE(result.err.find("killed by SIGKILL"), std::string::npos) << test::describe(result);
+}
+
+// The same script, unmodified, in torchrun's elastic form (--nnodes 1:2):
+// rank 3 kills its node's agent at epoch 1; node n1 goes on alone, with 2
+// ranks, from the last snapshot, and no restart budget.
+TEST_F(MultiNodePython, AnElasticTrainingGoesOnFromItsSnapshotWithoutALostNode) {
+  if (IsSkipped()) return;
+  env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
+  const std::string snapshot = (temp_.path() / "snapshot.pt").string();
+  const std::vector<std::string> line{kCohort,
+                                      "run",
+                                      "--python",
+                                      kPython,
+                                      "--nnodes",
+                                      "1:2",
+                                      "--rdzv-backend",
+                                      "c10d",
+                                      "--rdzv-endpoint",
+                                      "n1:29616",
+                                      "--heartbeat-timeout",
+                                      "2",
+                                      "-n",
+                                      "2",
+                                      example("snapshot_train.py"),
+                                      "--epochs",
+                                      "3",
+                                      "--snapshot",
+                                      snapshot,
+                                      "--kill-rank",
+                                      "3",
+                                      "--kill-at-epoch",
+                                      "1",
+                                      "--kill-agent"};
+  auto second = start_on("n2", line, seconds(300));
+  const auto first = on("n1", line, seconds(300));
+  const auto lost = second->finish();
+  EXPECT_EQ(first.exit_code, 0) << test::describe(first) << test::describe(lost);
+  // Rank 3's last line went down with its agent, which did not relay it.
+  EXPECT_NE(lost.exit_code, 0) << test::describe(lost);
+  EXPECT_EQ(lines_with(first.out, "Resuming training from snapshot at Epoch 1").size(), 2u)
+      << test::describe(first);
+  EXPECT_EQ(lines_with(first.out, "done: 3 epochs (restart 1, world size 2)").size(), 2u)
+      << test::describe(first);
+  EXPECT_NE(first.err.find("attempt 2 runs on 1 node, 2 workers"), std::string::npos) << first.err;
 }
 
 }  // namespace

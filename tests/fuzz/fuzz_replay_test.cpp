@@ -87,11 +87,24 @@ TEST(FuzzReplay, Hostfile) {
 }
 
 TEST(FuzzReplay, ExchangeTable) {
-  // A count byte, then the table: 2 values "ab" and "", 1 value "xyz",
-  // a length past the end, a count that does not match.
+  // A count byte, then the table: 2 values "ab" and ""; 3 values of which
+  // two are the same; a length past the end; a count that does not match.
   replay(exchange_table,
-         {std::string("\x02\x02\0\0\0ab\0\0\0\0", 11), std::string("\x01\x03\0\0\0xyz", 8),
-          std::string("\x01\xff\0\0\0x", 6), std::string("\x03\x01\0\0\0a", 6)});
+         {std::string("\x02\x02\x00\x00\x00\x02\x00\x00\x00\x61\x62\x00\x00\x00\x00\x00\x00"
+                      "\x00\x00\x01\x00\x00\x00",
+                      23),
+          std::string("\x03\x02\x00\x00\x00\x09\x00\x00\x00\x6e\x31\x20\x62\x6f\x6f\x74\x2d"
+                      "\x61\x09\x00\x00\x00\x6e\x32\x20\x62\x6f\x6f\x74\x2d\x62\x00\x00\x00"
+                      "\x00\x00\x00\x00\x00\x01\x00\x00\x00",
+                      43),
+          std::string("\x01\x01\x00\x00\x00\xff\x00\x00\x00\x78\x00\x00\x00\x00", 14),
+          std::string("\x03\x01\x00\x00\x00\x01\x00\x00\x00\x61\x00\x00\x00\x00", 14)});
+}
+
+TEST(FuzzReplay, RoundTable) {
+  replay(round_table, {"0\t29500\tjob1\n0\t2\tn1\t100\tnode 0\n1\t2\tn2\t200\tnode 1",
+                       "1\t0\tx\n3\t1\tn4\t9\tagent 3", "0\t1\t\n1\ta\n1\tb", "0\t0\t",
+                       "33331333333331\t14\t"});  // once a finding: restarts past int
 }
 
 TEST(FuzzReplay, LaunchEnv) {

@@ -26,4 +26,5 @@ int launch_env(const std::uint8_t* data, std::size_t size);
 int pmi_reply(const std::uint8_t* data, std::size_t size);
 int store_server(const std::uint8_t* data, std::size_t size);
 int exchange_table(const std::uint8_t* data, std::size_t size);
+int round_table(const std::uint8_t* data, std::size_t size);
 }  // namespace cohort::fuzz

@@ -279,7 +279,8 @@ TEST_F(StoreTest, ClientKilledInsideWait) {
 }
 
 // store/exchange.hpp: every participant gets every value, in rank order,
-// whatever the order they arrive in; values with any bytes survive the table.
+// whatever the order they arrive in; values with any bytes survive the table,
+// and a value three ranks share (a host's identity) is in it once.
 TEST_F(StoreTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
   constexpr int kSize = 24;
   std::vector<std::vector<std::string>> seen(kSize);
@@ -287,7 +288,7 @@ TEST_F(StoreTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
   for (int rank = kSize - 1; rank >= 0; --rank) {
     threads.emplace_back([&, rank] {
       StoreClient store(client_options(server_->port(), 30s));
-      std::string value = detail::cat("rank ", rank, '\t');
+      std::string value = detail::cat("host ", rank / 3, '\t');
       value.push_back('\0');
       seen[static_cast<std::size_t>(rank)] =
           detail::exchange_values(store, "x", rank, kSize, value, 30s);
@@ -298,11 +299,23 @@ TEST_F(StoreTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
   for (int rank = 0; rank < kSize; ++rank) {
     ASSERT_EQ(seen[static_cast<std::size_t>(rank)].size(), static_cast<std::size_t>(kSize));
     for (int r = 0; r < kSize; ++r) {
-      std::string expected = detail::cat("rank ", r, '\t');
+      std::string expected = detail::cat("host ", r / 3, '\t');
       expected.push_back('\0');
       EXPECT_EQ(seen[static_cast<std::size_t>(rank)][static_cast<std::size_t>(r)], expected);
     }
   }
+}
+
+TEST(ExchangeTable, RepeatedValuesTravelOnce) {
+  const std::vector<std::string> values(8, std::string(40, 'h'));
+  const std::string table = detail::encode_table(values);
+  EXPECT_EQ(table.size(), 4u + 4u + 40u + 8u * 4u);
+  EXPECT_EQ(detail::decode_table(table, 8), values);
+  EXPECT_FALSE(detail::decode_table(table, 7));
+  // The same values listed twice, or an index past them: not a table.
+  std::string twice = detail::encode_table({"a", "b"});
+  twice[9] = 'a';
+  EXPECT_FALSE(detail::decode_table(twice, 2));
 }
 
 TEST_F(StoreTest, AnExchangeWithAParticipantMissingTimesOutAndTheKeysSayWho) {

@@ -137,6 +137,26 @@ TEST(RunArguments, PetVariablesFillWhatTheCommandLineDidNotGive) {
   EXPECT_TRUE(options.no_python);
 }
 
+// torchrun's elastic spelling: --nnodes MIN:MAX (and PET_NNODES), with the
+// first rendezvous' last call from --rdzv-conf.
+TEST(RunArguments, ElasticMembership) {
+  RunOptions options = parse({{"--nnodes", "2:4"},
+                              {"--rdzv-endpoint", "n1:29400"},
+                              {"--rdzv-conf", "last_call_timeout=2.5"}});
+  EXPECT_EQ(options.nnodes, 4);
+  EXPECT_EQ(options.min_nodes, 2);
+  EXPECT_EQ(options.last_call, std::chrono::milliseconds(2500));
+  options = parse({}, {{"PET_NNODES", "1:3"}});
+  EXPECT_EQ(options.nnodes, 3);
+  EXPECT_EQ(options.min_nodes, 1);
+  options = parse({{"--hosts", "n1,n2,n3"}, {"--nnodes", "2:3"}});  // MAX: the hosts
+  EXPECT_EQ(options.min_nodes, 2);
+  EXPECT_EQ(options.hosts.size(), 3u);
+  options = parse({{"--nnodes", "3:3"}});  // MIN == MAX: not elastic
+  EXPECT_EQ(options.nnodes, 3);
+  EXPECT_EQ(options.min_nodes, 0);
+}
+
 TEST(RunArguments, ErrorsNameTheOptionOrTheVariable) {
   EXPECT_EQ(error_of({{"--nproc-per-node", "lots"}}),
             "--nproc-per-node 'lots': expected a number from 1 to 4096, auto, cpu or gpu");
@@ -152,7 +172,9 @@ TEST(RunArguments, ErrorsNameTheOptionOrTheVariable) {
             std::string::npos);
   EXPECT_NE(error_of({{"--rdzv-endpoint", "host:99999"}}).find("port from 1 to 65535"),
             std::string::npos);
-  EXPECT_NE(error_of({{"--nnodes", "1:4"}}).find("elastic membership"), std::string::npos);
+  EXPECT_NE(error_of({{"--nnodes", "4:2"}}).find("1 <= MIN <= MAX"), std::string::npos);
+  EXPECT_NE(error_of({{"--hosts", "n1,n2"}, {"--nnodes", "1:3"}}).find("give --nnodes MIN:2"),
+            std::string::npos);
   EXPECT_NE(error_of({}, {{"PET_STANDALONE", "maybe"}}).find("PET_STANDALONE 'maybe'"),
             std::string::npos);
   EXPECT_NE(error_of({{"--standalone", "1"}, {"--nnodes", "2"}}).find("drop one of them"),
