@@ -2,9 +2,12 @@
 // admitted (or refused) by who its peer is, then it is a state machine:
 // handshake, then one request at a time; a WAIT or GET for keys not yet set
 // parks the connection (its later frames stay buffered) until the keys
-// arrive or its deadline passes. Parked requests are indexed by each key
-// they still miss, with a count, so N waiters on N keys cost O(N^2) in all,
-// which is the size of the question. Connections to the second,
+// arrive or its deadline passes. A parked request is indexed under one key
+// it misses, the first in its list; when that key is set, it scans on from
+// there (once per batch of requests handled, so a burst of sets costs one
+// scan), and is indexed under the next key it misses. N waiters on N keys
+// cost O(N) index entries and O(N^2) key lookups in all, which is the size
+// of the question. Connections to the second,
 // PyTorch-protocol port skip the handshake and work under "torch:" keys.
 #include <algorithm>
 #include <atomic>
@@ -57,13 +60,54 @@ constexpr std::chrono::milliseconds kAcceptPause{100};
 
 using DeadlineIndex = std::multimap<Deadline, std::uint64_t>;  // -> connection id
 
+// Transparent: the maps below are searched with a parked request's
+// string_views, not copies.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const noexcept {
+    return std::hash<std::string_view>{}(text);
+  }
+};
+template <class T>
+using StringMap = std::unordered_map<std::string, T, StringHash, std::equal_to<>>;
+
+// A parked request's keys, packed in one buffer: a WAIT of 4,096 keys by
+// each of 4,096 ranks holds 16.7 million of them, which as std::strings
+// alone cost 0.5 GB.
+class KeyList {
+ public:
+  KeyList() = default;
+  explicit KeyList(const std::vector<std::string>& keys) {
+    std::size_t total = 0;
+    for (const std::string& key : keys)
+      total += key.size();
+    bytes_.reserve(total);
+    ends_.reserve(keys.size());
+    for (const std::string& key : keys) {
+      bytes_ += key;
+      ends_.push_back(static_cast<std::uint32_t>(bytes_.size()));  // frames are far below 4 GiB
+    }
+  }
+  std::size_t size() const noexcept { return ends_.size(); }
+  std::string_view operator[](std::size_t i) const noexcept {
+    const std::uint32_t begin = i == 0 ? 0 : ends_[i - 1];
+    return std::string_view(bytes_).substr(begin, ends_[i] - begin);
+  }
+  void clear() noexcept { *this = KeyList(); }
+
+ private:
+  std::string bytes_;
+  std::vector<std::uint32_t> ends_;
+};
+
 // A request parked until its keys are set.
 struct Parked {
   bool active = false;
   wire::Op op = wire::Op::wait;
-  std::vector<std::string> keys;        // as asked
-  std::size_t missing = 0;              // distinct keys not yet set
-  std::vector<std::string> registered;  // keys whose waiter sets hold this connection
+  KeyList keys;                         // as asked
+  std::size_t cursor = 0;               // keys before it were set when last scanned
+  std::uint64_t deletions = 0;          // the server's deletions when the scan began
+  std::vector<std::string> registered;  // the key whose waiter set holds this connection
   std::optional<DeadlineIndex::iterator> deadline;
 };
 
@@ -112,14 +156,16 @@ struct StoreServer::Impl {
   std::unordered_map<std::uint64_t, Connection> connections;
   std::uint64_t next_id = 3;
   bool told_newer_torch = false;  // say it once per server, not per connection
-  std::unordered_map<std::string, std::string> data;
-  std::unordered_map<std::string, std::unordered_set<std::uint64_t>> waiters;  // key -> parked ids
-  DeadlineIndex deadlines;                                                     // parked requests
-  DeadlineIndex handshake_deadlines;  // connections still in their handshake
+  StringMap<std::string> data;
+  StringMap<std::unordered_set<std::uint64_t>> waiters;  // key -> parked ids
+  DeadlineIndex deadlines;                               // parked requests
+  DeadlineIndex handshake_deadlines;                     // connections still in their handshake
   std::size_t pending_handshakes = 0;
   bool accepting = true;                 // the listeners are watched
   std::optional<Deadline> accept_again;  // out of descriptors: when to retry
   std::vector<std::uint64_t> resumed;    // parked connections whose keys arrived
+  std::vector<std::uint64_t> rescan;     // parked connections whose indexed key was set
+  std::uint64_t deletions = 0;           // keys deleted so far
   detail::LogLimiter refusals;           // peers refused or dropped
   detail::LogLimiter descriptors{1, std::chrono::seconds(10)};  // EMFILE
 
@@ -193,7 +239,8 @@ struct StoreServer::Impl {
         accept_again.reset();
         update_accepting();
       }
-      while (!resumed.empty()) {
+      while (!resumed.empty() || !rescan.empty()) {
+        rescan_waiters();
         std::vector<std::uint64_t> batch;
         batch.swap(resumed);
         for (std::uint64_t id : batch)
@@ -482,7 +529,7 @@ struct StoreServer::Impl {
         const std::int64_t timeout_ms = reader.i64();
         reader.expect_end();
         connection.parked.op = op;
-        connection.parked.keys = std::move(keys);
+        connection.parked.keys = KeyList(keys);
         park(id, connection,
              detail::deadline_after(
                  std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms))));
@@ -527,7 +574,9 @@ struct StoreServer::Impl {
       case wire::Op::delete_key: {
         const std::string key(reader.bytes());
         reader.expect_end();
-        reply.u8(data.erase(key) ? 1 : 0);
+        const bool erased = data.erase(key) != 0;
+        deletions += erased ? 1 : 0;
+        reply.u8(erased ? 1 : 0);
         break;
       }
       case wire::Op::num_keys:
@@ -676,7 +725,7 @@ struct StoreServer::Impl {
         break;
       case Query::wait:
         connection.parked.op = wire::Op::wait;
-        connection.parked.keys = std::move(keys);
+        connection.parked.keys = KeyList(keys);
         park(id, connection, Deadline::max());  // no deadline: the client keeps its own
         break;
       case Query::num_keys: {
@@ -686,30 +735,66 @@ struct StoreServer::Impl {
         connection.out += torch_wire::i64_reply(count);
         break;
       }
-      case Query::delete_key:
-        connection.out += torch_wire::i64_reply(static_cast<std::int64_t>(data.erase(keys[0])));
+      case Query::delete_key: {
+        const std::size_t erased = data.erase(keys[0]);
+        deletions += erased;
+        connection.out += torch_wire::i64_reply(static_cast<std::int64_t>(erased));
         break;
+      }
       case Query::watch_key:  // parse() refuses it
         break;
     }
     return true;
   }
 
-  // Answers a GET/WAIT whose keys are all set, or parks it under each key it
-  // still misses until `deadline` (Deadline::max(): none).
+  // Answers a GET/WAIT whose keys are all set, or parks it under the first
+  // key it misses until `deadline` (Deadline::max(): none).
   void park(std::uint64_t id, Connection& connection, Deadline deadline) {
     Parked& parked = connection.parked;
-    parked.missing = 0;
-    for (const std::string& key : parked.keys) {
-      if (data.count(key) != 0) continue;
-      if (waiters[key].insert(id).second) {
-        parked.registered.push_back(key);
-        ++parked.missing;
-      }
-    }
-    if (parked.missing == 0) return answer(connection);
+    parked.cursor = 0;
+    parked.deletions = deletions;
+    if (scan_on(id, parked)) return answer(connection);
     parked.active = true;
     if (deadline != Deadline::max()) parked.deadline = deadlines.emplace(deadline, id);
+  }
+
+  // Scans a parked request's keys on from its cursor: true when every one is
+  // set (and none was deleted since the scan began: they are all set at
+  // once), else indexes it under the first it misses.
+  bool scan_on(std::uint64_t id, Parked& parked) {
+    for (;;) {
+      while (parked.cursor < parked.keys.size() && data.count(parked.keys[parked.cursor]) != 0)
+        ++parked.cursor;
+      if (parked.cursor < parked.keys.size()) {
+        const std::string_view key = parked.keys[parked.cursor];
+        auto it = waiters.find(key);
+        if (it == waiters.end()) it = waiters.try_emplace(std::string(key)).first;
+        it->second.insert(id);
+        parked.registered.assign(1, it->first);
+        return false;
+      }
+      if (parked.deletions == deletions) return true;
+      parked.deletions = deletions;  // a key seen set may be gone: look again
+      parked.cursor = 0;
+    }
+  }
+
+  // The parked requests whose indexed key was set, after the requests that
+  // set it (a burst of sets costs each waiter one scan).
+  void rescan_waiters() {
+    std::vector<std::uint64_t> batch;
+    batch.swap(rescan);
+    for (std::uint64_t id : batch) {
+      auto found = connections.find(id);
+      if (found == connections.end()) continue;
+      Connection& connection = found->second;
+      Parked& parked = connection.parked;
+      if (!parked.active || !parked.registered.empty()) continue;
+      if (!scan_on(id, parked)) continue;
+      unpark(id, connection);
+      answer(connection);
+      resumed.push_back(id);  // sends the answer, then frames sent ahead
+    }
   }
 
   // Takes a parked request out of every index it is in.
@@ -725,7 +810,6 @@ struct StoreServer::Impl {
     if (parked.deadline) deadlines.erase(*parked.deadline);
     parked.deadline.reset();
     parked.active = false;
-    parked.missing = 0;
   }
 
   // The answer to a GET/WAIT whose keys are all set.
@@ -736,7 +820,7 @@ struct StoreServer::Impl {
     } else {
       wire::Writer reply;
       reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
-      if (parked.op == wire::Op::get) reply.bytes(data[parked.keys.front()]);
+      if (parked.op == wire::Op::get) reply.bytes(data.find(parked.keys[0])->second);
       connection.out += reply.frame();
     }
     parked.keys.clear();
@@ -745,20 +829,13 @@ struct StoreServer::Impl {
   void notify(const std::string& key) {
     auto it = waiters.find(key);
     if (it == waiters.end()) return;
-    const std::unordered_set<std::uint64_t> ids = std::move(it->second);
-    waiters.erase(it);
-    for (std::uint64_t id : ids) {
+    for (std::uint64_t id : it->second) {
       auto found = connections.find(id);
       if (found == connections.end()) continue;
-      Connection& connection = found->second;
-      Parked& parked = connection.parked;
-      if (!parked.active || --parked.missing > 0) continue;
-      // Every key it waited for was set; one may have been deleted since.
-      const Deadline deadline = parked.deadline ? (*parked.deadline)->first : Deadline::max();
-      unpark(id, connection);
-      park(id, connection, deadline);
-      if (!parked.active) resumed.push_back(id);  // sends the answer, then frames sent ahead
+      found->second.parked.registered.clear();  // no longer indexed
+      rescan.push_back(id);
     }
+    waiters.erase(it);
   }
 
   void expire_deadlines() {
@@ -767,8 +844,9 @@ struct StoreServer::Impl {
       const std::uint64_t id = deadlines.begin()->second;
       Connection& connection = connections.at(id);  // closing a connection unparks it
       std::vector<std::string> missing;
-      for (const std::string& key : connection.parked.keys) {
-        if (data.count(key) == 0) missing.push_back(key);
+      const KeyList& keys = connection.parked.keys;
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (data.count(keys[i]) == 0) missing.emplace_back(keys[i]);
       }
       connection.out += wire::Writer()
                             .u8(static_cast<std::uint8_t>(wire::Status::timeout))

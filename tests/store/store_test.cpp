@@ -136,6 +136,30 @@ TEST_F(StoreTest, GetAndWaitBlockUntilSet) {
   later.join();
 }
 
+// A parked WAIT scans its keys on as they are set; a key deleted after the
+// scan passed it counts as missing again: the keys must all be set at once.
+TEST_F(StoreTest, AWaitEndsOnlyWhenEveryKeyIsSetAtOnce) {
+  auto waiter = client();
+  auto setter = client();
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);  // the WAIT is parked by then (either way, "a" is missing)
+    setter->set("a", "1");
+    setter->delete_key("a");
+    setter->set("b", "2");
+    setter->set("c", "3");
+  });
+  try {
+    waiter->wait({"a", "b", "c"}, 800ms);
+    ADD_FAILURE() << "the WAIT ended though 'a' was deleted";
+  } catch (const Timeout& timeout) {
+    EXPECT_NE(std::string(timeout.what()).find("still missing 'a' after"), std::string::npos)
+        << timeout.what();
+  }
+  later.join();
+  setter->set("a", "again");
+  waiter->wait({"a", "b", "c"}, 10s);
+}
+
 TEST_F(StoreTest, TimeoutNamesMissingKeysAndKeepsTheConnection) {
   auto store = client();
   store->set("present", "1");
