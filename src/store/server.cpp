@@ -63,7 +63,7 @@ using DeadlineIndex = std::multimap<Deadline, std::uint64_t>;  // -> connection 
 // Transparent: the maps below are searched with a parked request's
 // string_views, not copies.
 struct StringHash {
-  using is_transparent = void;
+  using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard names it
   std::size_t operator()(std::string_view text) const noexcept {
     return std::hash<std::string_view>{}(text);
   }

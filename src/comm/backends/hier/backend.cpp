@@ -124,18 +124,55 @@ class HierBackend final : public Backend {
     groups_.host->barrier(timeout);
   }
 
-  // Not hierarchical yet: the flat group.
+  // With rails: each rail gathers its local index's blocks across hosts,
+  // then each host gathers its rails' results, and every block goes to its
+  // rank's place (ranks need not be contiguous per host). Else the flat group.
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
-    groups_.flat->all_gather(input, output, timeout);
+    Communicator* rail = this->rail();
+    if (rail == nullptr) return groups_.flat->all_gather(input, output, timeout);
+    const std::size_t block = input.bytes();
+    const auto nodes = static_cast<std::size_t>(layout_.nodes);
+    const auto local = static_cast<std::size_t>(groups_.host->size());
+    scratch_.resize(block * nodes * (1 + local));
+    Buffer across{scratch_.data(), input.count * nodes, input.type};
+    rail->all_gather(input, across, timeout);  // [host]: that host's rank of my local index
+    Buffer here{scratch_.data() + block * nodes, input.count * nodes * local, input.type};
+    groups_.host->all_gather(across, here, timeout);  // [local index][host]
+    for (int r = 0; r < size(); ++r) {
+      std::memcpy(static_cast<unsigned char*>(output.data) + static_cast<std::size_t>(r) * block,
+                  static_cast<unsigned char*>(here.data) + place_in_rails(r) * block, block);
+    }
   }
+  // Not hierarchical yet: the flat group.
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
     groups_.flat->gather(input, output, root, timeout);
   }
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
     groups_.flat->scatter(input, output, root, timeout);
   }
+  // With rails: the input's blocks sorted by (local index, host); inside
+  // each host, local rank i gets its host's sum of the blocks of local index
+  // i (one per host); then rail i reduce-scatters those across hosts. Else
+  // the flat group.
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
-    groups_.flat->reduce_scatter(input, output, op, timeout);
+    Communicator* rail = this->rail();
+    if (rail == nullptr) return groups_.flat->reduce_scatter(input, output, op, timeout);
+    const ReduceOp sum_or_op = inner_op(op);
+    const std::size_t block = output.bytes();
+    const auto nodes = static_cast<std::size_t>(layout_.nodes);
+    const auto local = static_cast<std::size_t>(groups_.host->size());
+    scratch_.resize(block * nodes * (local + 1));
+    for (int r = 0; r < size(); ++r) {
+      std::memcpy(
+          scratch_.data() + place_in_rails(r) * block,
+          static_cast<const unsigned char*>(input.data) + static_cast<std::size_t>(r) * block,
+          block);
+    }
+    Buffer sorted{scratch_.data(), output.count * nodes * local, output.type};
+    Buffer mine{scratch_.data() + block * nodes * local, output.count * nodes, output.type};
+    groups_.host->reduce_scatter(sorted, mine, sum_or_op, timeout);
+    rail->reduce_scatter(mine, output, sum_or_op, timeout);
+    if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size());
   }
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
     groups_.flat->all_to_all(input, output, timeout);
@@ -168,6 +205,11 @@ class HierBackend final : public Backend {
   int node_of(int rank) const { return layout_.node_of[static_cast<std::size_t>(rank)]; }
   int local_index(int rank) const { return layout_.local_index[static_cast<std::size_t>(rank)]; }
   int my_node() const { return node_of(rank_); }
+  // Where rank r's block sits when blocks are sorted by local index, then host.
+  std::size_t place_in_rails(int rank) const {
+    return static_cast<std::size_t>(local_index(rank)) * static_cast<std::size_t>(layout_.nodes) +
+           static_cast<std::size_t>(node_of(rank));
+  }
   // Null when the all-reduce goes the leaders' way only.
   Communicator* rail() const {
     if (!groups_.rails) return nullptr;
