@@ -85,6 +85,11 @@ class SubreaperScope {
 constexpr std::size_t kTailLines = 20;
 constexpr int kRecordedFrames = 3;  // traceback frames of an error file in the report
 
+// A stop signal that came while the agent waited at the rendezvous.
+struct StoppedWhileWaiting {
+  int signal = 0;
+};
+
 bool stops_the_job(int signal) {
   return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
 }
@@ -134,15 +139,16 @@ class Agent {
     plan_.group.max_restarts = options_.max_restarts;
     plan_.group.say = [this](const std::string& text) { print(text); };
     plan_.group.check_interrupt = [] {
-      // The event loop does not turn yet: look for a stop signal ourselves.
-      sigset_t pending;
-      sigpending(&pending);
-      for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
-        if (sigismember(&pending, signal)) {
-          throw Error(cat("cohort run: stopped by ", detail::signal_name(signal),
-                          " while waiting to join the job"));
-        }
-      }
+      // The event loop does not turn while the rendezvous waits: take a
+      // pending stop signal here (taken, it cannot kill this process once
+      // the loop unblocks it on the way out).
+      sigset_t stops;
+      sigemptyset(&stops);
+      for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT})
+        sigaddset(&stops, signal);
+      const timespec now{};
+      const int signal = sigtimedwait(&stops, nullptr, &now);
+      if (signal > 0) throw StoppedWhileWaiting{signal};
     };
     if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
     host_ = options_.local_addr.empty() ? host_name() : options_.local_addr;
@@ -177,6 +183,10 @@ class Agent {
     } catch (const detail::JobEndedWhileWaiting& ended) {
       print(cat(ended.what(), "\n"));
       return 0;
+    } catch (const StoppedWhileWaiting& stopped) {
+      print(cat("cohort run: stopped by ", detail::signal_name(stopped.signal),
+                " while waiting to join the job\n"));
+      return detail::stop_exit_code(stopped.signal);
     }
     if (multi_node()) loop_->watch(group_->event_fd(), [this] { on_group_event(); });
     if (options_.stop_on_stdin_eof) loop_->watch(STDIN_FILENO, [this] { on_stdin(); });
@@ -577,6 +587,9 @@ class Agent {
       }
     } catch (const Error& error) {  // the nodes did not meet in time, or the store is gone
       print(cat(error.what(), "\n"));
+      return false;
+    } catch (const StoppedWhileWaiting& stopped) {  // told to stop between two attempts
+      tell_other_nodes_of(stopped.signal);
       return false;
     }
     first_stop_.reset();

@@ -752,6 +752,38 @@ TEST_F(RunTest, NodeRanksAreGivenAtTheRendezvousWithoutNodeRank) {
                 "[2] 2/4 node 1/2 local 0 run job-7", "[3] 3/4 node 1/2 local 1 run job-7"}));
 }
 
+// Elastic membership on this machine (--nnodes 1:2): two agents make the
+// job; two more come late and wait to be taken in. One is told to stop
+// (SIGTERM) while it waits, the other leaves when the job ends.
+TEST_F(RunTest, AgentsThatComeLateWaitAndLeaveWhenStoppedOrWhenTheJobEnds) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  const std::vector<std::string> args{"--nnodes",   "1:2", "--rdzv-endpoint",
+                                      endpoint,     "-n",  "1",
+                                      "sh",         "-c",  "touch \"$0/member.$RANK\"; sleep 3",
+                                      dir_.string()};
+  test::Subprocess first(cohort_run(args), options());
+  test::Subprocess second(cohort_run(args), options());
+  ASSERT_TRUE(workers_ready("member", 2));  // the job runs on its two nodes (its maximum)
+  test::Subprocess stopped(cohort_run(args), options());
+  test::Subprocess waiting(cohort_run(args), options());
+  std::this_thread::sleep_for(500ms);  // only an order: the SIGTERM works whenever it comes
+  kill(stopped.pid(), SIGTERM);
+  const ProcessResult told = stopped.finish();
+  EXPECT_EQ(told.exit_code, 128 + SIGTERM) << test::describe(told);
+  EXPECT_NE(told.err.find("stopped by SIGTERM while waiting to join the job"), std::string::npos)
+      << told.err;
+  const ProcessResult a = first.finish();
+  const ProcessResult b = second.finish();
+  EXPECT_EQ(a.exit_code, 0) << test::describe(a);
+  EXPECT_EQ(b.exit_code, 0) << test::describe(b);
+  const ProcessResult left = waiting.finish();
+  EXPECT_EQ(left.exit_code, 0) << test::describe(left);
+  EXPECT_NE(left.err.find("started without this one"), std::string::npos) << left.err;
+  EXPECT_NE(left.err.find("the job ended before this node was taken in"), std::string::npos)
+      << left.err;
+  EXPECT_FALSE(fs::exists(dir_ / "member.2"));  // neither ran a worker
+}
+
 TEST_F(RunTest, SpawnRunsTheFunctionInEachWorker) {
   const ProcessResult result = test::run_process({COHORT_SPAWN_PATH, "3"}, options());
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
