@@ -64,7 +64,9 @@ using DeadlineIndex = std::multimap<Deadline, std::uint64_t>;  // -> connection 
 // string_views, not copies.
 struct StringHash {
   using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard names it
-  std::size_t operator()(std::string_view text) const noexcept {
+  // Not noexcept: libstdc++ then keeps each key's hash in its node, as it does
+  // for std::hash<std::string>, and a lookup does not hash the keys it passes.
+  std::size_t operator()(std::string_view text) const {
     return std::hash<std::string_view>{}(text);
   }
 };
