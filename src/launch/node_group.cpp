@@ -70,6 +70,12 @@ std::string round_table_key(int round) {
   return cat("agents/round/", round, "/table");
 }
 
+// An agent's rendezvous entry is "nproc\thost\tpid\tnode".
+std::string entry_host(const std::string& entry) {
+  const std::vector<std::string> fields = split_at(entry, '\t');
+  return fields.size() > 1 ? fields[1] : "";
+}
+
 std::string seconds(std::chrono::milliseconds time) {
   return time.count() % 1000 == 0 ? cat(time.count() / 1000, " s") : cat(time.count(), " ms");
 }
@@ -273,17 +279,12 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
     agent.nproc = static_cast<int>(parse_int(fields[0]).value_or(0));
     agent.node = fields.size() > 3 ? fields[3] : cat("agent ", agents.size());
     agents.push_back(agent);
-    placement.hosts.push_back(fields.size() > 1 ? fields[1] : "");
+    placement.hosts.push_back(entry_host(entry));
   }
   placement.layout = lay_out_workers(agents, options_.node_rank);
   placement.rank_base = placement.layout.mine.empty() ? 0 : placement.layout.mine.front().rank;
   placement.world_size = placement.layout.world_size;
-  {
-    std::lock_guard<std::mutex> lock(members_mutex_);
-    members_ = ids;
-    hosts_ = placement.hosts;
-  }
-  in_round_ = true;
+  begin_round(ids, placement.hosts);
   if (!watcher_.joinable()) {
     // From now on a call that hangs means a lost store: bound it like a heartbeat.
     client_.timeout = options_.heartbeat_timeout;
@@ -331,7 +332,7 @@ RoundTable NodeGroup::join_round(const std::string& entry, const std::string& ru
     store_->set(round_slot_key(round, slot), cat(id_, '\t', entry));
     if (server_) {
       if (round == 0) run_id_ = run_id;
-      close_round(*store_, round);
+      (void)close_round(*store_, round);
     }
     RoundTable table = await_round(round, waiting);
     if (table.node_rank_of(id_) >= 0) return table;
@@ -353,7 +354,7 @@ RoundTable NodeGroup::join_round(const std::string& entry, const std::string& ru
 // thread) decides who is in a round: the first waits for `min_nodes`, then
 // up to last_call for more; a restart waits for the survivors of the round
 // before (and takes in the agents already waiting), up to the restart bound.
-void NodeGroup::close_round(Store& store, int round) {
+RoundTable NodeGroup::close_round(Store& store, int round) {
   const bool first = round == 0;
   std::set<int> previous;
   for (int id : members())
@@ -408,6 +409,16 @@ void NodeGroup::close_round(Store& store, int round) {
   table.master_port = options_.torch_port >= 0 ? server_->torch_port() : pick_free_port();
   table.run_id = run_id_;
   store.set(round_table_key(round), table.encode());
+  return table;
+}
+
+void NodeGroup::begin_round(std::vector<int> ids, std::vector<std::string> hosts) {
+  {
+    std::lock_guard<std::mutex> lock(members_mutex_);
+    members_ = std::move(ids);
+    hosts_ = std::move(hosts);
+  }
+  in_round_ = true;
 }
 
 // The table of `round`, once node 0 closed it. A member waits as long as
@@ -565,8 +576,12 @@ bool NodeGroup::may_restart() const noexcept {
   return elastic() || restarts_ < options_.max_restarts;
 }
 
+std::chrono::milliseconds NodeGroup::restart_bound(std::chrono::milliseconds grace) const {
+  return grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
+}
+
 int NodeGroup::begin_next_attempt(const StopRecord& stop, std::chrono::milliseconds grace) {
-  const auto bound = grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
+  const auto bound = restart_bound(grace);
   const int next = attempt_ + 1;
   if (stop.rank >= 0) ++restarts_;
   if (options_.node_rank >= 0) store_->set(ended_key(attempt_, options_.node_rank), "");
@@ -603,7 +618,7 @@ int NodeGroup::begin_next_attempt(const StopRecord& stop, std::chrono::milliseco
 }
 
 NodeGroup::Verdict NodeGroup::settle(const StopRecord& stop, std::chrono::milliseconds grace) {
-  const auto bound = grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
+  const auto bound = restart_bound(grace);
   restart_bound_ = bound;
   const int attempt = attempt_;
   const std::vector<int> ids = members();
@@ -733,22 +748,15 @@ void NodeGroup::watch() {
       if (quit_) return;
       if (id_ >= 0) watch_store_->add(heartbeat_key(id_), 1);
       if (elastic() && options_.node_rank < 0 && server_ && !in_round_) {
-        close_round(*watch_store_, attempt_);  // the --hostfile launcher's part
-        const RoundTable table =
-            RoundTable::decode(watch_store_->get(round_table_key(attempt_))).value_or(RoundTable{});
-        std::vector<std::string> round_hosts;
+        // The --hostfile launcher's part.
+        const RoundTable table = close_round(*watch_store_, attempt_);
         std::vector<int> round_ids;
+        std::vector<std::string> round_hosts;
         for (const Member& member : table.members) {
           round_ids.push_back(member.id);
-          const std::vector<std::string> fields = split_at(member.entry, '\t');
-          round_hosts.push_back(fields.size() > 1 ? fields[1] : "");
+          round_hosts.push_back(entry_host(member.entry));
         }
-        {
-          std::lock_guard<std::mutex> lock(members_mutex_);
-          members_ = round_ids;
-          hosts_ = round_hosts;
-        }
-        in_round_ = true;
+        begin_round(std::move(round_ids), std::move(round_hosts));
       }
       const int attempt = attempt_;
       const bool in_round = in_round_;
@@ -787,11 +795,10 @@ void NodeGroup::watch() {
           watch_store_->add(done_count_key(attempt), 0) == 0) {
         // An agent registered for the next round while this one runs: it
         // came late, or replaces a lost node. Restart to take it in.
-        const std::string first = watch_store_->get(round_slot_key(attempt + 1, 0));
-        const std::vector<std::string> fields = split_at(first, '\t');
+        const std::string slot = watch_store_->get(round_slot_key(attempt + 1, 0));  // "id\tentry"
         StopRecord join;
         join.membership = true;
-        join.host = fields.size() > 2 ? fields[2] : "";
+        join.host = entry_host(slot.substr(slot.find('\t') + 1));
         join.summary =
             cat("a ", options_.unit, " on ", join.host, " is waiting to join (", ids.size(),
                 " of at most ", options_.nnodes, " ", options_.unit, "s run)");

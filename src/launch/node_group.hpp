@@ -243,7 +243,10 @@ class NodeGroup {
   RoundTable join_round(const std::string& entry, const std::string& run_id);
 
   RoundTable await_round(int round, bool waiting);
-  void close_round(Store& store, int round);
+  RoundTable close_round(Store& store, int round);  // publishes and returns it
+  void begin_round(std::vector<int> ids, std::vector<std::string> hosts);
+  // How long node 0 waits for every node to stop its workers.
+  std::chrono::milliseconds restart_bound(std::chrono::milliseconds grace) const;
   bool start_server(bool required);
   void take_node_rank();
   void wake_everyone();
