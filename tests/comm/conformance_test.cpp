@@ -60,6 +60,14 @@ std::vector<std::string> mpirun(int ranks) {
           "-np",    std::to_string(ranks)};
 }
 
+// `cohort run`, with every all_reduce, all_gather and gather in single
+// copies: shm ranks that read each other's memory across processes ("always",
+// so a group that cannot fails to connect).
+std::vector<std::string> cohort_run_single_copies(int ranks) {
+  return {"env", "COHORT_SHM_SINGLE_COPY=always", COHORT_CLI_PATH, "run",
+          "-n",  std::to_string(ranks),           "--no-prefix",   "--"};
+}
+
 // Ranks placed round-robin on two hosts ("host-a", "host-b"): a host's
 // ranks are not contiguous, and with an odd count the hosts differ in size.
 std::vector<std::string> two_hosts(int ranks) {
@@ -73,6 +81,7 @@ const std::vector<BackendUnderTest>& backends_under_test() {
   static const std::vector<BackendUnderTest> kBackends = {
       {"self", "self", {1}},
       {"shm", "shm", {1, 2, 3, 4, 7}},
+      {"shm_single_copy", "shm", {2, 3}, cohort_run_single_copies},
       {"hier", "hier", {3, 4, 7}, nullptr, two_hosts},
       {"hier_cluster", "hier", {4}, nullptr, nullptr, "MultiNode.HierPassesTheConformanceSuite"},
       {"gloo", "gloo", {1, 2, 3, 4, 7}},

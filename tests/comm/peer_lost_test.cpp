@@ -162,6 +162,23 @@ TEST(PeerLostShm, HundredKilledJobsLeaveNoSegmentBehind) {
       << "Shmem grew from " << kib_before << " kB to " << shared_memory_kib() << " kB";
 }
 
+// Single copies read a peer's memory by its pid: a peer killed while the
+// others read it (or wait to) is PeerLost naming it in every survivor, never
+// a copy from whatever process has the pid next.
+TEST(PeerLostShm, APeerKilledDuringSingleCopiesIsPeerLost) {
+  if (!COHORT_WITH_SHM) GTEST_SKIP() << "no shm backend in this build";
+  for (int job = 0; job < 5; ++job) {
+    std::vector<std::unique_ptr<test::Subprocess>> ranks =
+        start_ranks(3, 10, "kill", "shm", {{"COHORT_SHM_SINGLE_COPY", "always"}}, 1 << 20);
+    for (int rank = 0; rank < 3; ++rank) {
+      const test::ProcessResult result = ranks[static_cast<std::size_t>(rank)]->finish();
+      if (rank == 2) continue;
+      ASSERT_EQ(result.exit_code, 3) << "rank " << rank << ": " << test::describe(result);
+      EXPECT_NE(result.err.find("peer_rank=2:"), std::string::npos) << result.err;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PeerLostOver, ::testing::Values("shm", "gloo"),
                          [](const auto& test_info) { return test_info.param; });
 

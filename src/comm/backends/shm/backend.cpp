@@ -1,7 +1,10 @@
 #include "comm/backend.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "comm/backends/shm/collectives.hpp"
 #include "comm/backends/shm/factory.hpp"
@@ -29,36 +32,81 @@ constexpr std::size_t kSlotBytes = 256 * kKiB;
 constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
 constexpr std::size_t kSmallOversubscribedBytes = 8 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
+// Single copies (COHORT_SHM_SINGLE_COPY=auto), measured against the rounds
+// in one job (docs/communicator.md): all_gather and gather from 256 KiB of
+// input (faster at every size from there, also with more ranks than cores).
+// all_reduce only when asked for (always): on this machine it was faster at
+// 2-4 MiB in some runs and slower in others, and slower elsewhere.
+constexpr std::size_t kGatherSingleCopyMin = 256 * kKiB;
+
+// COHORT_SHM_SINGLE_COPY: off, auto (where measured faster), always (every
+// all_reduce, all_gather and gather; an error where it cannot work).
+enum class SingleCopy { off, automatic, always };
+
+SingleCopy single_copy_from_env() {
+  const char* text = std::getenv("COHORT_SHM_SINGLE_COPY");
+  const std::string_view value = text == nullptr ? "auto" : text;
+  if (value == "off" || value == "0") return SingleCopy::off;
+  if (value == "auto" || value.empty()) return SingleCopy::automatic;
+  if (value == "always") return SingleCopy::always;
+  throw Error(
+      cat("COHORT_SHM_SINGLE_COPY='", value, "' is not off, auto or always; fix or unset it"));
+}
 
 // What every rank of a group must agree on: rank 0's settings.
 struct Settings {
   std::size_t slot_bytes = kSlotBytes;
-  std::size_t small_bytes = 0;
   std::size_t channel_bytes = kChannelBytes;
+  SingleCopy single_copy = SingleCopy::automatic;
+  Tuning tuning;
 };
 
-Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
+// This rank's settings from its environment.
+Settings local_settings(int size) {
   Settings settings;
+  // More ranks than cores: every round waits for descheduled ranks, so
+  // fewer, larger rounds win.
+  const std::size_t slot = size > usable_cpus() ? kOversubscribedSlotBytes : kSlotBytes;
+  settings.slot_bytes =
+      std::max<std::size_t>(4096, bytes_from_env("COHORT_SHM_SLOT_BYTES", slot) / 64 * 64);
+  Tuning& tuning = settings.tuning;
+  tuning.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
+                                      size > usable_cpus() ? kSmallOversubscribedBytes : 0);
+  // n² channels: at most 16 MiB of them in all (64 KiB each up to 16 ranks).
+  const auto pairs = static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
+  settings.channel_bytes =
+      std::clamp<std::size_t>(16 * kKiB * kKiB / pairs / 64 * 64, 4 * kKiB, kChannelBytes);
+  settings.single_copy = single_copy_from_env();
+  if (settings.single_copy == SingleCopy::always) {
+    tuning.reduce_single_copy_max = SIZE_MAX;
+  } else if (settings.single_copy == SingleCopy::automatic) {
+    tuning.gather_single_copy_min = kGatherSingleCopyMin;
+  }
+  return settings;
+}
+
+// Rank 0's settings. Every rank reads its own environment first, so that a
+// wrong value fails every rank at once, not only rank 0 (the others would
+// wait for its settings until the timeout).
+Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
+  Settings settings = local_settings(size);
+  Tuning& tuning = settings.tuning;
   if (rank == 0) {
-    // More ranks than cores: every round waits for descheduled ranks, so
-    // fewer, larger rounds win.
-    const std::size_t slot = size > usable_cpus() ? kOversubscribedSlotBytes : kSlotBytes;
-    settings.slot_bytes =
-        std::max<std::size_t>(4096, bytes_from_env("COHORT_SHM_SLOT_BYTES", slot) / 64 * 64);
-    settings.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
-                                          size > usable_cpus() ? kSmallOversubscribedBytes : 0);
-    // n² channels: at most 16 MiB of them in all (64 KiB each up to 16 ranks).
-    const auto pairs = static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
-    settings.channel_bytes =
-        std::clamp<std::size_t>(16 * kKiB * kKiB / pairs / 64 * 64, 4 * kKiB, kChannelBytes);
     if (store != nullptr) {
       store->set("shm/settings",
-                 cat(settings.slot_bytes, " ", settings.small_bytes, " ", settings.channel_bytes));
+                 cat(settings.slot_bytes, " ", settings.channel_bytes, " ",
+                     static_cast<int>(settings.single_copy), " ", tuning.small_bytes, " ",
+                     tuning.reduce_single_copy_min, " ", tuning.reduce_single_copy_max, " ",
+                     tuning.gather_single_copy_min));
     }
     return settings;
   }
+  int single_copy = 0;
   std::istringstream(store->get("shm/settings", timeout)) >> settings.slot_bytes >>
-      settings.small_bytes >> settings.channel_bytes;
+      settings.channel_bytes >> single_copy >> tuning.small_bytes >>
+      tuning.reduce_single_copy_min >> tuning.reduce_single_copy_max >>
+      tuning.gather_single_copy_min;
+  settings.single_copy = static_cast<SingleCopy>(single_copy);
   return settings;
 }
 
@@ -88,12 +136,14 @@ class ShmBackend final : public Backend {
     });
   }
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
-    collective("all_gather", timeout,
-               [&](const Call& call) { shm_backend::all_gather(*group_, input, output, call); });
+    collective("all_gather", timeout, [&](const Call& call) {
+      shm_backend::all_gather(*group_, tuning_, input, output, call);
+    });
   }
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
-    collective("gather", timeout,
-               [&](const Call& call) { shm_backend::gather(*group_, input, output, root, call); });
+    collective("gather", timeout, [&](const Call& call) {
+      shm_backend::gather(*group_, tuning_, input, output, root, call);
+    });
   }
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
     collective("scatter", timeout,
@@ -193,9 +243,16 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   policy.yields = static_cast<int>(bytes_from_env("COHORT_SHM_YIELDS", 64));
   auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),
                                        settings.slot_bytes, settings.channel_bytes, policy);
-  Tuning tuning;
-  tuning.small_bytes = settings.small_bytes;
-  return std::make_unique<ShmBackend>(std::move(store), std::move(group), tuning, timeout);
+  if (size > 1 && settings.single_copy != SingleCopy::off) {
+    const int failed = group->probe_single_copy(Call("connecting", timeout));
+    if (failed >= 0 && settings.single_copy == SingleCopy::always) {
+      throw Error(cat("shm: COHORT_SHM_SINGLE_COPY=always, but rank ", failed,
+                      " cannot read another rank's memory with process_vm_readv (not permitted "
+                      "here: Yama's ptrace_scope, a seccomp filter, or a process that is not "
+                      "dumpable); unset COHORT_SHM_SINGLE_COPY to copy through the segment"));
+    }
+  }
+  return std::make_unique<ShmBackend>(std::move(store), std::move(group), settings.tuning, timeout);
 }
 
 std::unique_ptr<Backend> ShmBackend::split(int color, int key) {

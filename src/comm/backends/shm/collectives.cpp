@@ -9,6 +9,12 @@
 namespace cohort::detail::shm_backend {
 namespace {
 
+// all_reduce in single copies: bytes reduced between two rounds, and bytes
+// read from a peer at a time (scratch that stays in cache: one piece per
+// peer).
+constexpr std::size_t kSingleCopyChunkBytes = std::size_t{4} << 20;
+constexpr std::size_t kSingleCopyPieceBytes = std::size_t{256} << 10;
+
 unsigned char* bytes_of(const Buffer& buffer, std::size_t element) {
   return static_cast<unsigned char*>(buffer.data) + element * size_of(buffer.type);
 }
@@ -79,11 +85,84 @@ void reduce_in_one_round(Group& group, Buffer data, ReduceOp op, bool everyone, 
   reduce_many(data.type, op, data.data, inputs.data(), group.size(), data.count);
 }
 
+// Single copies (Group::read_from): the first round tells every rank where
+// each rank's data is; the last one keeps every rank's data still until
+// every peer has read it.
+std::vector<std::uint64_t> publish_addresses(Group& group, const void* data, const Call& call) {
+  const auto address = reinterpret_cast<std::uint64_t>(data);
+  std::memcpy(group.next_slot(), &address, sizeof address);
+  group.arrive();
+  group.wait_all(call);
+  std::vector<std::uint64_t> where(static_cast<std::size_t>(group.size()));
+  for (int r = 0; r < group.size(); ++r)
+    std::memcpy(&where[static_cast<std::size_t>(r)], group.slot(r), sizeof address);
+  return where;
+}
+
+void after_single_copies(Group& group, const Call& call) {
+  group.arrive();
+  group.wait_all(call);
+}
+
+bool reduce_in_single_copies(const Group& group, const Tuning& tuning, std::size_t bytes) {
+  return group.single_copy() && bytes >= tuning.reduce_single_copy_min &&
+         bytes <= tuning.reduce_single_copy_max;
+}
+
+bool gather_in_single_copies(const Group& group, const Tuning& tuning, std::size_t bytes) {
+  return group.single_copy() && bytes >= tuning.gather_single_copy_min;
+}
+
+// all_reduce in single copies (collectives.hpp), chunk by chunk. A rank
+// writes only its own buffer: its slice of a chunk, which peers read only
+// after the chunk's round, and the others' slices, which they read before it.
+void reduce_with_single_copies(Group& group, Buffer data, ReduceOp op, const Call& call) {
+  const std::size_t element = size_of(data.type);
+  const int n = group.size();
+  const int me = group.rank();
+  const std::vector<std::uint64_t> where = publish_addresses(group, data.data, call);
+  const std::size_t piece = std::max<std::size_t>(1, kSingleCopyPieceBytes / element);
+  std::vector<unsigned char> scratch(static_cast<std::size_t>(n) * piece * element);
+  std::vector<const void*> inputs(static_cast<std::size_t>(n));
+  const std::size_t per_chunk = std::max<std::size_t>(1, kSingleCopyChunkBytes / element);
+  for (std::size_t first = 0; first < data.count; first += per_chunk) {
+    const std::size_t count = std::min(per_chunk, data.count - first);
+    const std::size_t begin = first + slice_begin(count, n, me);
+    const std::size_t end = first + slice_begin(count, n, me + 1);
+    for (std::size_t at = begin; at < end; at += piece) {
+      const std::size_t elements = std::min(piece, end - at);
+      for (int r = 0; r < n; ++r) {
+        const auto index = static_cast<std::size_t>(r);
+        if (r == me) {
+          inputs[index] = bytes_of(data, at);
+          continue;
+        }
+        unsigned char* into = scratch.data() + index * piece * element;
+        group.read_from(r, into, where[index] + at * element, elements * element, call);
+        inputs[index] = into;
+      }
+      reduce_many(data.type, op, bytes_of(data, at), inputs.data(), n, elements);
+    }
+    group.arrive();
+    group.wait_all(call);
+    for (int r = 0; r < n; ++r) {
+      if (r == me) continue;
+      const std::size_t from = first + slice_begin(count, n, r);
+      const std::size_t to = first + slice_begin(count, n, r + 1);
+      group.read_from(r, bytes_of(data, from), where[static_cast<std::size_t>(r)] + from * element,
+                      (to - from) * element, call);
+    }
+  }
+  after_single_copies(group, call);
+}
+
 }  // namespace
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
   if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
     reduce_in_one_round(group, data, op, true, 0, call);
+  } else if (reduce_in_single_copies(group, tuning, data.bytes())) {
+    reduce_with_single_copies(group, data, op, call);
   } else {
     reduce_in_two_rounds(group, data, op, true, 0, call);
   }
@@ -114,8 +193,21 @@ namespace {
 
 // all_gather and gather: every rank's input, chunk by chunk, into `output`
 // at the ranks that `collects`.
-void gather_rounds(Group& group, Buffer input, Buffer output, bool collects, const Call& call) {
+void gather_rounds(Group& group, const Tuning& tuning, Buffer input, Buffer output, bool collects,
+                   const Call& call) {
   const std::size_t element = size_of(input.type);
+  if (gather_in_single_copies(group, tuning, input.bytes())) {
+    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
+    for (int r = 0; r < group.size() && collects; ++r) {
+      unsigned char* into = bytes_of(output, static_cast<std::size_t>(r) * input.count);
+      if (r == group.rank()) {
+        copy(into, input.data, input.bytes());
+      } else {
+        group.read_from(r, into, where[static_cast<std::size_t>(r)], input.bytes(), call);
+      }
+    }
+    return after_single_copies(group, call);
+  }
   const std::size_t per_chunk = chunk_elements(group, input.type, 1);
   for (std::size_t first = 0; first < input.count; first += per_chunk) {
     const std::size_t count = std::min(per_chunk, input.count - first);
@@ -158,12 +250,13 @@ void exchange_rounds(Group& group, const Buffer* slices, bool keep_own, std::siz
 
 }  // namespace
 
-void all_gather(Group& group, Buffer input, Buffer output, const Call& call) {
-  gather_rounds(group, input, output, true, call);
+void all_gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, const Call& call) {
+  gather_rounds(group, tuning, input, output, true, call);
 }
 
-void gather(Group& group, Buffer input, Buffer output, int root, const Call& call) {
-  gather_rounds(group, input, output, group.rank() == root, call);
+void gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
+            const Call& call) {
+  gather_rounds(group, tuning, input, output, group.rank() == root, call);
 }
 
 void scatter(Group& group, Buffer input, Buffer output, int root, const Call& call) {

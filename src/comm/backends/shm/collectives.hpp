@@ -11,7 +11,15 @@
 //          every rank's reduced slice out (an all-gather). Each rank reads and
 //          writes its own data once more than the floor, and the chunks stay
 //          in cache.
-// The other collectives are one round per chunk: copy in, arrive, copy out.
+//   single copies (Tuning): one round to say where each rank's data is; each
+//          rank reads its 1/n slice of every peer's data straight from the
+//          peer's memory (process_vm_readv, a piece at a time into scratch in
+//          cache) and reduces it into its own buffer; after a round, it reads
+//          every peer's reduced slice straight into place; a last round keeps
+//          every buffer still until its peers have read it.
+// The other collectives are one round per chunk: copy in, arrive, copy out;
+// all_gather and gather also in single copies (each rank reads every peer's
+// input straight into its output).
 #pragma once
 
 #include <cstddef>
@@ -25,14 +33,21 @@ namespace cohort::detail::shm_backend {
 /// How the collectives cut their work (the same on every rank of a group).
 struct Tuning {
   std::size_t small_bytes = 0;  ///< all_reduce/reduce up to this size: one round
+  /// Single copies, when the group has them (Group::single_copy): all_reduce
+  /// of reduce_single_copy_min to _max bytes (a maximum of 0: never), and
+  /// all_gather/gather from gather_single_copy_min bytes of input.
+  std::size_t reduce_single_copy_min = 0;
+  std::size_t reduce_single_copy_max = 0;
+  std::size_t gather_single_copy_min = 0;
 };
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call);
 void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int root,
             const Call& call);
 void broadcast(Group& group, Buffer data, int root, const Call& call);
-void all_gather(Group& group, Buffer input, Buffer output, const Call& call);
-void gather(Group& group, Buffer input, Buffer output, int root, const Call& call);
+void all_gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, const Call& call);
+void gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
+            const Call& call);
 void scatter(Group& group, Buffer input, Buffer output, int root, const Call& call);
 void reduce_scatter(Group& group, Buffer input, Buffer output, ReduceOp op, const Call& call);
 void all_to_all(Group& group, Buffer input, Buffer output, const Call& call);

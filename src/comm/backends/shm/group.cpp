@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cohort/communicator.hpp>
@@ -45,13 +47,14 @@ struct Group::Channel {
 namespace {
 
 struct Offsets {
-  std::size_t arrivals, channels, channel_data, slots, total;
+  std::size_t closed, arrivals, channels, channel_data, slots, total;
 };
 
 Offsets offsets(int size, std::size_t slot_bytes, std::size_t channel_bytes) {
   const auto n = static_cast<std::size_t>(size);
   Offsets at{};
-  at.arrivals = kLine;
+  at.closed = kLine;
+  at.arrivals = round_up(at.closed + n, kLine);
   at.channels = at.arrivals + n * sizeof(Counter);
   at.channel_data = round_up(at.channels + n * n * sizeof(Group::Channel), kLine);
   at.slots = round_up(at.channel_data + n * n * channel_bytes, 4096);
@@ -78,6 +81,7 @@ Group::Group(Segment segment, int rank, int size, Peers peers, std::size_t slot_
       sent_(static_cast<std::size_t>(size), 0),
       taken_(static_cast<std::size_t>(size), 0) {
   const Offsets at = offsets(size, slot_bytes, channel_bytes);
+  closed_ = reinterpret_cast<std::atomic<std::uint8_t>*>(segment_.data() + at.closed);
   arrivals_ = reinterpret_cast<Counter*>(segment_.data() + at.arrivals);
   channels_ = reinterpret_cast<Channel*>(segment_.data() + at.channels);
   channel_data_ = segment_.data() + at.channel_data;
@@ -91,6 +95,10 @@ Group::Group(Segment segment, int rank, int size, Peers peers, std::size_t slot_
           Fd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
     }
   }
+}
+
+Group::~Group() {
+  closed_[rank_].store(1, std::memory_order_release);
 }
 
 Group::Channel& Group::channel(int from, int to) noexcept {
@@ -120,9 +128,12 @@ void Group::check(int rank, const Call& call, const char* doing) {
   int lost = header.lost_plus_one.load(std::memory_order_acquire) - 1;
   if (lost < 0) {
     // Any peer, not only the one waited for: in a ring of sends a rank may
-    // wait on a live peer that waits on the dead one.
+    // wait on a live peer that waits on the dead one. But not a peer that
+    // closed the group before its process ended, unless it is the one waited
+    // for: two ranks may still exchange messages after a third is done.
     for (int r = 0; r < size_ && lost < 0; ++r) {
-      if (r != rank_ && ended(r)) lost = r;
+      if (r == rank_ || (r != rank && closed_[r].load(std::memory_order_acquire) != 0)) continue;
+      if (ended(r)) lost = r;
     }
     if (lost >= 0) {
       std::int32_t none = 0;
@@ -151,6 +162,73 @@ void Group::lose(int rank, const Call& call) {
   throw PeerLost(cat(call.what, " on rank ", rank_, " of ", size_, ": rank ", rank,
                      peers_.describe(rank), " failed or left (its process ended)"),
                  rank);
+}
+
+namespace {
+
+// One process_vm_readv of `bytes` at `address` in `pid`: bytes read, or -1
+// with errno.
+ssize_t read_process(long pid, void* to, std::uint64_t address, std::size_t bytes) noexcept {
+  iovec local{to, bytes};
+  iovec remote{reinterpret_cast<void*>(address), bytes};
+  return ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+}
+
+}  // namespace
+
+void Group::read_from(int rank, void* to, std::uint64_t address, std::size_t bytes,
+                      const Call& call) {
+  if (!pidfds_[static_cast<std::size_t>(rank)].valid()) {
+    std::memcpy(to, reinterpret_cast<const void*>(address), bytes);  // a thread of this process
+    return;
+  }
+  auto* into = static_cast<unsigned char*>(to);
+  while (bytes > 0) {
+    const ssize_t got = read_process(peers_.pid(rank), into, address, bytes);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR) continue;
+      const int error = errno;
+      if (ended(rank) || (got < 0 && error == ESRCH)) lose(rank, call);
+      throw Error(cat(call.what, " on rank ", rank_, " of ", size_, ": reading ", bytes,
+                      " bytes of rank ", rank, peers_.describe(rank),
+                      " failed: ", got < 0 ? std::strerror(error) : "nothing read",
+                      "; COHORT_SHM_SINGLE_COPY=off copies through the segment instead"));
+    }
+    into += got;
+    address += static_cast<std::uint64_t>(got);
+    bytes -= static_cast<std::size_t>(got);
+  }
+  // The pid named the peer during the copy only if the peer still lives.
+  if (ended(rank)) lose(rank, call);
+}
+
+int Group::probe_single_copy(const Call& call) {
+  // Round 1: where each rank's probe word is. Round 2: whether this rank
+  // could read every peer's.
+  static const std::uint64_t kProbe = 0x636f686f72742121;  // "cohort!!"
+  const auto address = reinterpret_cast<std::uint64_t>(&kProbe);
+  std::memcpy(next_slot(), &address, sizeof address);
+  arrive();
+  wait_all(call);
+  bool works = true;
+  for (int r = 0; r < size_ && works; ++r) {
+    if (r == rank_ || !pidfds_[static_cast<std::size_t>(r)].valid()) continue;
+    std::uint64_t peer_address = 0;
+    std::uint64_t word = 0;
+    std::memcpy(&peer_address, slot(r), sizeof peer_address);
+    works = read_process(peers_.pid(r), &word, peer_address, sizeof word) ==
+                static_cast<ssize_t>(sizeof word) &&
+            word == kProbe;
+  }
+  *next_slot() = works ? 1 : 0;
+  arrive();
+  wait_all(call);
+  int failed = -1;
+  for (int r = 0; r < size_ && failed < 0; ++r) {
+    if (*slot(r) != 1) failed = r;
+  }
+  single_copy_ = failed < 0;
+  return failed;
 }
 
 void Group::send(const void* data, std::size_t bytes, int peer, int tag, const Call& call) {

@@ -1,9 +1,9 @@
 // One rank's view of a group's segment, and the steps every shm collective
 // is made of.
 //
-// Layout: a header line (the first lost rank), one arrival Counter per rank,
-// one point-to-point channel per ordered pair, then two sets of slots, one
-// slot of slot_bytes() per rank in each. Collectives move through *rounds*:
+// Layout: a header line (the first lost rank), a closed flag per rank, one
+// arrival Counter per rank, one point-to-point channel per ordered pair, then
+// two sets of slots, one slot of slot_bytes() per rank in each. Collectives move through *rounds*:
 // a rank writes what it shares into its slot of the round's set (next_slot),
 // arrives, waits until every rank has arrived, then reads any rank's slot of
 // that set (slot). A rank arrives at round k+1 only after it has read round
@@ -12,6 +12,7 @@
 // Every rank of a group runs the same rounds, counted by its own arrivals.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +50,9 @@ class Group {
         std::size_t channel_bytes, WaitPolicy policy);
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
+  /// Marks this rank closed: its process may end without its peers taking
+  /// that for a failure, unless they wait for this rank.
+  ~Group();
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
@@ -73,6 +77,20 @@ class Group {
   /// come first are kept for later receives. InvalidArgument when its size
   /// is not `bytes`.
   void recv(void* data, std::size_t bytes, int peer, int tag, const Call& call);
+
+  /// Copies `bytes` at `address` in `rank`'s memory into `to` (one copy, by
+  /// the kernel: process_vm_readv; memcpy when the rank is a thread of this
+  /// process). Only for memory the peer published and keeps still while the
+  /// rounds say so. Throws PeerLost when the peer's process has ended (its pid
+  /// may name another process by then: the pidfd is checked after the copy).
+  void read_from(int rank, void* to, std::uint64_t address, std::size_t bytes, const Call& call);
+  /// Whether read_from works between every two ranks of the group (every rank
+  /// learns the same answer: see probe_single_copy).
+  bool single_copy() const noexcept { return single_copy_; }
+  /// Collective, two rounds: every rank tries read_from on every peer, and
+  /// the group agrees that single copies work only if they did everywhere.
+  /// Returns the first rank that could not read a peer's memory, -1 when none.
+  int probe_single_copy(const Call& call);
 
   /// One direction between two ranks (its layout is group.cpp's business).
   struct Channel;
@@ -101,11 +119,13 @@ class Group {
   std::size_t slot_bytes_;
   std::size_t channel_bytes_;
   WaitPolicy policy_;
+  std::atomic<std::uint8_t>* closed_;  // per rank: 1 once it closed the group
   Counter* arrivals_;
   Channel* channels_;
   unsigned char* channel_data_;
   unsigned char* slots_;
-  std::uint32_t seq_ = 0;             // rounds this rank has arrived at
+  std::uint32_t seq_ = 0;  // rounds this rank has arrived at
+  bool single_copy_ = false;
   std::vector<std::uint32_t> sent_;   // per peer: chunks sent on this rank's channel to it
   std::vector<std::uint32_t> taken_;  // per peer: chunks taken from its channel to this rank
   std::map<std::pair<int, int>, std::deque<std::string>> early_;  // (peer, tag) -> messages
