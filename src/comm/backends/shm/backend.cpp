@@ -34,10 +34,13 @@ constexpr std::size_t kSmallOversubscribedBytes = 8 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
 // Single copies (COHORT_SHM_SINGLE_COPY=auto), measured against the rounds
 // in one job (docs/communicator.md): all_gather and gather from 256 KiB of
-// input (faster at every size from there, also with more ranks than cores).
-// all_reduce only when asked for (always): on this machine it was faster at
-// 2-4 MiB in some runs and slower in others, and slower elsewhere.
+// input (faster at every size from there, also with more ranks than cores);
+// all_reduce of 4 to 8 MiB with a core per rank (faster there in nearly
+// every run; below, the rounds were as fast or faster, and from 16 MiB their
+// slots stream in cache).
 constexpr std::size_t kGatherSingleCopyMin = 256 * kKiB;
+constexpr std::size_t kReduceSingleCopyMin = 4 * kKiB * kKiB;
+constexpr std::size_t kReduceSingleCopyMax = 8 * kKiB * kKiB;
 
 // COHORT_SHM_SINGLE_COPY: off, auto (where measured faster), always (every
 // all_reduce, all_gather and gather; an error where it cannot work).
@@ -81,6 +84,10 @@ Settings local_settings(int size) {
     tuning.reduce_single_copy_max = SIZE_MAX;
   } else if (settings.single_copy == SingleCopy::automatic) {
     tuning.gather_single_copy_min = kGatherSingleCopyMin;
+    if (size <= usable_cpus()) {
+      tuning.reduce_single_copy_min = kReduceSingleCopyMin;
+      tuning.reduce_single_copy_max = kReduceSingleCopyMax;
+    }
   }
   return settings;
 }
