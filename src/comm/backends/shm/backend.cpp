@@ -58,23 +58,27 @@ SingleCopy single_copy_from_env() {
 
 // What every rank of a group must agree on: rank 0's settings.
 struct Settings {
+  bool oversubscribed = false;  // more ranks than the CPUs they may run on
   std::size_t slot_bytes = kSlotBytes;
   std::size_t channel_bytes = kChannelBytes;
   SingleCopy single_copy = SingleCopy::automatic;
   Tuning tuning;
 };
 
-// This rank's settings from its environment.
-Settings local_settings(int size) {
+// This rank's settings from its environment, for a group whose ranks may
+// run on `cpus` CPUs together.
+Settings local_settings(int size, int cpus) {
   Settings settings;
   // More ranks than cores: every round waits for descheduled ranks, so
-  // fewer, larger rounds win.
-  const std::size_t slot = size > usable_cpus() ? kOversubscribedSlotBytes : kSlotBytes;
+  // fewer, larger rounds win, and a spinning rank holds the core its peer
+  // needs.
+  settings.oversubscribed = size > cpus;
+  const std::size_t slot = settings.oversubscribed ? kOversubscribedSlotBytes : kSlotBytes;
   settings.slot_bytes =
       std::max<std::size_t>(4096, bytes_from_env("COHORT_SHM_SLOT_BYTES", slot) / 64 * 64);
   Tuning& tuning = settings.tuning;
   tuning.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
-                                      size > usable_cpus() ? kSmallOversubscribedBytes : 0);
+                                      settings.oversubscribed ? kSmallOversubscribedBytes : 0);
   // n² channels: at most 16 MiB of them in all (64 KiB each up to 16 ranks).
   const auto pairs = static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
   settings.channel_bytes =
@@ -84,7 +88,7 @@ Settings local_settings(int size) {
     tuning.reduce_single_copy_max = SIZE_MAX;
   } else if (settings.single_copy == SingleCopy::automatic) {
     tuning.gather_single_copy_min = kGatherSingleCopyMin;
-    if (size <= usable_cpus()) {
+    if (!settings.oversubscribed) {
       tuning.reduce_single_copy_min = kReduceSingleCopyMin;
       tuning.reduce_single_copy_max = kReduceSingleCopyMax;
     }
@@ -92,25 +96,40 @@ Settings local_settings(int size) {
   return settings;
 }
 
+// The CPUs the group's ranks may run on together (rank 0 learns it; the
+// others get 0): each rank's own affinity mask says too little, since ranks
+// bound to a core each (mpirun, srun --cpu-bind) see one CPU apiece.
+int group_cpus(Store* store, int rank, int size, Duration timeout) {
+  if (store == nullptr) return usable_cpus();
+  store->set(cat("shm/cpus/", rank), affinity_list());
+  if (rank != 0) return 0;
+  std::vector<std::string> lists;
+  lists.reserve(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    lists.push_back(store->get(cat("shm/cpus/", r), timeout));
+  return cpus_in_lists(lists);
+}
+
 // Rank 0's settings. Every rank reads its own environment first, so that a
 // wrong value fails every rank at once, not only rank 0 (the others would
 // wait for its settings until the timeout).
 Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
-  Settings settings = local_settings(size);
+  const int cpus = group_cpus(store, rank, size, timeout);
+  Settings settings = local_settings(size, rank == 0 ? cpus : usable_cpus());
   Tuning& tuning = settings.tuning;
   if (rank == 0) {
     if (store != nullptr) {
       store->set("shm/settings",
                  cat(settings.slot_bytes, " ", settings.channel_bytes, " ",
-                     static_cast<int>(settings.single_copy), " ", tuning.small_bytes, " ",
-                     tuning.reduce_single_copy_min, " ", tuning.reduce_single_copy_max, " ",
-                     tuning.gather_single_copy_min));
+                     settings.oversubscribed ? 1 : 0, " ", static_cast<int>(settings.single_copy),
+                     " ", tuning.small_bytes, " ", tuning.reduce_single_copy_min, " ",
+                     tuning.reduce_single_copy_max, " ", tuning.gather_single_copy_min));
     }
     return settings;
   }
   int single_copy = 0;
   std::istringstream(store->get("shm/settings", timeout)) >> settings.slot_bytes >>
-      settings.channel_bytes >> single_copy >> tuning.small_bytes >>
+      settings.channel_bytes >> settings.oversubscribed >> single_copy >> tuning.small_bytes >>
       tuning.reduce_single_copy_min >> tuning.reduce_single_copy_max >>
       tuning.gather_single_copy_min;
   settings.single_copy = static_cast<SingleCopy>(single_copy);
@@ -244,9 +263,8 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
       *store, rank, size, Group::segment_bytes(size, settings.slot_bytes, settings.channel_bytes),
       pids, timeout);
   WaitPolicy policy;
-  // More ranks than cores: a spinning rank holds the core its peer needs.
-  const bool oversubscribed = size > usable_cpus();
-  policy.spins = static_cast<int>(bytes_from_env("COHORT_SHM_SPINS", oversubscribed ? 64 : 4096));
+  policy.spins =
+      static_cast<int>(bytes_from_env("COHORT_SHM_SPINS", settings.oversubscribed ? 64 : 4096));
   policy.yields = static_cast<int>(bytes_from_env("COHORT_SHM_YIELDS", 64));
   auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),
                                        settings.slot_bytes, settings.channel_bytes, policy);

@@ -1,0 +1,194 @@
+// Collective settings measured against each other in one job. On a shared,
+// noisy machine two runs can differ by 2x, and a comparison across runs
+// says more about the machine than about the settings: here every setting
+// gets its own communicator in the same processes, and each round times
+// them one after another in a shuffled order, so all see the same machine.
+//
+//   settings_in_one_job [--op all_reduce|all_gather] [--sizes 256K:64M] [--rounds 21]
+//                       CONFIG...
+//
+// A CONFIG is BACKEND[:VAR=VALUE,...]: a communicator of that backend made
+// with those variables set while it connects (the shm backend reads its
+// settings then), e.g. shm:COHORT_SHM_SINGLE_COPY=off, shm, mpi (Open MPI's
+// own MPI_Allreduce/MPI_Allgather: start it with mpirun then). Start it with
+// `cohort run -n N` or `mpirun -np N`. Rank 0 prints, per size (all_gather:
+// bytes of each rank's input), the median over the rounds of each config's
+// time per operation (a round's time: the slowest rank's mean over a few
+// back-to-back operations), and in brackets the first config's time over
+// this one's (above 1x: this one is faster).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <cohort/cohort.hpp>
+
+#include "comm/backend_context.hpp"
+#include "comm/registry.hpp"
+#include "core/strings.hpp"
+
+namespace {
+
+using cohort::Buffer;
+using cohort::Communicator;
+using cohort::ReduceOp;
+
+struct Config {
+  std::string text;
+  std::unique_ptr<Communicator> comm;
+  std::vector<double> times;
+};
+
+std::size_t parse_bytes(const std::string& text) {
+  const char unit = text.empty() ? ' ' : text.back();
+  const std::size_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+  return std::strtoull(text.c_str(), nullptr, 10) * scale;
+}
+
+using Saved = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+// Sets each VAR=VALUE of `assignments` ("A=1,B=2"); returns what to undo.
+Saved set_variables(const std::string& assignments) {
+  Saved previous;
+  for (const std::string& item : cohort::detail::split_at(assignments, ',')) {
+    const std::size_t equals = item.find('=');
+    if (equals == std::string::npos) continue;
+    const std::string name = item.substr(0, equals);
+    const char* old = std::getenv(name.c_str());
+    previous.emplace_back(name, old == nullptr ? std::nullopt : std::optional<std::string>(old));
+    setenv(name.c_str(), item.substr(equals + 1).c_str(), 1);
+  }
+  return previous;
+}
+
+void restore_variables(const Saved& previous) {
+  for (const auto& [name, value] : previous) {
+    if (value) {
+      setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+}
+
+std::unique_ptr<Communicator> connect(cohort::World& world, const std::string& config, int index) {
+  const std::size_t colon = config.find(':');
+  const std::string backend = config.substr(0, colon);
+  const auto previous =
+      set_variables(colon == std::string::npos ? std::string() : config.substr(colon + 1));
+  cohort::detail::BackendContext context;
+  context.info = &world.info();
+  context.timeout = std::chrono::minutes(2);
+  const std::shared_ptr<cohort::Store> store(std::shared_ptr<cohort::Store>(), &world.store());
+  context.store =
+      std::make_shared<cohort::PrefixStore>(cohort::detail::cat("settings/", index), store);
+  std::unique_ptr<Communicator> comm = cohort::detail::create_communicator(context, backend);
+  restore_variables(previous);
+  return comm;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string op = "all_reduce";
+  std::size_t smallest = 256 * 1024;
+  std::size_t largest = 64 * 1024 * 1024;
+  int rounds = 21;
+  std::vector<Config> configs;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--op" && i + 1 < argc) {
+      op = argv[++i];
+    } else if (arg == "--sizes" && i + 1 < argc) {
+      const std::string sizes = argv[++i];
+      smallest = parse_bytes(sizes.substr(0, sizes.find(':')));
+      largest = parse_bytes(sizes.substr(sizes.find(':') + 1));
+    } else if (arg == "--rounds" && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
+    } else {
+      configs.push_back({arg, nullptr, {}});
+    }
+  }
+  if (configs.empty() || (op != "all_reduce" && op != "all_gather") || smallest < 4) {
+    std::fprintf(stderr,
+                 "usage: settings_in_one_job [--op all_reduce|all_gather] [--sizes 256K:64M] "
+                 "[--rounds 21] BACKEND[:VAR=VALUE,...]...\n");
+    return 2;
+  }
+  try {
+    cohort::World world = cohort::init();
+    for (std::size_t c = 0; c < configs.size(); ++c)
+      configs[c].comm = connect(world, configs[c].text, static_cast<int>(c));
+    const int n = world.size();
+    if (world.rank() == 0) {
+      std::printf("# %s, %d ranks: time per operation (us), median of %d shuffled rounds\n",
+                  op.c_str(), n, rounds);
+      std::printf("%12s", "bytes");
+      for (const Config& config : configs)
+        std::printf("  %s", config.text.c_str());
+      std::printf("\n");
+    }
+    std::mt19937 shuffle(12345);  // the same order on every rank
+    for (std::size_t bytes = smallest; bytes <= largest; bytes *= 2) {
+      std::vector<float> data(bytes / sizeof(float), 1.0f);
+      std::vector<float> gathered(op == "all_gather" ? data.size() * static_cast<std::size_t>(n)
+                                                     : 0);
+      const auto run_once = [&](Communicator& comm) {
+        if (op == "all_reduce") {
+          comm.all_reduce(std::span(data), ReduceOp::sum);
+        } else {
+          comm.all_gather(Buffer::of(std::span(data)), Buffer::of(std::span(gathered)));
+        }
+      };
+      // A round lasts about a millisecond or more: enough operations to
+      // outweigh the barrier and the clock.
+      const int per_round = bytes <= 64 * 1024 ? 100 : bytes <= 1024 * 1024 ? 10 : 3;
+      std::vector<std::size_t> order(configs.size());
+      for (std::size_t c = 0; c < order.size(); ++c)
+        order[c] = c;
+      for (Config& config : configs)
+        config.times.clear();
+      for (int round = 0; round < rounds; ++round) {
+        std::shuffle(order.begin(), order.end(), shuffle);
+        for (std::size_t c : order) {
+          Communicator& comm = *configs[c].comm;
+          run_once(comm);  // warm: the buffer's pages, the peers' caches
+          comm.barrier();
+          const auto start = std::chrono::steady_clock::now();
+          for (int k = 0; k < per_round; ++k)
+            run_once(comm);
+          std::vector<double> slowest{
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                  .count() /
+              per_round};
+          comm.all_reduce(std::span(slowest), ReduceOp::max);
+          configs[c].times.push_back(slowest[0]);
+        }
+      }
+      if (world.rank() != 0) continue;
+      std::printf("%12zu", bytes);
+      const double first = median(configs.front().times);
+      for (const Config& config : configs) {
+        const double time = median(config.times);
+        std::printf("  %10.1f (%.2fx)", time, first / time);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    return 0;
+  } catch (const cohort::Error& error) {
+    std::fprintf(stderr, "settings_in_one_job: %s\n", error.what());
+    return 1;
+  }
+}
