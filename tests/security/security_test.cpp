@@ -19,6 +19,7 @@
 #include "comm/kit/host_identity.hpp"
 #include "comm/kit/peers.hpp"
 #include "comm/registry.hpp"
+#include "core/cpus.hpp"
 #include "core/socket.hpp"
 #include "store/exchange.hpp"
 #include "support/files.hpp"
@@ -93,13 +94,14 @@ TEST_F(SecondUser, CannotTakeTheShmSegment) {
     }
   };
   // Rank 1 as rank 0 sees it once it has said who it is, before it connects:
-  // what rank 1's own join publishes below (this process, this host), and
-  // its arrival in the host exchange (store/exchange.hpp), so that rank 0
-  // completes it.
+  // what rank 1's own join publishes below (this process, this host, its
+  // CPUs), and its arrival in the host exchange (store/exchange.hpp), so
+  // that rank 0 completes it.
   client()->set(detail::exchanged_key("host", 1), detail::host_identity());
   client()->add("host/arrived", 1);
   client()->set("peer/1", detail::Peers::entry());
-  std::thread rank0(join, 0);  // listens, and waits for rank 1 to connect
+  client()->set("shm/cpus/1", detail::affinity_list());  // the CPUs it may run on
+  std::thread rank0(join, 0);                            // listens, and waits for rank 1 to connect
   const std::string name = client()->get("shm/socket", 20s);
   const auto nobody = test::run_process({"setpriv", "--reuid=65534", "--regid=65534",
                                          "--clear-groups", shm_intruder_.string(), name, "1"});

@@ -1,7 +1,8 @@
 // The shm backend's collectives, as rounds over a Group (see group.hpp), on
 // arguments the Communicator has checked (in-place slices included).
 //
-// Two protocols for reductions, switched at `small_bytes`:
+// Three protocols for all_reduce (reduce takes the first two), chosen by
+// size (Tuning):
 //   small: one round. Every rank copies its data into its slot, arrives, and
 //          reduces all slots itself, in rank order (the same bits everywhere).
 //          Latency: one copy in, one synchronisation, one pass over n inputs.
@@ -11,7 +12,7 @@
 //          every rank's reduced slice out (an all-gather). Each rank reads and
 //          writes its own data once more than the floor, and the chunks stay
 //          in cache.
-//   single copies (Tuning): one round to say where each rank's data is; each
+//   single copies: one round to say where each rank's data is; each
 //          rank reads its 1/n slice of every peer's data straight from the
 //          peer's memory (process_vm_readv, a piece at a time into scratch in
 //          cache) and reduces it into its own buffer; after a round, it reads
