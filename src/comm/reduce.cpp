@@ -245,8 +245,8 @@ void reduce_many_op(ReduceOp op, void* out, const void* const* inputs, int n,
 void reduce_many(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
                  std::size_t count) noexcept {
   // Two inputs: one pass, without the block in between (the same bits: one
-  // combination, rounded once).
-  // (f16/bf16 keep the block: its conversions vectorize.)
+  // combination, rounded once). f16/bf16 keep the block, whose conversions
+  // vectorize.
   if (n == 2 && op != ReduceOp::avg && type != DataType::f16 && type != DataType::bf16)
     return reduce_to(type, op, out, inputs[0], inputs[1], count);
   with_element_type(type, [&](auto* typed) {
