@@ -6,10 +6,11 @@
 // two sets of slots, one slot of slot_bytes() per rank in each. Collectives
 // move through *rounds*: a rank writes what it shares into its slot of the
 // round's set (next_slot), arrives, waits until every rank has arrived, then
-// reads any rank's slot of that set (slot). A rank arrives at round k+1 only after it has read
-// round k, so when a rank writes round k+2 into the same set again (after it saw everyone arrive at
-// k+1) nobody still reads it: two sets, no other locks. Every rank of a group runs the same rounds,
-// counted by its own arrivals.
+// reads any rank's slot of that set (slot). A rank arrives at round k+1 only
+// after it has read round k, so when a rank writes round k+2 into the same
+// set again (after it saw everyone arrive at k+1) nobody still reads it: two
+// sets, no other locks. Every rank of a group runs the same rounds, counted
+// by its own arrivals.
 #pragma once
 
 #include <atomic>
