@@ -45,12 +45,6 @@ struct Config {
   std::vector<double> times;
 };
 
-std::size_t parse_bytes(const std::string& text) {
-  const char unit = text.empty() ? ' ' : text.back();
-  const std::size_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
-  return std::strtoull(text.c_str(), nullptr, 10) * scale;
-}
-
 using Saved = std::vector<std::pair<std::string, std::optional<std::string>>>;
 
 // Sets each VAR=VALUE of `assignments` ("A=1,B=2"); returns what to undo.
@@ -112,15 +106,19 @@ int main(int argc, char** argv) {
       op = argv[++i];
     } else if (arg == "--sizes" && i + 1 < argc) {
       const std::string sizes = argv[++i];
-      smallest = parse_bytes(sizes.substr(0, sizes.find(':')));
-      largest = parse_bytes(sizes.substr(sizes.find(':') + 1));
+      const std::size_t colon = sizes.find(':');
+      smallest = cohort::detail::parse_byte_size(sizes.substr(0, colon)).value_or(0);
+      largest = colon == std::string::npos
+                    ? smallest
+                    : cohort::detail::parse_byte_size(sizes.substr(colon + 1)).value_or(0);
     } else if (arg == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else {
       configs.push_back({arg, nullptr, {}});
     }
   }
-  if (configs.empty() || (op != "all_reduce" && op != "all_gather") || smallest < 4) {
+  if (configs.empty() || (op != "all_reduce" && op != "all_gather") || smallest < 4 ||
+      largest < smallest) {
     std::fprintf(stderr,
                  "usage: settings_in_one_job [--op all_reduce|all_gather] [--sizes 256K:64M] "
                  "[--rounds 21] BACKEND[:VAR=VALUE,...]...\n");

@@ -97,21 +97,13 @@ const Operation& operation_named(const std::string& name) {
 }
 
 std::size_t parse_size(const std::string& text) {
-  std::string digits = text;
-  std::size_t multiplier = 1;
-  const char suffix = digits.empty() ? '\0' : digits.back();
-  if (suffix == 'K' || suffix == 'k') multiplier = std::size_t{1} << 10;
-  if (suffix == 'M' || suffix == 'm') multiplier = std::size_t{1} << 20;
-  if (suffix == 'G' || suffix == 'g') multiplier = std::size_t{1} << 30;
-  if (multiplier != 1) digits.pop_back();
-  const auto number = detail::parse_int(digits);
-  if (!number || *number < 1 || static_cast<std::size_t>(*number) * multiplier < 4 ||
-      *number > (std::int64_t{1} << 40)) {
+  const std::optional<std::size_t> bytes = detail::parse_byte_size(text);
+  if (!bytes || *bytes < 4 || *bytes > (std::size_t{1} << 40)) {
     throw CLI::ValidationError("--sizes", detail::cat("'", text,
                                                       "' is not a size of at least 4 bytes "
                                                       "(e.g. 4K, 1M, 256M)"));
   }
-  return static_cast<std::size_t>(*number) * multiplier;
+  return *bytes;
 }
 
 // "4K:256M" -> 4K, 8K, ..., 256M (doubling).

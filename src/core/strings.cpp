@@ -13,6 +13,18 @@ std::optional<std::int64_t> parse_int(std::string_view text) noexcept {
   return value;
 }
 
+std::optional<std::size_t> parse_byte_size(std::string_view text) noexcept {
+  int shift = 0;
+  const char suffix = text.empty() ? '\0' : text.back();
+  if (suffix == 'K' || suffix == 'k') shift = 10;
+  if (suffix == 'M' || suffix == 'm') shift = 20;
+  if (suffix == 'G' || suffix == 'g') shift = 30;
+  if (shift != 0) text.remove_suffix(1);
+  const std::optional<std::int64_t> number = parse_int(text);
+  if (!number || *number < 0 || *number > (std::int64_t{1} << (62 - shift))) return std::nullopt;
+  return static_cast<std::size_t>(*number) << shift;
+}
+
 std::vector<std::string> split_at(std::string_view text, char separator) {
   std::vector<std::string> fields;
   for (;;) {

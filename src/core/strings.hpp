@@ -23,6 +23,10 @@ std::string cat(const Args&... args) {
 /// no '+', no trailing text). std::nullopt when `text` is not one or overflows.
 std::optional<std::int64_t> parse_int(std::string_view text) noexcept;
 
+/// A byte size: digits with an optional K, M or G (binary; either case):
+/// "4096", "4K", "256M". std::nullopt for anything else, or past 2^62.
+std::optional<std::size_t> parse_byte_size(std::string_view text) noexcept;
+
 /// `parts` joined with `separator` in between.
 std::string join(std::span<const std::string> parts, std::string_view separator);
 

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -106,10 +107,10 @@ class KeyList {
 struct Parked {
   bool active = false;
   wire::Op op = wire::Op::wait;
-  KeyList keys;                         // as asked
-  std::size_t cursor = 0;               // keys before it were set when last scanned
-  std::uint64_t deletions = 0;          // the server's deletions when the scan began
-  std::vector<std::string> registered;  // the key whose waiter set holds this connection
+  KeyList keys;                              // as asked
+  std::size_t cursor = 0;                    // keys before it were set when last scanned
+  std::uint64_t deletions = 0;               // the server's deletions when the scan began
+  std::optional<std::string> indexed_under;  // the key whose waiter set holds this connection
   std::optional<DeadlineIndex::iterator> deadline;
 };
 
@@ -772,7 +773,7 @@ struct StoreServer::Impl {
         auto it = waiters.find(key);
         if (it == waiters.end()) it = waiters.try_emplace(std::string(key)).first;
         it->second.insert(id);
-        parked.registered.assign(1, it->first);
+        parked.indexed_under = it->first;
         return false;
       }
       if (parked.deletions == deletions) return true;
@@ -791,7 +792,7 @@ struct StoreServer::Impl {
       if (found == connections.end()) continue;
       Connection& connection = found->second;
       Parked& parked = connection.parked;
-      if (!parked.active || !parked.registered.empty()) continue;
+      if (!parked.active || parked.indexed_under) continue;
       if (!scan_on(id, parked)) continue;
       unpark(id, connection);
       answer(connection);
@@ -802,13 +803,14 @@ struct StoreServer::Impl {
   // Takes a parked request out of every index it is in.
   void unpark(std::uint64_t id, Connection& connection) {
     Parked& parked = connection.parked;
-    for (const std::string& key : parked.registered) {
-      auto it = waiters.find(key);
-      if (it == waiters.end()) continue;
-      it->second.erase(id);
-      if (it->second.empty()) waiters.erase(it);
+    if (parked.indexed_under) {
+      auto it = waiters.find(*parked.indexed_under);
+      if (it != waiters.end()) {
+        it->second.erase(id);
+        if (it->second.empty()) waiters.erase(it);
+      }
     }
-    parked.registered.clear();
+    parked.indexed_under.reset();
     if (parked.deadline) deadlines.erase(*parked.deadline);
     parked.deadline.reset();
     parked.active = false;
@@ -834,7 +836,7 @@ struct StoreServer::Impl {
     for (std::uint64_t id : it->second) {
       auto found = connections.find(id);
       if (found == connections.end()) continue;
-      found->second.parked.registered.clear();  // no longer indexed
+      found->second.parked.indexed_under.reset();  // no longer indexed
       rescan.push_back(id);
     }
     waiters.erase(it);

@@ -16,6 +16,16 @@ TEST(ParseInt, AcceptsOnlyPlainDecimal) {
   }
 }
 
+TEST(ParseByteSize, TakesBinarySuffixesAndNothingElse) {
+  EXPECT_EQ(parse_byte_size("4096"), 4096u);
+  EXPECT_EQ(parse_byte_size("4K"), 4096u);
+  EXPECT_EQ(parse_byte_size("256m"), std::size_t{256} << 20);
+  EXPECT_EQ(parse_byte_size("2G"), std::size_t{2} << 30);
+  for (const char* wrong : {"", "K", "-1K", "1.5M", "4KB", " 4K", "4T"})
+    EXPECT_FALSE(parse_byte_size(wrong)) << wrong;
+  EXPECT_FALSE(parse_byte_size("9999999999999G")) << "past 2^62";
+}
+
 TEST(Cat, StreamsEveryArgument) {
   EXPECT_EQ(cat("rank ", 3, " of ", 4, '.'), "rank 3 of 4.");
 }

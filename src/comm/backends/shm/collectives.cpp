@@ -86,17 +86,10 @@ void reduce_in_one_round(Group& group, Buffer data, ReduceOp op, bool everyone, 
 }
 
 // Single copies (Group::read_from): the first round tells every rank where
-// each rank's data is; the last one keeps every rank's data still until
-// every peer has read it.
+// each rank's data is (Group::exchange); the last one keeps every rank's
+// data still until every peer has read it.
 std::vector<std::uint64_t> publish_addresses(Group& group, const void* data, const Call& call) {
-  const auto address = reinterpret_cast<std::uint64_t>(data);
-  std::memcpy(group.next_slot(), &address, sizeof address);
-  group.arrive();
-  group.wait_all(call);
-  std::vector<std::uint64_t> where(static_cast<std::size_t>(group.size()));
-  for (int r = 0; r < group.size(); ++r)
-    std::memcpy(&where[static_cast<std::size_t>(r)], group.slot(r), sizeof address);
-  return where;
+  return group.exchange(reinterpret_cast<std::uint64_t>(data), call);
 }
 
 void after_single_copies(Group& group, const Call& call) {

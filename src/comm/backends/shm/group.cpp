@@ -206,33 +206,31 @@ void Group::read_from(int rank, void* to, std::uint64_t address, std::size_t byt
   if (ended(rank)) lose(rank, call);
 }
 
-int Group::probe_single_copy(const Call& call) {
-  // Round 1: where each rank's probe word is. Round 2: whether this rank
-  // could read every peer's.
-  static const std::uint64_t kProbe = 0x636f686f72742121;  // "cohort!!"
-  const auto address = reinterpret_cast<std::uint64_t>(&kProbe);
-  std::memcpy(next_slot(), &address, sizeof address);
+std::vector<std::uint64_t> Group::exchange(std::uint64_t value, const Call& call) {
+  std::memcpy(next_slot(), &value, sizeof value);
   arrive();
   wait_all(call);
+  std::vector<std::uint64_t> values(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r)
+    std::memcpy(&values[static_cast<std::size_t>(r)], slot(r), sizeof value);
+  return values;
+}
+
+int Group::probe_single_copy(const Call& call) {
+  static const std::uint64_t kProbe = 0x636f686f72742121;  // "cohort!!"
+  const std::vector<std::uint64_t> where = exchange(reinterpret_cast<std::uint64_t>(&kProbe), call);
   bool works = true;
   for (int r = 0; r < size_ && works; ++r) {
     if (r == rank_ || !pidfds_[static_cast<std::size_t>(r)].valid()) continue;
-    std::uint64_t peer_address = 0;
     std::uint64_t word = 0;
-    std::memcpy(&peer_address, slot(r), sizeof peer_address);
-    works = read_process(peers_.pid(r), &word, peer_address, sizeof word) ==
+    works = read_process(peers_.pid(r), &word, where[static_cast<std::size_t>(r)], sizeof word) ==
                 static_cast<ssize_t>(sizeof word) &&
             word == kProbe;
   }
-  *next_slot() = works ? 1 : 0;
-  arrive();
-  wait_all(call);
-  int failed = -1;
-  for (int r = 0; r < size_ && failed < 0; ++r) {
-    if (*slot(r) != 1) failed = r;
-  }
-  single_copy_ = failed < 0;
-  return failed;
+  const std::vector<std::uint64_t> worked = exchange(works ? 1 : 0, call);
+  const auto failed = std::find(worked.begin(), worked.end(), 0);
+  single_copy_ = failed == worked.end();
+  return single_copy_ ? -1 : static_cast<int>(failed - worked.begin());
 }
 
 void Group::send(const void* data, std::size_t bytes, int peer, int tag, const Call& call) {

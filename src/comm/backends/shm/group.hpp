@@ -79,6 +79,9 @@ class Group {
   /// is not `bytes`.
   void recv(void* data, std::size_t bytes, int peer, int tag, const Call& call);
 
+  /// Collective, one round: every rank's `value`, in rank order.
+  std::vector<std::uint64_t> exchange(std::uint64_t value, const Call& call);
+
   /// Copies `bytes` at `address` in `rank`'s memory into `to` (one copy, by
   /// the kernel: process_vm_readv; memcpy when the rank is a thread of this
   /// process). Only for memory the peer published and keeps still while the
