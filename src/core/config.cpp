@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <cohort/errors.hpp>
@@ -24,12 +25,12 @@ std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::millis
 std::size_t bytes_from_env(const char* name, std::size_t fallback) {
   const char* text = std::getenv(name);
   if (text == nullptr) return fallback;
-  char* end = nullptr;
-  const unsigned long long bytes = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || text[0] == '-') {
-    throw InvalidArgument(cat(name, "='", text, "' is not a number of bytes; fix or unset it"));
+  const std::optional<std::size_t> bytes = parse_byte_size(text);
+  if (!bytes) {
+    throw InvalidArgument(
+        cat(name, "='", text, "' is not a number of bytes (like 65536 or 64K); fix or unset it"));
   }
-  return static_cast<std::size_t>(bytes);
+  return *bytes;
 }
 
 }  // namespace cohort::detail

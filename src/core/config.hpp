@@ -12,8 +12,8 @@ namespace cohort::detail {
 /// variable and its value when it is not a non-negative number.
 std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::milliseconds fallback);
 
-/// The byte count in variable `name` (a non-negative integer), or `fallback`
-/// when it is unset. Throws cohort::InvalidArgument like seconds_from_env.
+/// The byte count in variable `name` (parse_byte_size: "65536", "64K",
+/// "1M"), or `fallback` when it is unset. Throws cohort::InvalidArgument like seconds_from_env.
 std::size_t bytes_from_env(const char* name, std::size_t fallback);
 
 }  // namespace cohort::detail
