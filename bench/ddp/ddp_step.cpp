@@ -2,6 +2,7 @@
 //
 //   cohort run -n 2 build/bin/ddp_step --mode ddp|nosync [--batch 16] [--image 64]
 //       [--steps 20] [--warmup 5] [--threads 1] [--bucket-mb 25] [--broadcast-buffers 1]
+//       [--overlap auto|always|never]
 //
 // A step is zero_grad + forward + backward (+ the gradient all-reduce in
 // --mode ddp; --mode nosync runs the same DDP model inside no_sync()) +
@@ -32,6 +33,7 @@ struct Options {
   int threads = 1;
   double bucket_mb = 25;
   bool broadcast_buffers = true;
+  std::string overlap = "auto";  // DdpOptions::overlap
 };
 
 Options parse(int argc, char** argv) {
@@ -55,16 +57,21 @@ Options parse(int argc, char** argv) {
       options.bucket_mb = std::atof(value);
     else if (arg == "--broadcast-buffers")
       options.broadcast_buffers = std::atoi(value) != 0;
+    else if (arg == "--overlap")
+      options.overlap = value;
     else {
       std::fprintf(stderr, "ddp_step: unknown option %s\n", arg.c_str());
       std::exit(2);
     }
   }
+  const bool overlap_known =
+      options.overlap == "auto" || options.overlap == "always" || options.overlap == "never";
   if ((argc - 1) % 2 != 0 || (options.mode != "ddp" && options.mode != "nosync") ||
-      options.steps < 1) {
+      options.steps < 1 || !overlap_known) {
     std::fprintf(stderr,
                  "usage: ddp_step --mode ddp|nosync [--batch N] [--image PX] [--steps N] "
-                 "[--warmup N] [--threads N] [--bucket-mb MB] [--broadcast-buffers 0|1]\n");
+                 "[--warmup N] [--threads N] [--bucket-mb MB] [--broadcast-buffers 0|1] "
+                 "[--overlap auto|always|never]\n");
     std::exit(2);
   }
   return options;
@@ -83,6 +90,10 @@ int main(int argc, char** argv) {
     cohort::torch::DdpOptions ddp_options;
     ddp_options.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * (1 << 20));
     ddp_options.broadcast_buffers = options.broadcast_buffers;
+    using Overlap = cohort::torch::DdpOptions::Overlap;
+    ddp_options.overlap = options.overlap == "always"  ? Overlap::always
+                          : options.overlap == "never" ? Overlap::never
+                                                       : Overlap::automatic;
     cohort::torch::DistributedDataParallel ddp(model, comm, ddp_options);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     torch::manual_seed(1 + world.rank());

@@ -5,7 +5,7 @@
 // them one after another in a shuffled order, so all see the same machine.
 //
 //   settings_in_one_job [--op all_reduce|all_gather] [--sizes 256K:64M] [--rounds 21]
-//                       CONFIG...
+//                       [--cold BYTES] CONFIG...
 //
 // A CONFIG is BACKEND[:VAR=VALUE,...]: a communicator of that backend made
 // with those variables set while it connects (the shm backend reads its
@@ -15,9 +15,13 @@
 // bytes of each rank's input), the median over the rounds of each config's
 // time per operation (a round's time: the slowest rank's mean over a few
 // back-to-back operations), and in brackets the first config's time over
-// this one's (above 1x: this one is faster).
+// this one's (above 1x: this one is faster). --cold BYTES: every timed
+// operation starts from cold caches, as DDP's all-reduce after backward
+// does: each rank first writes BYTES of other memory (say 4x the last-level
+// cache), untimed, and the ranks meet at a barrier.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
   std::size_t smallest = 256 * 1024;
   std::size_t largest = 64 * 1024 * 1024;
   int rounds = 21;
+  std::size_t cold = 0;
   std::vector<Config> configs;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -111,6 +116,8 @@ int main(int argc, char** argv) {
       largest = colon == std::string::npos
                     ? smallest
                     : cohort::detail::parse_byte_size(sizes.substr(colon + 1)).value_or(0);
+    } else if (arg == "--cold" && i + 1 < argc) {
+      cold = cohort::detail::parse_byte_size(argv[++i]).value_or(SIZE_MAX);  // SIZE_MAX: refused
     } else if (arg == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else {
@@ -118,10 +125,10 @@ int main(int argc, char** argv) {
     }
   }
   if (configs.empty() || (op != "all_reduce" && op != "all_gather") || smallest < 4 ||
-      largest < smallest) {
+      largest < smallest || cold == SIZE_MAX) {
     std::fprintf(stderr,
                  "usage: settings_in_one_job [--op all_reduce|all_gather] [--sizes 256K:64M] "
-                 "[--rounds 21] BACKEND[:VAR=VALUE,...]...\n");
+                 "[--rounds 21] [--cold BYTES] BACKEND[:VAR=VALUE,...]...\n");
     return 2;
   }
   try {
@@ -130,14 +137,15 @@ int main(int argc, char** argv) {
       configs[c].comm = connect(world, configs[c].text, static_cast<int>(c));
     const int n = world.size();
     if (world.rank() == 0) {
-      std::printf("# %s, %d ranks: time per operation (us), median of %d shuffled rounds\n",
-                  op.c_str(), n, rounds);
+      std::printf("# %s, %d ranks: time per operation (us), median of %d shuffled rounds%s\n",
+                  op.c_str(), n, rounds, cold > 0 ? ", caches cold" : "");
       std::printf("%12s", "bytes");
       for (const Config& config : configs)
         std::printf("  %s", config.text.c_str());
       std::printf("\n");
     }
     std::mt19937 shuffle(12345);  // the same order on every rank
+    std::vector<unsigned char> evict(cold);
     for (std::size_t bytes = smallest; bytes <= largest; bytes *= 2) {
       std::vector<float> data(bytes / sizeof(float), 1.0f);
       std::vector<float> gathered(op == "all_gather" ? data.size() * static_cast<std::size_t>(n)
@@ -162,14 +170,28 @@ int main(int argc, char** argv) {
         for (std::size_t c : order) {
           Communicator& comm = *configs[c].comm;
           run_once(comm);  // warm: the buffer's pages, the peers' caches
-          comm.barrier();
-          const auto start = std::chrono::steady_clock::now();
-          for (int k = 0; k < per_round; ++k)
-            run_once(comm);
-          std::vector<double> slowest{
-              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                  .count() /
-              per_round};
+          std::vector<double> slowest{0};
+          if (cold > 0) {
+            for (int k = 0; k < per_round; ++k) {
+              std::fill(evict.begin(), evict.end(), static_cast<unsigned char>(k + round));
+              comm.barrier();
+              const auto start = std::chrono::steady_clock::now();
+              run_once(comm);
+              slowest[0] += std::chrono::duration<double, std::micro>(
+                                std::chrono::steady_clock::now() - start)
+                                .count() /
+                            per_round;
+            }
+          } else {
+            comm.barrier();
+            const auto start = std::chrono::steady_clock::now();
+            for (int k = 0; k < per_round; ++k)
+              run_once(comm);
+            slowest[0] =
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                    .count() /
+                per_round;
+          }
           comm.all_reduce(std::span(slowest), ReduceOp::max);
           configs[c].times.push_back(slowest[0]);
         }
