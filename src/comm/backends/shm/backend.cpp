@@ -33,12 +33,14 @@ constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
 constexpr std::size_t kSmallOversubscribedBytes = 8 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
 // Single copies (COHORT_SHM_SINGLE_COPY=auto), measured against the rounds
-// in one job (docs/communicator.md): all_gather and gather from 256 KiB of
-// input (faster at every size from there, also with more ranks than cores);
-// all_reduce of 4 to 8 MiB with a core per rank (faster there in nearly
-// every run; below, the rounds were as fast or faster, and from 16 MiB their
-// slots stream in cache).
-constexpr std::size_t kGatherSingleCopyMin = 256 * kKiB;
+// in one job (docs/communicator.md): all_gather and gather from 16 KiB of
+// input with a core per rank, from 256 KiB with more ranks than cores (below
+// that, the two extra rounds cost ranks that wait for a core more than the
+// copy they save); all_reduce of 4 to 8 MiB with a core per rank (faster
+// there in nearly every run; below, the rounds were as fast or faster, and
+// from 16 MiB their slots stream in cache).
+constexpr std::size_t kGatherSingleCopyMin = 16 * kKiB;
+constexpr std::size_t kGatherSingleCopyOversubscribedMin = 256 * kKiB;
 constexpr std::size_t kReduceSingleCopyMin = 4 * kKiB * kKiB;
 constexpr std::size_t kReduceSingleCopyMax = 8 * kKiB * kKiB;
 
@@ -87,7 +89,8 @@ Settings local_settings(int size, int cpus) {
   if (settings.single_copy == SingleCopy::always) {
     tuning.reduce_single_copy_max = SIZE_MAX;
   } else if (settings.single_copy == SingleCopy::automatic) {
-    tuning.gather_single_copy_min = kGatherSingleCopyMin;
+    tuning.gather_single_copy_min =
+        settings.oversubscribed ? kGatherSingleCopyOversubscribedMin : kGatherSingleCopyMin;
     if (!settings.oversubscribed) {
       tuning.reduce_single_copy_min = kReduceSingleCopyMin;
       tuning.reduce_single_copy_max = kReduceSingleCopyMax;
