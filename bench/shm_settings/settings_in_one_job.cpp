@@ -4,15 +4,18 @@
 // gets its own communicator in the same processes, and each round times
 // them one after another in a shuffled order, so all see the same machine.
 //
-//   settings_in_one_job [--op all_reduce|all_gather] [--sizes 256K:64M] [--rounds 21]
+//   settings_in_one_job [--op OP] [--sizes 256K:64M] [--rounds 21]
 //                       [--cold BYTES] CONFIG...
 //
 // A CONFIG is BACKEND[:VAR=VALUE,...]: a communicator of that backend made
 // with those variables set while it connects (the shm backend reads its
 // settings then), e.g. shm:COHORT_SHM_SINGLE_COPY=off, shm, mpi (Open MPI's
-// own MPI_Allreduce/MPI_Allgather: start it with mpirun then). Start it with
-// `cohort run -n N` or `mpirun -np N`. Rank 0 prints, per size (all_gather:
-// bytes of each rank's input), the median over the rounds of each config's
+// own collectives: start it with mpirun then). Start it with `cohort run -n
+// N` or `mpirun -np N`. OP: all_reduce (the default, float sum in place),
+// broadcast and scatter (from rank 0), all_gather, reduce_scatter (sum),
+// all_to_all. Rank 0 prints, per size (all_reduce and broadcast: bytes of the
+// buffer; the others: bytes of each rank's block, n of which make the larger
+// buffer), the median over the rounds of each config's
 // time per operation (a round's time: the slowest rank's mean over a few
 // back-to-back operations), and in brackets the first config's time over
 // this one's (above 1x: this one is faster). --cold BYTES: every timed
@@ -124,10 +127,12 @@ int main(int argc, char** argv) {
       configs.push_back({arg, nullptr, {}});
     }
   }
-  if (configs.empty() || (op != "all_reduce" && op != "all_gather") || smallest < 4 ||
-      largest < smallest || cold == SIZE_MAX) {
+  const bool known_op = op == "all_reduce" || op == "all_gather" || op == "broadcast" ||
+                        op == "reduce_scatter" || op == "scatter" || op == "all_to_all";
+  if (configs.empty() || !known_op || smallest < 4 || largest < smallest || cold == SIZE_MAX) {
     std::fprintf(stderr,
-                 "usage: settings_in_one_job [--op all_reduce|all_gather] [--sizes 256K:64M] "
+                 "usage: settings_in_one_job [--op all_reduce|broadcast|all_gather|reduce_scatter|"
+                 "scatter|all_to_all] [--sizes 256K:64M] "
                  "[--rounds 21] [--cold BYTES] BACKEND[:VAR=VALUE,...]...\n");
     return 2;
   }
@@ -148,13 +153,26 @@ int main(int argc, char** argv) {
     std::vector<unsigned char> evict(cold);
     for (std::size_t bytes = smallest; bytes <= largest; bytes *= 2) {
       std::vector<float> data(bytes / sizeof(float), 1.0f);
-      std::vector<float> gathered(op == "all_gather" ? data.size() * static_cast<std::size_t>(n)
-                                                     : 0);
+      // all_reduce, broadcast: `data` is the buffer. The others: it is each
+      // rank's block, and `whole` holds n blocks.
+      std::vector<float> whole(
+          op == "all_reduce" || op == "broadcast" ? 0 : data.size() * static_cast<std::size_t>(n));
+      std::vector<float> received(op == "all_to_all" ? whole.size() : 0);
       const auto run_once = [&](Communicator& comm) {
+        const Buffer block = Buffer::of(std::span(data));
+        const Buffer blocks = Buffer::of(std::span(whole));
         if (op == "all_reduce") {
           comm.all_reduce(std::span(data), ReduceOp::sum);
+        } else if (op == "broadcast") {
+          comm.broadcast(block, 0);
+        } else if (op == "all_gather") {
+          comm.all_gather(block, blocks);
+        } else if (op == "reduce_scatter") {
+          comm.reduce_scatter(blocks, block, ReduceOp::sum);
+        } else if (op == "scatter") {
+          comm.scatter(blocks, block, 0);
         } else {
-          comm.all_gather(Buffer::of(std::span(data)), Buffer::of(std::span(gathered)));
+          comm.all_to_all(blocks, Buffer::of(std::span(received)));
         }
       };
       // A round lasts about a millisecond or more: enough operations to

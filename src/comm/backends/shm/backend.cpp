@@ -1,6 +1,7 @@
 #include "comm/backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -32,20 +33,34 @@ constexpr std::size_t kSlotBytes = 256 * kKiB;
 constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
 constexpr std::size_t kSmallOversubscribedBytes = 8 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
-// Single copies (COHORT_SHM_SINGLE_COPY=auto), measured against the rounds
-// in one job (docs/communicator.md): all_gather and gather from 16 KiB of
-// input with a core per rank, from 256 KiB with more ranks than cores (below
-// that, the two extra rounds cost ranks that wait for a core more than the
-// copy they save); all_reduce of 4 to 8 MiB with a core per rank (faster
-// there in nearly every run; below, the rounds were as fast or faster, and
-// from 16 MiB their slots stream in cache).
-constexpr std::size_t kGatherSingleCopyMin = 16 * kKiB;
-constexpr std::size_t kGatherSingleCopyOversubscribedMin = 256 * kKiB;
-constexpr std::size_t kReduceSingleCopyMin = 4 * kKiB * kKiB;
-constexpr std::size_t kReduceSingleCopyMax = 8 * kKiB * kKiB;
+// Single copies (COHORT_SHM_SINGLE_COPY=auto): where they were faster than
+// the rounds in one job, run after run (docs/communicator.md, "Single
+// copies"), by bytes of each rank's block (Window). Outside these windows the
+// rounds were as fast or faster: small blocks pay the two extra rounds and
+// the system calls, large all_reduce/reduce_scatter/broadcast stream
+// through slots that stay in cache, and ranks that wait for a core pay for
+// every extra round.
+constexpr std::size_t kMiB = kKiB * kKiB;
+constexpr Tuning::SingleCopies kSingleCopiesWithACorePerRank{
+    .all_reduce = {2 * kMiB, 8 * kMiB},
+    .broadcast = {64 * kKiB, 512 * kKiB},
+    .gather = {16 * kKiB, SIZE_MAX},
+    .scatter = {32 * kKiB, SIZE_MAX},
+    .reduce_scatter = {32 * kKiB, 8 * kMiB},
+    .all_to_all = {32 * kKiB, SIZE_MAX},
+};
+constexpr Tuning::SingleCopies kSingleCopiesOversubscribed{
+    .all_reduce = {},
+    .broadcast = {},
+    .gather = {256 * kKiB, SIZE_MAX},
+    .scatter = {128 * kKiB, SIZE_MAX},
+    .reduce_scatter = {},
+    .all_to_all = {64 * kKiB, SIZE_MAX},
+};
+constexpr Window kAlways{0, SIZE_MAX};
 
 // COHORT_SHM_SINGLE_COPY: off, auto (where measured faster), always (every
-// all_reduce, all_gather and gather; an error where it cannot work).
+// collective that has them; an error where they cannot work).
 enum class SingleCopy { off, automatic, always };
 
 SingleCopy single_copy_from_env() {
@@ -87,14 +102,10 @@ Settings local_settings(int size, int cpus) {
       std::clamp<std::size_t>(16 * kKiB * kKiB / pairs / 64 * 64, 4 * kKiB, kChannelBytes);
   settings.single_copy = single_copy_from_env();
   if (settings.single_copy == SingleCopy::always) {
-    tuning.reduce_single_copy_max = SIZE_MAX;
+    tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
   } else if (settings.single_copy == SingleCopy::automatic) {
-    tuning.gather_single_copy_min =
-        settings.oversubscribed ? kGatherSingleCopyOversubscribedMin : kGatherSingleCopyMin;
-    if (!settings.oversubscribed) {
-      tuning.reduce_single_copy_min = kReduceSingleCopyMin;
-      tuning.reduce_single_copy_max = kReduceSingleCopyMax;
-    }
+    tuning.single_copies =
+        settings.oversubscribed ? kSingleCopiesOversubscribed : kSingleCopiesWithACorePerRank;
   }
   return settings;
 }
@@ -113,6 +124,13 @@ int group_cpus(Store* store, int rank, int size, Duration timeout) {
   return cpus_in_lists(lists);
 }
 
+// Every window of `copies`, in one order for writing and reading them.
+template <class Copies>
+auto windows(Copies& copies) {
+  return std::array{&copies.all_reduce, &copies.broadcast,      &copies.gather,
+                    &copies.scatter,    &copies.reduce_scatter, &copies.all_to_all};
+}
+
 // Rank 0's settings. Every rank reads its own environment first, so that a
 // wrong value fails every rank at once, not only rank 0 (the others would
 // wait for its settings until the timeout).
@@ -122,19 +140,22 @@ Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
   Tuning& tuning = settings.tuning;
   if (rank == 0) {
     if (store != nullptr) {
-      store->set("shm/settings",
-                 cat(settings.slot_bytes, " ", settings.channel_bytes, " ",
-                     settings.oversubscribed ? 1 : 0, " ", static_cast<int>(settings.single_copy),
-                     " ", tuning.small_bytes, " ", tuning.reduce_single_copy_min, " ",
-                     tuning.reduce_single_copy_max, " ", tuning.gather_single_copy_min));
+      std::ostringstream text;
+      text << settings.slot_bytes << ' ' << settings.channel_bytes << ' '
+           << (settings.oversubscribed ? 1 : 0) << ' ' << static_cast<int>(settings.single_copy)
+           << ' ' << tuning.small_bytes;
+      for (const Window* window : windows(tuning.single_copies))
+        text << ' ' << window->min << ' ' << window->max;
+      store->set("shm/settings", text.str());
     }
     return settings;
   }
   int single_copy = 0;
-  std::istringstream(store->get("shm/settings", timeout)) >> settings.slot_bytes >>
-      settings.channel_bytes >> settings.oversubscribed >> single_copy >> tuning.small_bytes >>
-      tuning.reduce_single_copy_min >> tuning.reduce_single_copy_max >>
-      tuning.gather_single_copy_min;
+  std::istringstream text(store->get("shm/settings", timeout));
+  text >> settings.slot_bytes >> settings.channel_bytes >> settings.oversubscribed >> single_copy >>
+      tuning.small_bytes;
+  for (Window* window : windows(tuning.single_copies))
+    text >> window->min >> window->max;
   settings.single_copy = static_cast<SingleCopy>(single_copy);
   return settings;
 }
@@ -156,8 +177,9 @@ class ShmBackend final : public Backend {
     });
   }
   void broadcast(Buffer data, int root, Duration timeout) override {
-    collective("broadcast", timeout,
-               [&](const Call& call) { shm_backend::broadcast(*group_, data, root, call); });
+    collective("broadcast", timeout, [&](const Call& call) {
+      shm_backend::broadcast(*group_, tuning_, data, root, call);
+    });
   }
   void reduce(Buffer data, ReduceOp op, int root, Duration timeout) override {
     collective("reduce", timeout, [&](const Call& call) {
@@ -175,17 +197,19 @@ class ShmBackend final : public Backend {
     });
   }
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
-    collective("scatter", timeout,
-               [&](const Call& call) { shm_backend::scatter(*group_, input, output, root, call); });
+    collective("scatter", timeout, [&](const Call& call) {
+      shm_backend::scatter(*group_, tuning_, input, output, root, call);
+    });
   }
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
     collective("reduce_scatter", timeout, [&](const Call& call) {
-      shm_backend::reduce_scatter(*group_, input, output, op, call);
+      shm_backend::reduce_scatter(*group_, tuning_, input, output, op, call);
     });
   }
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
-    collective("all_to_all", timeout,
-               [&](const Call& call) { shm_backend::all_to_all(*group_, input, output, call); });
+    collective("all_to_all", timeout, [&](const Call& call) {
+      shm_backend::all_to_all(*group_, tuning_, input, output, call);
+    });
   }
   void barrier(Duration timeout) override {
     collective("barrier", timeout, [&](const Call& call) { shm_backend::barrier(*group_, call); });

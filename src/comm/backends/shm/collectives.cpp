@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "comm/reduce.hpp"
@@ -97,13 +98,41 @@ void after_single_copies(Group& group, const Call& call) {
   group.wait_all(call);
 }
 
-bool reduce_in_single_copies(const Group& group, const Tuning& tuning, std::size_t bytes) {
-  return group.single_copy() && bytes >= tuning.reduce_single_copy_min &&
-         bytes <= tuning.reduce_single_copy_max;
+// Whether a collective whose block is `bytes` (Window) takes single copies.
+bool in_single_copies(const Group& group, const Window& window, std::size_t bytes) {
+  return group.single_copy() && window.contains(bytes);
 }
 
-bool gather_in_single_copies(const Group& group, const Tuning& tuning, std::size_t bytes) {
-  return group.single_copy() && bytes >= tuning.gather_single_copy_min;
+// Reduces `count` elements into `out`: this rank's own at `mine`, and every
+// peer's at `offset` bytes into the buffer it published (`where`), a piece
+// at a time, each peer's piece read into scratch that stays in cache. `out`
+// may be `mine`.
+void reduce_from_peers(Group& group, DataType type, ReduceOp op, void* out, const void* mine,
+                       const std::vector<std::uint64_t>& where, std::size_t offset,
+                       std::size_t count, const Call& call) {
+  const std::size_t element = size_of(type);
+  const int n = group.size();
+  const std::size_t piece =
+      std::min(count, std::max<std::size_t>(1, kSingleCopyPieceBytes / element));
+  // Not zero-filled: every byte is read into before it is used.
+  const std::unique_ptr<unsigned char[]> scratch(
+      new unsigned char[static_cast<std::size_t>(n) * piece * element]);
+  std::vector<const void*> inputs(static_cast<std::size_t>(n));
+  for (std::size_t at = 0; at < count; at += piece) {
+    const std::size_t elements = std::min(piece, count - at);
+    for (int r = 0; r < n; ++r) {
+      const auto index = static_cast<std::size_t>(r);
+      if (r == group.rank()) {
+        inputs[index] = static_cast<const unsigned char*>(mine) + at * element;
+        continue;
+      }
+      unsigned char* into = scratch.get() + index * piece * element;
+      group.read_from(r, into, where[index] + offset + at * element, elements * element, call);
+      inputs[index] = into;
+    }
+    reduce_many(type, op, static_cast<unsigned char*>(out) + at * element, inputs.data(), n,
+                elements);
+  }
 }
 
 // all_reduce in single copies (collectives.hpp), chunk by chunk. A rank
@@ -114,28 +143,13 @@ void reduce_with_single_copies(Group& group, Buffer data, ReduceOp op, const Cal
   const int n = group.size();
   const int me = group.rank();
   const std::vector<std::uint64_t> where = publish_addresses(group, data.data, call);
-  const std::size_t piece = std::max<std::size_t>(1, kSingleCopyPieceBytes / element);
-  std::vector<unsigned char> scratch(static_cast<std::size_t>(n) * piece * element);
-  std::vector<const void*> inputs(static_cast<std::size_t>(n));
   const std::size_t per_chunk = std::max<std::size_t>(1, kSingleCopyChunkBytes / element);
   for (std::size_t first = 0; first < data.count; first += per_chunk) {
     const std::size_t count = std::min(per_chunk, data.count - first);
     const std::size_t begin = first + slice_begin(count, n, me);
     const std::size_t end = first + slice_begin(count, n, me + 1);
-    for (std::size_t at = begin; at < end; at += piece) {
-      const std::size_t elements = std::min(piece, end - at);
-      for (int r = 0; r < n; ++r) {
-        const auto index = static_cast<std::size_t>(r);
-        if (r == me) {
-          inputs[index] = bytes_of(data, at);
-          continue;
-        }
-        unsigned char* into = scratch.data() + index * piece * element;
-        group.read_from(r, into, where[index] + at * element, elements * element, call);
-        inputs[index] = into;
-      }
-      reduce_many(data.type, op, bytes_of(data, at), inputs.data(), n, elements);
-    }
+    reduce_from_peers(group, data.type, op, bytes_of(data, begin), bytes_of(data, begin), where,
+                      begin * element, end - begin, call);
     group.arrive();
     group.wait_all(call);
     for (int r = 0; r < n; ++r) {
@@ -154,7 +168,7 @@ void reduce_with_single_copies(Group& group, Buffer data, ReduceOp op, const Cal
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
   if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
     reduce_in_one_round(group, data, op, true, 0, call);
-  } else if (reduce_in_single_copies(group, tuning, data.bytes())) {
+  } else if (in_single_copies(group, tuning.single_copies.all_reduce, data.bytes())) {
     reduce_with_single_copies(group, data, op, call);
   } else {
     reduce_in_two_rounds(group, data, op, true, 0, call);
@@ -170,7 +184,13 @@ void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int ro
   }
 }
 
-void broadcast(Group& group, Buffer data, int root, const Call& call) {
+void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const Call& call) {
+  if (in_single_copies(group, tuning.single_copies.broadcast, data.bytes())) {
+    const std::vector<std::uint64_t> where = publish_addresses(group, data.data, call);
+    if (group.rank() != root)
+      group.read_from(root, data.data, where[static_cast<std::size_t>(root)], data.bytes(), call);
+    return after_single_copies(group, call);
+  }
   const std::size_t element = size_of(data.type);
   const std::size_t per_chunk = chunk_elements(group, data.type, 1);
   for (std::size_t first = 0; first < data.count; first += per_chunk) {
@@ -189,7 +209,7 @@ namespace {
 void gather_rounds(Group& group, const Tuning& tuning, Buffer input, Buffer output, bool collects,
                    const Call& call) {
   const std::size_t element = size_of(input.type);
-  if (gather_in_single_copies(group, tuning, input.bytes())) {
+  if (in_single_copies(group, tuning.single_copies.gather, input.bytes())) {
     const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
     for (int r = 0; r < group.size() && collects; ++r) {
       unsigned char* into = bytes_of(output, static_cast<std::size_t>(r) * input.count);
@@ -252,9 +272,21 @@ void gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, int
   gather_rounds(group, tuning, input, output, group.rank() == root, call);
 }
 
-void scatter(Group& group, Buffer input, Buffer output, int root, const Call& call) {
+void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
+             const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
+  if (in_single_copies(group, tuning.single_copies.scatter, output.bytes())) {
+    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
+    if (group.rank() == root) {
+      copy(output.data, bytes_of(input, me * output.count), output.bytes());
+    } else {
+      group.read_from(root, output.data,
+                      where[static_cast<std::size_t>(root)] + me * output.bytes(), output.bytes(),
+                      call);
+    }
+    return after_single_copies(group, call);
+  }
   exchange_rounds(
       group, group.rank() == root ? &input : nullptr, false, output.count, output.type,
       [&](std::size_t first, std::size_t chunk) {
@@ -264,9 +296,18 @@ void scatter(Group& group, Buffer input, Buffer output, int root, const Call& ca
       call);
 }
 
-void reduce_scatter(Group& group, Buffer input, Buffer output, ReduceOp op, const Call& call) {
+void reduce_scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, ReduceOp op,
+                    const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
+  if (in_single_copies(group, tuning.single_copies.reduce_scatter, output.bytes())) {
+    // Peer r reads slice r of this rank's input; this rank writes only its
+    // output, which is slice `me` of its input when in place.
+    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
+    reduce_from_peers(group, output.type, op, output.data, bytes_of(input, me * output.count),
+                      where, me * output.bytes(), output.count, call);
+    return after_single_copies(group, call);
+  }
   exchange_rounds(
       group, &input, true, output.count, output.type,
       [&](std::size_t first, std::size_t chunk) {
@@ -277,10 +318,24 @@ void reduce_scatter(Group& group, Buffer input, Buffer output, ReduceOp op, cons
       call);
 }
 
-void all_to_all(Group& group, Buffer input, Buffer output, const Call& call) {
+void all_to_all(Group& group, const Tuning& tuning, Buffer input, Buffer output, const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
   const std::size_t count = output.count / static_cast<std::size_t>(group.size());
+  // In place, a rank's output blocks are the inputs its peers read: rounds.
+  if (input.data != output.data &&
+      in_single_copies(group, tuning.single_copies.all_to_all, count * element)) {
+    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(group.size()); ++r) {
+      if (r == me) {
+        copy(bytes_of(output, r * count), bytes_of(input, me * count), count * element);
+      } else {
+        group.read_from(static_cast<int>(r), bytes_of(output, r * count),
+                        where[r] + me * count * element, count * element, call);
+      }
+    }
+    return after_single_copies(group, call);
+  }
   exchange_rounds(
       group, &input, true, count, output.type,
       [&](std::size_t first, std::size_t chunk) {

@@ -19,11 +19,16 @@
 //          every peer's reduced slice straight into place; a last round keeps
 //          every buffer still until its peers have read it.
 // The other collectives are one round per chunk: copy in, arrive, copy out;
-// all_gather and gather also in single copies (each rank reads every peer's
-// input straight into its output).
+// or in single copies, between a round that publishes where each rank's
+// buffer is and one that keeps them still until every peer has read them:
+// all_gather and gather read every peer's input straight into the output,
+// broadcast and scatter the root's data, all_to_all every peer's block for
+// this rank, reduce_scatter every peer's slice for this rank (a piece at a
+// time into scratch, as all_reduce does) and reduces it into the output.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <cohort/communicator.hpp>
 
@@ -31,27 +36,38 @@
 
 namespace cohort::detail::shm_backend {
 
+/// Sizes between which a collective takes single copies, in bytes of each
+/// rank's block: all_reduce and broadcast the buffer, all_gather/gather the
+/// input, scatter/reduce_scatter the output, all_to_all one of the n blocks.
+struct Window {
+  std::size_t min = SIZE_MAX;  ///< SIZE_MAX: never
+  std::size_t max = SIZE_MAX;
+  bool contains(std::size_t bytes) const noexcept {
+    return min != SIZE_MAX && bytes >= min && bytes <= max;
+  }
+};
+
 /// How the collectives cut their work (the same on every rank of a group).
 struct Tuning {
   std::size_t small_bytes = 0;  ///< all_reduce/reduce up to this size: one round
-  /// Single copies, when the group has them (Group::single_copy): all_reduce
-  /// of reduce_single_copy_min to _max bytes (a maximum of 0: never), and
-  /// all_gather/gather from gather_single_copy_min bytes of input.
-  std::size_t reduce_single_copy_min = 0;
-  std::size_t reduce_single_copy_max = 0;
-  std::size_t gather_single_copy_min = 0;
+  /// Single copies, when the group has them (Group::single_copy).
+  struct SingleCopies {
+    Window all_reduce, broadcast, gather, scatter, reduce_scatter, all_to_all;
+  } single_copies;
 };
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call);
 void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int root,
             const Call& call);
-void broadcast(Group& group, Buffer data, int root, const Call& call);
+void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const Call& call);
 void all_gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, const Call& call);
 void gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
             const Call& call);
-void scatter(Group& group, Buffer input, Buffer output, int root, const Call& call);
-void reduce_scatter(Group& group, Buffer input, Buffer output, ReduceOp op, const Call& call);
-void all_to_all(Group& group, Buffer input, Buffer output, const Call& call);
+void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
+             const Call& call);
+void reduce_scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, ReduceOp op,
+                    const Call& call);
+void all_to_all(Group& group, const Tuning& tuning, Buffer input, Buffer output, const Call& call);
 void barrier(Group& group, const Call& call);
 
 }  // namespace cohort::detail::shm_backend
