@@ -10,9 +10,9 @@
 namespace cohort::detail::shm_backend {
 namespace {
 
-// all_reduce in single copies: bytes reduced between two rounds, and bytes
-// read from a peer at a time (scratch that stays in cache: one piece per
-// peer).
+// Single copies: bytes all_reduce reduces between two rounds, and bytes
+// all_reduce and reduce_scatter read from a peer at a time (scratch that
+// stays in cache: one piece per peer).
 constexpr std::size_t kSingleCopyChunkBytes = std::size_t{4} << 20;
 constexpr std::size_t kSingleCopyPieceBytes = std::size_t{256} << 10;
 
