@@ -546,12 +546,16 @@ TEST_F(RunTest, PlainVariablesWithAnIpv6MasterAddress) {
 
 // A worker that daemonizes (a new session, a double fork) leaves its process
 // group; the agent, its subreaper, stops what it left at the end and says so.
+// The worker ends only once the daemon is `sleep` itself: before that, the
+// daemon is still its shell, or its `mv` is still exiting, and the agent
+// would rightly stop and name those.
 TEST_F(RunTest, ADaemonizedWorkerIsStoppedAtTheEnd) {
   const std::string pid_file = (dir_ / "daemon").string();
   const auto result = run({"-n", "1", "sh", "-c",
                            "setsid -f sh -c 'echo $$ > " + pid_file + ".part; mv " + pid_file +
                                ".part " + pid_file + "; exec sleep 60'; while [ ! -e " + pid_file +
-                               " ]; do sleep 0.01; done"});
+                               " ] || [ \"$(cat /proc/$(cat " + pid_file +
+                               ")/comm 2>/dev/null)\" != sleep ]; do sleep 0.01; done"});
   EXPECT_EQ(result.exit_code, 0) << test::describe(result);
   const pid_t daemon = std::stoi(test::read_file(pid_file));
   EXPECT_FALSE(alive(daemon)) << "the daemon " << daemon << " outlived the job";
