@@ -13,10 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int by_value(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
+#include "timing.h"
 
 int main(int argc, char** argv) {
   if (argc > 5 && strcmp(argv[5], "multiple") == 0) {
@@ -51,8 +48,8 @@ int main(int argc, char** argv) {
       MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       times[rep] = mean;
     }
-    qsort(times, (size_t)reps, sizeof(double), by_value);
-    if (rank == 0) printf("{\"bytes\": %ld, \"time_us\": %.3f}\n", size, times[reps / 2] * 1e6);
+    const double seconds = median(times, reps);
+    if (rank == 0) printf("{\"bytes\": %ld, \"time_us\": %.3f}\n", size, seconds * 1e6);
     fflush(stdout);
     free(data);
   }

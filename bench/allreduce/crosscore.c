@@ -28,16 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int by_value(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
+#include "timing.h"
 
 enum { kMaxThreads = 256, kMaxReps = 1024 };
 
@@ -125,10 +116,10 @@ int main(int argc, char** argv) {
       for (int r = 0; r < ranks; ++r)
         if (read_seconds[rep][r] > times[rep]) times[rep] = read_seconds[rep][r];
     }
-    qsort(times, (size_t)reps, sizeof(double), by_value);
+    const double seconds = median(times, reps);
     const double bytes = 2.0 * (ranks - 1) / ranks * (double)size;
     printf("{\"bytes\": %zu, \"cross_core_gbps\": %.2f, \"time_us\": %.3f, \"threads\": %d}\n",
-           size, bytes / times[reps / 2] / 1e9, times[reps / 2] * 1e6, ranks);
+           size, bytes / seconds / 1e9, seconds * 1e6, ranks);
     fflush(stdout);
   }
   free(times);

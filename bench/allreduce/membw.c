@@ -14,16 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int by_value(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
+#include "timing.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -51,8 +42,7 @@ int main(int argc, char** argv) {
       }
       if (rep >= 0) times[rep] = (now() - start) / (double)inner;
     }
-    qsort(times, (size_t)reps, sizeof(double), by_value);
-    const double bandwidth = 3.0 * (double)count * 4 / times[reps / 2];
+    const double bandwidth = 3.0 * (double)count * 4 / median(times, reps);
     printf("{\"bytes\": %ld, \"bandwidth_gbps\": %.2f, \"time_us\": %.3f, \"threads\": %d}\n",
            size, bandwidth / 1e9, 2.0 * ranks * (double)size / bandwidth * 1e6,
            omp_get_max_threads());
