@@ -328,13 +328,23 @@ RoundTable NodeGroup::join_round(const std::string& entry, const std::string& ru
   bool waiting = false;
   for (;;) {
     const int round = attempt_;
-    const std::int64_t slot = store_->add(round_count_key(round), 1) - 1;
-    store_->set(round_slot_key(round, slot), cat(id_, '\t', entry));
-    if (server_) {
-      if (round == 0) run_id_ = run_id;
-      (void)close_round(*store_, round);
+    RoundTable table;
+    try {
+      const std::int64_t slot = store_->add(round_count_key(round), 1) - 1;
+      store_->set(round_slot_key(round, slot), cat(id_, '\t', entry));
+      if (server_) {
+        if (round == 0) run_id_ = run_id;
+        (void)close_round(*store_, round);
+      }
+      table = await_round(round, waiting);
+    } catch (const StoreError& error) {
+      // An agent that waits sees the store close when the job ends,
+      // between any two of its calls.
+      if (!waiting) throw;
+      throw JobEndedWhileWaiting(cat("cohort run: the job ended before this ", options_.unit,
+                                     " was taken in (its store at ", options_.store_host, ":",
+                                     port_, " closed: ", error.what(), ")"));
     }
-    RoundTable table = await_round(round, waiting);
     if (table.node_rank_of(id_) >= 0) return table;
     if (!waiting && options_.say) {
       const bool room = static_cast<int>(table.members.size()) < options_.nnodes;
@@ -438,11 +448,6 @@ RoundTable NodeGroup::await_round(int round, bool waiting) {
       throw Error(cat("cohort run: the job's store at ", options_.store_host, ":", port_,
                       " holds a round table cohort cannot read (another version of cohort?)"));
     } catch (const Timeout&) {
-    } catch (const StoreError& error) {
-      if (!waiting) throw;
-      throw JobEndedWhileWaiting(cat("cohort run: the job ended before this ", options_.unit,
-                                     " was taken in (its store at ", options_.store_host, ":",
-                                     port_, " closed: ", error.what(), ")"));
     }
     if (waiting && store_->check({std::string(kJobOver)})) {
       throw JobEndedWhileWaiting(
