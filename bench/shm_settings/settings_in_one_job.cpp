@@ -10,7 +10,9 @@
 // A CONFIG is BACKEND[:VAR=VALUE,...]: a communicator of that backend made
 // with those variables set while it connects (the shm backend reads its
 // settings then), e.g. shm:COHORT_SHM_SINGLE_COPY=off, shm, mpi (Open MPI's
-// own collectives: start it with mpirun then). Start it with `cohort run -n
+// own collectives: start it with mpirun then). The item `allocate` in the
+// list (shm:allocate) puts all_reduce's buffer in the communicator's own
+// memory (Communicator::allocate). Start it with `cohort run -n
 // N` or `mpirun -np N`. OP: all_reduce (the default, float sum in place),
 // broadcast and scatter (from rank 0), all_gather, reduce_scatter (sum),
 // all_to_all. Rank 0 prints, per size (all_reduce and broadcast: bytes of the
@@ -50,6 +52,8 @@ struct Config {
   std::string text;
   std::unique_ptr<Communicator> comm;
   std::vector<double> times;
+  bool allocated = false;        // all_reduce's buffer from comm->allocate
+  std::shared_ptr<void> memory;  // that buffer, for the size under way
 };
 
 using Saved = std::vector<std::pair<std::string, std::optional<std::string>>>;
@@ -124,7 +128,13 @@ int main(int argc, char** argv) {
     } else if (arg == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else {
-      configs.push_back({arg, nullptr, {}});
+      const std::size_t colon = arg.find(':');
+      bool allocated = false;
+      if (colon != std::string::npos) {
+        for (const std::string& item : cohort::detail::split_at(arg.substr(colon + 1), ','))
+          allocated = allocated || item == "allocate";
+      }
+      configs.push_back({arg, nullptr, {}, allocated, nullptr});
     }
   }
   const bool known_op = op == "all_reduce" || op == "all_gather" || op == "broadcast" ||
@@ -158,10 +168,20 @@ int main(int argc, char** argv) {
       std::vector<float> whole(
           op == "all_reduce" || op == "broadcast" ? 0 : data.size() * static_cast<std::size_t>(n));
       std::vector<float> received(op == "all_to_all" ? whole.size() : 0);
-      const auto run_once = [&](Communicator& comm) {
+      for (Config& config : configs) {
+        config.memory.reset();
+        if (!config.allocated || op != "all_reduce") continue;
+        config.memory = config.comm->allocate(bytes);
+        std::copy(data.begin(), data.end(), static_cast<float*>(config.memory.get()));
+      }
+      const auto run_once = [&](Config& config) {
+        Communicator& comm = *config.comm;
         const Buffer block = Buffer::of(std::span(data));
         const Buffer blocks = Buffer::of(std::span(whole));
-        if (op == "all_reduce") {
+        if (op == "all_reduce" && config.memory) {
+          comm.all_reduce(Buffer{config.memory.get(), data.size(), cohort::DataType::f32},
+                          ReduceOp::sum);
+        } else if (op == "all_reduce") {
           comm.all_reduce(std::span(data), ReduceOp::sum);
         } else if (op == "broadcast") {
           comm.broadcast(block, 0);
@@ -187,14 +207,14 @@ int main(int argc, char** argv) {
         std::shuffle(order.begin(), order.end(), shuffle);
         for (std::size_t c : order) {
           Communicator& comm = *configs[c].comm;
-          run_once(comm);  // warm: the buffer's pages, the peers' caches
+          run_once(configs[c]);  // warm: the buffer's pages, the peers' caches
           std::vector<double> slowest{0};
           if (cold > 0) {
             for (int k = 0; k < per_round; ++k) {
               std::fill(evict.begin(), evict.end(), static_cast<unsigned char>(k + round));
               comm.barrier();
               const auto start = std::chrono::steady_clock::now();
-              run_once(comm);
+              run_once(configs[c]);
               slowest[0] += std::chrono::duration<double, std::micro>(
                                 std::chrono::steady_clock::now() - start)
                                 .count() /
@@ -204,7 +224,7 @@ int main(int argc, char** argv) {
             comm.barrier();
             const auto start = std::chrono::steady_clock::now();
             for (int k = 0; k < per_round; ++k)
-              run_once(comm);
+              run_once(configs[c]);
             slowest[0] =
                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
                     .count() /

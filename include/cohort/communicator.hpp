@@ -198,6 +198,17 @@ class Communicator {
   /// color joins no group: the result is nullptr.
   std::unique_ptr<Communicator> split(int color, int key);
 
+  /// `bytes` of zero-filled, 64-byte aligned memory for this rank's buffers,
+  /// where this communicator's collectives work on them fastest. Collective:
+  /// every rank asks for the same size, in the same order among its other
+  /// calls. Under shm every rank maps every rank's allocation, so an
+  /// all_reduce whose buffer lies, on every rank, in memory from the same
+  /// allocate call (at any offset: DDP's gradient buckets) reduces the
+  /// peers' buffers in place, without copying through the segment; other
+  /// backends return ordinary memory. It stays valid while the pointer (or a
+  /// copy of it) lives, also after the communicator is gone.
+  std::shared_ptr<void> allocate(std::size_t bytes, Duration timeout = kDefaultTimeout);
+
   // Typed conveniences.
   template <class T, std::size_t N>
   void all_reduce(std::span<T, N> data, ReduceOp op, Duration timeout = kDefaultTimeout) {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +38,7 @@ struct BenchArguments {
   std::string json;
   std::string backend;
   std::string op = "all_reduce";
+  bool allocate = false;
 };
 
 // One timed collective, as nccl-tests counts it: `size` is the all_reduce
@@ -46,45 +48,68 @@ struct BenchArguments {
 struct Operation {
   const char* name;
   double (*bus_factor)(int n);
-  /// Buffers for `bytes` on n ranks, and one timed call on them.
-  void (*prepare)(std::size_t bytes, int n, std::vector<float>& input, std::vector<float>& output);
-  void (*call)(Communicator& comm, std::vector<float>& input, std::vector<float>& output);
+  /// Elements of the input and output buffers for `bytes` on n ranks (0:
+  /// in place, on the input).
+  std::pair<std::size_t, std::size_t> (*counts)(std::size_t bytes, int n);
+  /// One timed call.
+  void (*call)(Communicator& comm, std::span<float> input, std::span<float> output);
 };
+
+// all_gather's input and reduce_scatter's output: one of n slices.
+std::size_t slice_of(std::size_t bytes, int n) {
+  return std::max<std::size_t>(1, bytes / sizeof(float) / static_cast<std::size_t>(n));
+}
 
 const Operation kOperations[] = {
     {"all_reduce", [](int n) { return 2.0 * (n - 1) / n; },
-     [](std::size_t bytes, int, std::vector<float>& input, std::vector<float>&) {
-       input.assign(bytes / sizeof(float), 1.0f);
+     [](std::size_t bytes, int) {
+       return std::pair{bytes / sizeof(float), std::size_t{0}};
      },
-     [](Communicator& comm, std::vector<float>& input, std::vector<float>&) {
-       comm.all_reduce(std::span(input), ReduceOp::sum);
+     [](Communicator& comm, std::span<float> input, std::span<float>) {
+       comm.all_reduce(input, ReduceOp::sum);
      }},
     {"broadcast", [](int) { return 1.0; },
-     [](std::size_t bytes, int, std::vector<float>& input, std::vector<float>&) {
-       input.assign(bytes / sizeof(float), 1.0f);
+     [](std::size_t bytes, int) {
+       return std::pair{bytes / sizeof(float), std::size_t{0}};
      },
-     [](Communicator& comm, std::vector<float>& input, std::vector<float>&) {
-       comm.broadcast(std::span(input), 0);
+     [](Communicator& comm, std::span<float> input, std::span<float>) {
+       comm.broadcast(input, 0);
      }},
     {"all_gather", [](int n) { return static_cast<double>(n - 1) / n; },
-     [](std::size_t bytes, int n, std::vector<float>& input, std::vector<float>& output) {
-       const std::size_t slice = std::max<std::size_t>(1, bytes / sizeof(float) / n);
-       input.assign(slice, 1.0f);
-       output.assign(slice * static_cast<std::size_t>(n), 0.0f);
+     [](std::size_t bytes, int n) {
+       return std::pair{slice_of(bytes, n), slice_of(bytes, n) * static_cast<std::size_t>(n)};
      },
-     [](Communicator& comm, std::vector<float>& input, std::vector<float>& output) {
-       comm.all_gather(Buffer::of(std::span(input)), Buffer::of(std::span(output)));
+     [](Communicator& comm, std::span<float> input, std::span<float> output) {
+       comm.all_gather(Buffer::of(input), Buffer::of(output));
      }},
     {"reduce_scatter", [](int n) { return static_cast<double>(n - 1) / n; },
-     [](std::size_t bytes, int n, std::vector<float>& input, std::vector<float>& output) {
-       const std::size_t slice = std::max<std::size_t>(1, bytes / sizeof(float) / n);
-       input.assign(slice * static_cast<std::size_t>(n), 1.0f);
-       output.assign(slice, 0.0f);
+     [](std::size_t bytes, int n) {
+       return std::pair{slice_of(bytes, n) * static_cast<std::size_t>(n), slice_of(bytes, n)};
      },
-     [](Communicator& comm, std::vector<float>& input, std::vector<float>& output) {
-       comm.reduce_scatter(Buffer::of(std::span(input)), Buffer::of(std::span(output)),
-                           ReduceOp::sum);
+     [](Communicator& comm, std::span<float> input, std::span<float> output) {
+       comm.reduce_scatter(Buffer::of(input), Buffer::of(output), ReduceOp::sum);
      }},
+};
+
+// A benchmark's buffer: its own memory, or the communicator's (--allocate).
+class BenchBuffer {
+ public:
+  BenchBuffer(Communicator& comm, bool allocate, std::size_t count, float value) {
+    if (allocate) {
+      shared_ = comm.allocate(count * sizeof(float));
+      span_ = std::span(static_cast<float*>(shared_.get()), count);
+    } else {
+      own_.resize(count);
+      span_ = std::span(own_);
+    }
+    std::fill(span_.begin(), span_.end(), value);
+  }
+  std::span<float> span() const { return span_; }
+
+ private:
+  std::vector<float> own_;
+  std::shared_ptr<void> shared_;
+  std::span<float> span_;
 };
 
 const Operation& operation_named(const std::string& name) {
@@ -150,24 +175,26 @@ int run_worker(const BenchArguments& arguments) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   const Operation& operation = operation_named(arguments.op);
   if (leader) {
-    std::printf("# cohort bench allreduce --op %s: %d ranks, backend %s, float32%s\n",
+    std::printf("# cohort bench allreduce --op %s: %d ranks, backend %s, float32%s%s\n",
                 operation.name, n, std::string(world.backend()).c_str(),
-                arguments.op == "all_reduce" ? " sum, in place" : "");
+                arguments.op == "all_reduce" ? " sum, in place" : "",
+                arguments.allocate ? ", buffers from Communicator::allocate" : "");
     std::printf("# median of %d reps; a rep = the slowest rank's mean over iters\n",
                 arguments.reps);
     std::printf("# %12s %12s %8s %12s %12s %12s\n", "size (B)", "count", "iters", "time (us)",
                 "algbw (GB/s)", "busbw (GB/s)");
   }
-  std::vector<float> input, output;
   for (std::size_t bytes : parse_sizes(arguments.sizes)) {
-    operation.prepare(bytes, n, input, output);
-    const std::size_t count = std::max(input.size(), output.size());
+    const auto [input_count, output_count] = operation.counts(bytes, n);
+    const BenchBuffer input(comm, arguments.allocate, input_count, 1.0f);
+    const BenchBuffer output(comm, arguments.allocate, output_count, 0.0f);
+    const std::size_t count = std::max(input_count, output_count);
     const std::size_t moved = count * sizeof(float);
     // Fewer iterations for large messages: about 1 GiB moved per size at most.
     const int iterations = static_cast<int>(std::clamp<std::size_t>(
         (std::size_t{1} << 30) / moved, 3, static_cast<std::size_t>(arguments.iterations)));
     for (int i = 0; i < arguments.warmup; ++i)
-      operation.call(comm, input, output);
+      operation.call(comm, input.span(), output.span());
     // Each rep times `iterations` back-to-back operations; a rep's time is the
     // slowest rank's mean, and the row shows the median rep.
     std::vector<double> reps;
@@ -178,7 +205,7 @@ int run_worker(const BenchArguments& arguments) {
       comm.barrier();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < iterations; ++i)
-        operation.call(comm, input, output);
+        operation.call(comm, input.span(), output.span());
       double seconds[] = {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
           iterations};
@@ -242,6 +269,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
   allreduce->add_option("--op", arguments->op,
                         "the collective timed: all_reduce (default), broadcast, all_gather, "
                         "reduce_scatter (sizes and busbw as nccl-tests count them)");
+  allreduce->add_flag("--allocate", arguments->allocate,
+                      "buffers from Communicator::allocate (shm: every rank maps them, and "
+                      "all_reduce works in place in the peers' buffers)");
   allreduce->add_flag("--worker", *worker,
                       "be one rank (what bench starts itself; also for srun / mpirun)");
   allreduce->callback([&run, arguments, worker] {
@@ -263,6 +293,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
       if (!arguments->backend.empty()) {
         options.command.insert(options.command.end(), {"--backend", arguments->backend});
       }
+      if (arguments->allocate) options.command.push_back("--allocate");
       if (arguments->backend == "mpi") exec_mpirun(options.command, arguments->workers);
       options.nproc_per_node = arguments->workers;
       options.prefix = "";

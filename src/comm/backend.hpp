@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string_view>
 
@@ -46,6 +47,11 @@ class Backend {
   /// The members of this rank's color, ordered by key then rank; nullptr for
   /// a negative color. Collective.
   virtual std::unique_ptr<Backend> split(int color, int key) = 0;
+
+  /// Communicator::allocate: memory where this backend's collectives work on
+  /// buffers fastest, collective where it is shared. By default ordinary
+  /// memory (zero-filled, 64-byte aligned), no communication.
+  virtual std::shared_ptr<void> allocate(std::size_t bytes, Duration timeout);
 };
 
 }  // namespace cohort::detail

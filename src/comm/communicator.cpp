@@ -195,6 +195,12 @@ Communicator::Duration Communicator::default_timeout() const noexcept {
   return backend_->default_timeout();
 }
 
+std::shared_ptr<void> Communicator::allocate(std::size_t bytes, Duration timeout) {
+  std::shared_ptr<void> memory;
+  run(false, [&] { memory = backend_->allocate(bytes, resolve(*backend_, timeout)); });
+  return memory;
+}
+
 Work Communicator::run(bool queued, std::function<void()> operation) {
   if (!operation) return Work();
   if (queued) return queue_->push(std::move(operation));

@@ -61,6 +61,18 @@ bool decide_overlap(DdpOptions::Overlap overlap, const Communicator& comm) {
   return comm.size() * at::get_num_threads() < detail::usable_cpus();
 }
 
+// A bucket's storage: on the CPU, the communicator's own memory, which shm
+// all-reduces in place in every rank's copy (Communicator::allocate; every
+// rank makes the same buckets in the same order, as allocate asks).
+at::Tensor bucket_storage(Communicator& comm, std::int64_t size, const at::TensorOptions& options) {
+  if (!options.device().is_cpu()) return at::zeros({size}, options);
+  std::shared_ptr<void> memory =
+      comm.allocate(static_cast<std::size_t>(size) * options.dtype().itemsize());
+  void* data = memory.get();
+  return at::from_blob(
+      data, {size}, [memory = std::move(memory)](void*) mutable { memory.reset(); }, options);
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Module> module,
@@ -88,7 +100,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<::torch::nn::Mo
       offsets.push_back(size);
       size += parameters_[index].numel();
     }
-    bucket->flat = at::zeros({size}, parameters_[buckets_[b].front()].options());
+    bucket->flat = bucket_storage(comm_, size, parameters_[buckets_[b].front()].options());
     for (std::size_t k = 0; k < buckets_[b].size(); ++k) {
       // Shares `flat`'s storage without being an autograd view, which
       // Optimizer::zero_grad's detach_() would refuse.

@@ -1,5 +1,6 @@
 // The `cohort` binary as users run it: outputs, exit statuses (0 ok, 1 error,
 // 2 usage) and one-line error messages.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -177,6 +178,18 @@ TEST(CliBench, AllreduceTableAndJson) {
   }
   expect_one_line_error(cohort_cli({"bench", "allreduce", "--sizes", "1M:4K"}), 2);
   expect_one_line_error(cohort_cli({"bench", "allreduce", "--sizes", "2"}), 2);
+}
+
+// --allocate: every op on buffers from Communicator::allocate.
+TEST(CliBench, AllocatedBuffersForEveryOp) {
+  for (const char* op : {"all_reduce", "broadcast", "all_gather", "reduce_scatter"}) {
+    const ProcessResult result = cohort_cli({"bench", "allreduce", "-n", "2", "--sizes", "4K:64K",
+                                             "--iters", "3", "--op", op, "--allocate"});
+    ASSERT_EQ(result.exit_code, 0) << op << ": " << test::describe(result);
+    EXPECT_NE(result.out.find("buffers from Communicator::allocate"), std::string::npos)
+        << result.out;
+    EXPECT_EQ(std::count(result.out.begin(), result.out.end(), '\n'), 3 + 5) << result.out;
+  }
 }
 
 }  // namespace

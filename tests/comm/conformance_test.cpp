@@ -6,6 +6,7 @@
 // with one entry in backends_under_test(): its name, world sizes and how its
 // ranks run (threads of this process sharing an in-process store, or
 // processes of a launcher that runs this binary once per rank).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -207,13 +208,17 @@ Buffer slice(const Buffer& whole, std::size_t index, std::size_t count) {
           whole.type};
 }
 
-// Typed storage for one rank's buffer.
+// Typed storage for one rank's buffer: its own, or `count` elements at `at`
+// (memory from Communicator::allocate).
 class Values {
  public:
-  Values(DataType type, std::size_t count) : type_(type), bytes_(count * size_of(type)) {}
-  Buffer buffer() { return {bytes_.data(), bytes_.size() / size_of(type_), type_}; }
+  Values(DataType type, std::size_t count)
+      : type_(type), count_(count), owned_(count * size_of(type)), bytes_(owned_.data()) {}
+  Values(DataType type, std::size_t count, void* at)
+      : type_(type), count_(count), bytes_(static_cast<unsigned char*>(at)) {}
+  Buffer buffer() { return {bytes_, count_, type_}; }
   void set(std::size_t i, double value) {
-    void* at = bytes_.data() + i * size_of(type_);
+    void* at = bytes_ + i * size_of(type_);
     switch (type_) {
       case DataType::f32:
         store(at, static_cast<float>(value));
@@ -242,7 +247,7 @@ class Values {
     }
   }
   double get(std::size_t i) const {
-    const void* at = bytes_.data() + i * size_of(type_);
+    const void* at = bytes_ + i * size_of(type_);
     switch (type_) {
       case DataType::f32:
         return load<float>(at);
@@ -276,7 +281,9 @@ class Values {
     return value;
   }
   DataType type_;
-  std::vector<unsigned char> bytes_;
+  std::size_t count_;
+  std::vector<unsigned char> owned_;
+  unsigned char* bytes_;
 };
 
 // The serial answer for element i of a reduction over `ranks` ranks.
@@ -623,6 +630,71 @@ TEST_P(Conformance, EveryCollectiveInSeveralChunks) {
   });
 }
 
+// Memory from allocate(): zero-filled and aligned; an all_reduce on it is
+// right for every type and op, at another offset on each rank (shm reduces
+// such buffers in place, in the peers' memory), async too; and where the
+// ranks' buffers are not all in one allocation (a rank's in another one, or
+// in its own memory), the result is the same.
+TEST_P(Conformance, AllReduceOnAllocatedMemory) {
+  const std::size_t counts[] = {1, 7, 1000, 300 * 1024 + 5};
+  for (DataType type : kTypes) {
+    for (ReduceOp op : kOps) {
+      for (std::size_t count : counts) {
+        if (count > 1000 && type != DataType::f32 && type != DataType::bf16) continue;
+        on_every_rank([&](int rank, Communicator& comm) {
+          const std::size_t element = size_of(type);
+          const std::size_t offset = static_cast<std::size_t>(rank % 3) * element;
+          const std::size_t bytes = (count + 2) * element;
+          std::shared_ptr<void> memory = comm.allocate(bytes, kDefault);
+          ASSERT_NE(memory, nullptr);
+          EXPECT_EQ(reinterpret_cast<std::uintptr_t>(memory.get()) % 64, 0u);
+          const auto* raw = static_cast<const unsigned char*>(memory.get());
+          EXPECT_EQ(std::count(raw, raw + bytes, 0), static_cast<std::ptrdiff_t>(bytes))
+              << "allocate's memory is zero-filled";
+          Values data(type, count, static_cast<unsigned char*>(memory.get()) + offset);
+          for (std::size_t i = 0; i < count; ++i)
+            data.set(i, input_value(rank, i, op, type));
+          if (count == 7) {
+            comm.all_reduce_async(data.buffer(), op, kDefault).wait();
+          } else {
+            comm.all_reduce(data.buffer(), op, kDefault);
+          }
+          const std::string what = std::string(to_string(type)) + " " + std::string(to_string(op)) +
+                                   " count " + std::to_string(count);
+          for (std::size_t i = 0; i < count; i += 1 + count / 211) {
+            expect_value(type, data.get(i), expected_reduction(op, type, ranks(), i),
+                         what + " element " + std::to_string(i));
+          }
+          expect_value(type, data.get(count - 1), expected_reduction(op, type, ranks(), count - 1),
+                       what + " last element");
+        });
+      }
+    }
+  }
+  constexpr std::size_t kCount = 100 * 1024 + 3;
+  on_every_rank([&](int rank, Communicator& comm) {
+    std::shared_ptr<void> first = comm.allocate(kCount * 4, kDefault);
+    std::shared_ptr<void> second = comm.allocate(kCount * 4, kDefault);
+    for (int layout = 0; layout < 2; ++layout) {
+      // 0: rank 0 in the first allocation, the others in the second;
+      // 1: the last rank in its own memory.
+      Values own(DataType::i32, kCount);
+      void* at = layout == 0           ? (rank == 0 ? first.get() : second.get())
+                 : rank == ranks() - 1 ? own.buffer().data
+                                       : first.get();
+      Values data(DataType::i32, kCount, at);
+      for (std::size_t i = 0; i < kCount; ++i)
+        data.set(i, input_value(rank, i, ReduceOp::sum, DataType::i32));
+      comm.all_reduce(data.buffer(), ReduceOp::sum, kDefault);
+      for (std::size_t i = 0; i < kCount; i += 997) {
+        expect_value(DataType::i32, data.get(i),
+                     expected_reduction(ReduceOp::sum, DataType::i32, ranks(), i),
+                     "layout " + std::to_string(layout) + " element " + std::to_string(i));
+      }
+    }
+  });
+}
+
 TEST_P(Conformance, AsyncOperationsRunInCallOrder) {
   on_every_rank([&](int rank, Communicator& comm) {
     // Queued: three all_reduces, a broadcast; then a blocking barrier, which
@@ -793,6 +865,36 @@ TEST(ConformanceGloo, TwoCommunicatorsOneAfterTheOther) {
       EXPECT_EQ(result, 3 + 3 * round) << "round " << round;
     close_all(group);
   }
+}
+
+// shm's allocate is collective: a rank that asks for another size than rank
+// 0 is told so (rank 0 waits for it to take the memory until its timeout),
+// and the memory outlives the communicator.
+TEST(ConformanceShm, AllocateAsksEveryRankForTheSameSizeAndOutlivesTheGroup) {
+  if (const std::string why = not_built_because("shm"); !why.empty()) GTEST_SKIP() << why;
+  std::vector<std::unique_ptr<Communicator>> group = thread_group("shm", 2);
+  std::vector<std::shared_ptr<void>> memory(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      const auto index = static_cast<std::size_t>(rank);
+      try {
+        memory[index] = group[index]->allocate(4096);
+        group[index]->allocate(rank == 0 ? 1000 : 2000, 1s);
+      } catch (const std::exception& error) {
+        errors[index] = error.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  EXPECT_NE(errors[1].find("rank 1 asked for 2000 bytes and rank 0 for 1000"), std::string::npos)
+      << errors[1];
+  EXPECT_FALSE(errors[0].empty()) << "rank 0 waited for rank 1 to take the memory";
+  close_all(group);
+  static_cast<char*>(memory[0].get())[4095] = 1;
+  EXPECT_EQ(static_cast<char*>(memory[1].get())[0], 0);
 }
 
 std::vector<std::tuple<std::string, int>> combinations() {

@@ -29,11 +29,9 @@ std::string this_host() {
 
 // Starts kRanks workers of peer_lost_worker with `victim_mode` ("kill" or
 // "stop") for rank 2, over `backend`.
-std::vector<std::unique_ptr<test::Subprocess>> start_ranks(int ranks, int timeout_seconds,
-                                                           const std::string& victim_mode,
-                                                           const std::string& backend,
-                                                           const Environment& extra = {},
-                                                           std::size_t floats = 1) {
+std::vector<std::unique_ptr<test::Subprocess>> start_ranks(
+    int ranks, int timeout_seconds, const std::string& victim_mode, const std::string& backend,
+    const Environment& extra = {}, std::size_t floats = 1, const std::string& memory = "own") {
   const int port = detail::pick_free_port("127.0.0.1");
   std::vector<std::unique_ptr<test::Subprocess>> started;
   for (int rank = 0; rank < ranks; ++rank) {
@@ -49,7 +47,8 @@ std::vector<std::unique_ptr<test::Subprocess>> start_ranks(int ranks, int timeou
       options.env->insert_or_assign(name, value);
     options.timeout = 60s;
     started.push_back(std::make_unique<test::Subprocess>(
-        std::vector<std::string>{COHORT_PEER_LOST_WORKER, "2", victim_mode, std::to_string(floats)},
+        std::vector<std::string>{COHORT_PEER_LOST_WORKER, "2", victim_mode, std::to_string(floats),
+                                 memory},
         options));
   }
   return started;
@@ -177,6 +176,25 @@ TEST(PeerLostShm, APeerKilledDuringSingleCopiesIsPeerLost) {
       EXPECT_NE(result.err.find("peer_rank=2:"), std::string::npos) << result.err;
     }
   }
+}
+
+// All-reduces in shared memory (Communicator::allocate) load and store
+// straight into the peers' buffers: a peer killed meanwhile is PeerLost
+// naming it in every survivor, and its memory is gone with the job.
+TEST(PeerLostShm, APeerKilledDuringAnAllReduceInSharedMemoryIsPeerLost) {
+  if (!COHORT_WITH_SHM) GTEST_SKIP() << "no shm backend in this build";
+  const std::set<std::string> files_before = dev_shm();
+  for (int job = 0; job < 5; ++job) {
+    std::vector<std::unique_ptr<test::Subprocess>> ranks =
+        start_ranks(3, 10, "kill", "shm", {}, 1 << 20, "allocate");
+    for (int rank = 0; rank < 3; ++rank) {
+      const test::ProcessResult result = ranks[static_cast<std::size_t>(rank)]->finish();
+      if (rank == 2) continue;
+      ASSERT_EQ(result.exit_code, 3) << "rank " << rank << ": " << test::describe(result);
+      EXPECT_NE(result.err.find("peer_rank=2:"), std::string::npos) << result.err;
+    }
+  }
+  EXPECT_EQ(dev_shm(), files_before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PeerLostOver, ::testing::Values("shm", "gloo"),

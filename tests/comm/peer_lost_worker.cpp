@@ -1,13 +1,16 @@
 // One rank of the PeerLost test (peer_lost_test.cpp): joins the world from
 // RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, connects the communicator, and
-// all-reduces in a loop (argv[3] floats, 1 by default); rank VICTIM
+// all-reduces in a loop (argv[3] floats, 1 by default, in memory from
+// Communicator::allocate when argv[4] is "allocate"); rank VICTIM
 // (argv[1]) SIGKILLs itself once connected, or stops (SIGSTOP) when argv[2]
 // is "stop". Survivors report how the loss surfaced:
 //   exit 3  cohort::PeerLost (message on stderr, with the time it took)
 //   exit 4  cohort::Timeout   exit 5  another cohort::Error   exit 0  no loss seen
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -22,7 +25,14 @@ int main(int argc, char** argv) {
   const int signal = argc > 2 && std::string_view(argv[2]) == "stop" ? SIGSTOP : SIGKILL;
   cohort::World world = cohort::init();
   cohort::Communicator& comm = world.communicator();
-  std::vector<float> value(argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 1, 1.0f);
+  std::vector<float> own(argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 1, 1.0f);
+  std::span<float> value(own);
+  std::shared_ptr<void> allocated;
+  if (argc > 4 && std::string_view(argv[4]) == "allocate") {
+    allocated = comm.allocate(own.size() * sizeof(float));
+    value = std::span(static_cast<float*>(allocated.get()), own.size());
+    std::fill(value.begin(), value.end(), 1.0f);
+  }
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
@@ -32,10 +42,10 @@ int main(int argc, char** argv) {
   try {
     // Everyone is connected after the first one; the survivors may still be
     // in it when the victim goes.
-    comm.all_reduce(std::span(value), cohort::ReduceOp::max);
+    comm.all_reduce(value, cohort::ReduceOp::max);
     if (world.rank() == victim) raise(signal);
     for (int i = 0; i < 100000; ++i)
-      comm.all_reduce(std::span(value), cohort::ReduceOp::max);
+      comm.all_reduce(value, cohort::ReduceOp::max);
   } catch (const cohort::PeerLost& error) {
     std::fprintf(stderr, "PeerLost after %lld ms: peer_rank=%d: %s\n",
                  static_cast<long long>(elapsed()), error.peer_rank(), error.what());

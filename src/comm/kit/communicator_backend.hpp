@@ -55,6 +55,9 @@ class CommunicatorBackend final : public Backend {
     if (!part) return nullptr;
     return std::make_unique<CommunicatorBackend>(std::move(part));
   }
+  std::shared_ptr<void> allocate(std::size_t bytes, Duration timeout) override {
+    return inner_->allocate(bytes, timeout);
+  }
 
  private:
   std::unique_ptr<Communicator> inner_;

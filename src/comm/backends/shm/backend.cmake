@@ -4,7 +4,8 @@ if(COHORT_WITH_SHM)
                                      ${CMAKE_CURRENT_LIST_DIR}/segment.cpp
                                      ${CMAKE_CURRENT_LIST_DIR}/waiting.cpp
                                      ${CMAKE_CURRENT_LIST_DIR}/group.cpp
-                                     ${CMAKE_CURRENT_LIST_DIR}/collectives.cpp)
+                                     ${CMAKE_CURRENT_LIST_DIR}/collectives.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/shared_memory.cpp)
   # The copies and reductions of large messages are its hot loops.
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/collectives.cpp
                               PROPERTIES COMPILE_OPTIONS "-O3")

@@ -15,6 +15,8 @@ namespace {
 // stays in cache: one piece per peer).
 constexpr std::size_t kSingleCopyChunkBytes = std::size_t{4} << 20;
 constexpr std::size_t kSingleCopyPieceBytes = std::size_t{256} << 10;
+// Shared memory: bytes of each rank's buffer reduced and stored at a time.
+constexpr std::size_t kSharedPieceBytes = std::size_t{64} << 10;
 
 unsigned char* bytes_of(const Buffer& buffer, std::size_t element) {
   return static_cast<unsigned char*>(buffer.data) + element * size_of(buffer.type);
@@ -163,7 +165,56 @@ void reduce_with_single_copies(Group& group, Buffer data, ReduceOp op, const Cal
   after_single_copies(group, call);
 }
 
+// The first element of slice `index` of `count` elements cut in `parts`,
+// on a cache line of the buffer's start (`unit` elements a line), so no two
+// ranks store into one line.
+std::size_t line_slice_begin(std::size_t count, std::size_t unit, int parts, int index) {
+  if (index >= parts) return count;
+  return std::min(count, slice_begin(count / unit, parts, index) * unit);
+}
+
 }  // namespace
+
+bool all_reduce_in_shared_memory(Group& group, const SharedMemory& memory, Buffer data, ReduceOp op,
+                                 const Call& call) {
+  std::shared_ptr<void> keep;
+  const std::uint64_t mine = memory.place_of(data.data, data.bytes(), keep);
+  const std::vector<std::uint64_t> places = group.exchange(mine, call);
+  for (const std::uint64_t place : places) {
+    if (place == 0 || SharedMemory::allocation_of(place) != SharedMemory::allocation_of(mine))
+      return false;
+  }
+  const int n = group.size();
+  const int me = group.rank();
+  const std::size_t element = size_of(data.type);
+  std::vector<unsigned char*> buffers(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const auto index = static_cast<std::size_t>(r);
+    buffers[index] = r == me ? static_cast<unsigned char*>(data.data)
+                             : SharedMemory::address(keep, r, places[index]);
+  }
+  const std::size_t unit = std::max<std::size_t>(1, 64 / element);
+  const std::size_t begin = line_slice_begin(data.count, unit, n, me);
+  const std::size_t end = line_slice_begin(data.count, unit, n, me + 1);
+  // A piece of every buffer and the result stay in cache between the
+  // reduction and the stores into the peers' buffers.
+  const std::size_t piece = std::max<std::size_t>(unit, kSharedPieceBytes / element);
+  std::vector<const void*> pieces(static_cast<std::size_t>(n));
+  for (std::size_t at = begin; at < end; at += piece) {
+    const std::size_t count = std::min(piece, end - at);
+    for (int r = 0; r < n; ++r)
+      pieces[static_cast<std::size_t>(r)] = buffers[static_cast<std::size_t>(r)] + at * element;
+    unsigned char* result = buffers[static_cast<std::size_t>(me)] + at * element;
+    reduce_many(data.type, op, result, pieces.data(), n, count);
+    for (int r = 0; r < n; ++r) {
+      if (r != me)
+        std::memcpy(buffers[static_cast<std::size_t>(r)] + at * element, result, count * element);
+    }
+  }
+  group.arrive();
+  group.wait_all(call);
+  return true;
+}
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
   if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {

@@ -2,7 +2,7 @@
 // arguments the Communicator has checked (in-place slices included).
 //
 // Three protocols for all_reduce (reduce takes the first two), chosen by
-// size (Tuning):
+// size (Tuning), and a fourth for buffers in shared memory (below):
 //   small: one round. Every rank copies its data into its slot, arrives, and
 //          reduces all slots itself, in rank order (the same bits everywhere).
 //          Latency: one copy in, one synchronisation, one pass over n inputs.
@@ -33,6 +33,7 @@
 #include <cohort/communicator.hpp>
 
 #include "comm/backends/shm/group.hpp"
+#include "comm/backends/shm/shared_memory.hpp"
 
 namespace cohort::detail::shm_backend {
 
@@ -57,6 +58,14 @@ struct Tuning {
 };
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call);
+/// all_reduce on buffers that every rank placed in one allocation of
+/// `memory` (Communicator::allocate): one round compares places; if they
+/// agree, each rank reduces its 1/n slice of every rank's buffer, reading
+/// them in place, and stores the result into every rank's buffer, and a last
+/// round waits until all are written. False, after the first round, when
+/// some rank's buffer is elsewhere: then run all_reduce.
+bool all_reduce_in_shared_memory(Group& group, const SharedMemory& memory, Buffer data, ReduceOp op,
+                                 const Call& call);
 void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int root,
             const Call& call);
 void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const Call& call);
