@@ -11,8 +11,8 @@
 // with those variables set while it connects (the shm backend reads its
 // settings then), e.g. shm:COHORT_SHM_SINGLE_COPY=off, shm, mpi (Open MPI's
 // own collectives: start it with mpirun then). The item `allocate` in the
-// list (shm:allocate) puts all_reduce's buffer in the communicator's own
-// memory (Communicator::allocate). Start it with `cohort run -n
+// list (shm:allocate) puts the operation's buffers in the communicator's
+// own memory (Communicator::allocate). Start it with `cohort run -n
 // N` or `mpirun -np N`. OP: all_reduce (the default, float sum in place),
 // broadcast and scatter (from rank 0), all_gather, reduce_scatter (sum),
 // all_to_all. Rank 0 prints, per size (all_reduce and broadcast: bytes of the
@@ -52,8 +52,11 @@ struct Config {
   std::string text;
   std::unique_ptr<Communicator> comm;
   std::vector<double> times;
-  bool allocated = false;        // all_reduce's buffer from comm->allocate
-  std::shared_ptr<void> memory;  // that buffer, for the size under way
+  bool allocated = false;  // the buffers from comm->allocate
+  // For the size under way: each of the operation's buffers, either the
+  // shared ones below or the config's own memory from comm->allocate.
+  std::span<float> data, whole, received;
+  std::vector<std::shared_ptr<void>> memory;
 };
 
 using Saved = std::vector<std::pair<std::string, std::optional<std::string>>>;
@@ -134,7 +137,7 @@ int main(int argc, char** argv) {
         for (const std::string& item : cohort::detail::split_at(arg.substr(colon + 1), ','))
           allocated = allocated || item == "allocate";
       }
-      configs.push_back({arg, nullptr, {}, allocated, nullptr});
+      configs.push_back({arg, nullptr, {}, allocated, {}, {}, {}, {}});
     }
   }
   const bool known_op = op == "all_reduce" || op == "all_gather" || op == "broadcast" ||
@@ -169,20 +172,25 @@ int main(int argc, char** argv) {
           op == "all_reduce" || op == "broadcast" ? 0 : data.size() * static_cast<std::size_t>(n));
       std::vector<float> received(op == "all_to_all" ? whole.size() : 0);
       for (Config& config : configs) {
-        config.memory.reset();
-        if (!config.allocated || op != "all_reduce") continue;
-        config.memory = config.comm->allocate(bytes);
-        std::copy(data.begin(), data.end(), static_cast<float*>(config.memory.get()));
+        config.memory.clear();
+        const auto place = [&](std::vector<float>& own) {
+          if (!config.allocated) return std::span(own);
+          config.memory.push_back(config.comm->allocate(own.size() * sizeof(float)));
+          const std::span<float> shared(static_cast<float*>(config.memory.back().get()),
+                                        own.size());
+          std::copy(own.begin(), own.end(), shared.begin());
+          return shared;
+        };
+        config.data = place(data);
+        config.whole = place(whole);
+        config.received = place(received);
       }
       const auto run_once = [&](Config& config) {
         Communicator& comm = *config.comm;
-        const Buffer block = Buffer::of(std::span(data));
-        const Buffer blocks = Buffer::of(std::span(whole));
-        if (op == "all_reduce" && config.memory) {
-          comm.all_reduce(Buffer{config.memory.get(), data.size(), cohort::DataType::f32},
-                          ReduceOp::sum);
-        } else if (op == "all_reduce") {
-          comm.all_reduce(std::span(data), ReduceOp::sum);
+        const Buffer block = Buffer::of(config.data);
+        const Buffer blocks = Buffer::of(config.whole);
+        if (op == "all_reduce") {
+          comm.all_reduce(config.data, ReduceOp::sum);
         } else if (op == "broadcast") {
           comm.broadcast(block, 0);
         } else if (op == "all_gather") {
@@ -192,7 +200,7 @@ int main(int argc, char** argv) {
         } else if (op == "scatter") {
           comm.scatter(blocks, block, 0);
         } else {
-          comm.all_to_all(blocks, Buffer::of(std::span(received)));
+          comm.all_to_all(blocks, Buffer::of(config.received));
         }
       };
       // A round lasts about a millisecond or more: enough operations to

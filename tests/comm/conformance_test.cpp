@@ -546,87 +546,105 @@ TEST_P(Conformance, AllReduceTakesEveryPathBySizeAndTimeout) {
 
 // Messages larger than a backend's staging buffers (the shm backend's
 // slots are 1 MiB at most): every collective in several chunks, with a count
-// that divides evenly into neither chunks nor ranks, and in place.
-TEST_P(Conformance, EveryCollectiveInSeveralChunks) {
+// that divides evenly into neither chunks nor ranks, and in place; with
+// every buffer in the rank's own memory, or each from Communicator::allocate
+// (which shm reads in place in the peers' memory).
+void every_collective_in_several_chunks(int rank, int ranks, Communicator& comm, bool allocated) {
   constexpr std::size_t kCount = 300 * 1024 + 5;  // 1.2 MiB of i32 per slice
   const DataType type = DataType::i32;
+  const std::size_t n = static_cast<std::size_t>(ranks);
+  const auto value = [](std::size_t slice, int from, std::size_t i) {
+    return static_cast<double>((slice * 131 + static_cast<std::size_t>(from) * 17 + i) % 1000);
+  };
+  std::vector<std::shared_ptr<void>> memory;
+  const auto make = [&](std::size_t count) {
+    if (!allocated) return Values(type, count);
+    memory.push_back(comm.allocate(count * size_of(type), kDefault));
+    return Values(type, count, memory.back().get());
+  };
+  Values data = make(kCount);
+  for (std::size_t i = 0; i < kCount; ++i)
+    data.set(i, value(0, rank, i));
+  comm.all_reduce(data.buffer(), ReduceOp::sum, kDefault);
+  for (std::size_t i = 0; i < kCount; i += 997) {
+    double want = 0;
+    for (int r = 0; r < ranks; ++r)
+      want += value(0, r, i);
+    expect_value(type, data.get(i), want, "all_reduce element " + std::to_string(i));
+  }
+  for (std::size_t i = 0; i < kCount; ++i)
+    data.set(i, value(0, rank, i));
+  comm.broadcast(data.buffer(), ranks - 1, kDefault);
+  for (std::size_t i = 0; i < kCount; i += 997)
+    expect_value(type, data.get(i), value(0, ranks - 1, i), "broadcast");
+  // In place: each rank's input is its slice of the output.
+  Values gathered = make(kCount * n);
+  for (std::size_t i = 0; i < kCount; ++i)
+    gathered.set(static_cast<std::size_t>(rank) * kCount + i, value(0, rank, i));
+  comm.all_gather(slice(gathered.buffer(), static_cast<std::size_t>(rank), kCount),
+                  gathered.buffer(), kDefault);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < kCount; i += 997)
+      expect_value(type, gathered.get(r * kCount + i), value(0, static_cast<int>(r), i),
+                   "all_gather");
+  }
+  Values slices = make(kCount * n);
+  for (std::size_t s = 0; s < n; ++s) {
+    for (std::size_t i = 0; i < kCount; ++i)
+      slices.set(s * kCount + i, value(s, rank, i));
+  }
+  Values mine = make(kCount);
+  comm.reduce_scatter(slices.buffer(), mine.buffer(), ReduceOp::max, kDefault);
+  for (std::size_t i = 0; i < kCount; i += 997) {
+    double want = 0;
+    for (int r = 0; r < ranks; ++r)
+      want = std::max(want, value(static_cast<std::size_t>(rank), r, i));
+    expect_value(type, mine.get(i), want, "reduce_scatter");
+  }
+  Values exchanged = make(kCount * n);
+  comm.all_to_all(slices.buffer(), exchanged.buffer(), kDefault);
+  for (std::size_t s = 0; s < n; ++s) {
+    for (std::size_t i = 0; i < kCount; i += 997)
+      expect_value(type, exchanged.get(s * kCount + i),
+                   value(static_cast<std::size_t>(rank), static_cast<int>(s), i), "all_to_all");
+  }
+  comm.scatter(slices.buffer(), mine.buffer(), 0, kDefault);
+  for (std::size_t i = 0; i < kCount; i += 997)
+    expect_value(type, mine.get(i), value(static_cast<std::size_t>(rank), 0, i), "scatter");
+  comm.gather(mine.buffer(), exchanged.buffer(), 0, kDefault);
+  if (rank == 0) {
+    for (std::size_t s = 0; s < n; ++s) {
+      for (std::size_t i = 0; i < kCount; i += 997)
+        expect_value(type, exchanged.get(s * kCount + i), value(s, 0, i), "gather");
+    }
+  }
+  // Point to point in several pieces: a ring, even ranks sending first.
+  if (ranks > 1) {
+    const int next = (rank + 1) % ranks, previous = (rank + ranks - 1) % ranks;
+    for (std::size_t i = 0; i < kCount; ++i)
+      data.set(i, value(1, rank, i));
+    Values received = make(kCount);
+    if (rank % 2 == 0) {
+      comm.send(data.buffer(), next, 5, kDefault);
+      comm.recv(received.buffer(), previous, 5, kDefault);
+    } else {
+      comm.recv(received.buffer(), previous, 5, kDefault);
+      comm.send(data.buffer(), next, 5, kDefault);
+    }
+    for (std::size_t i = 0; i < kCount; i += 997)
+      expect_value(type, received.get(i), value(1, previous, i), "recv");
+  }
+}
+
+TEST_P(Conformance, EveryCollectiveInSeveralChunks) {
   on_every_rank([&](int rank, Communicator& comm) {
-    const std::size_t n = static_cast<std::size_t>(ranks());
-    const auto value = [](std::size_t slice, int from, std::size_t i) {
-      return static_cast<double>((slice * 131 + static_cast<std::size_t>(from) * 17 + i) % 1000);
-    };
-    Values data(type, kCount);
-    for (std::size_t i = 0; i < kCount; ++i)
-      data.set(i, value(0, rank, i));
-    comm.all_reduce(data.buffer(), ReduceOp::sum, kDefault);
-    for (std::size_t i = 0; i < kCount; i += 997) {
-      double want = 0;
-      for (int r = 0; r < ranks(); ++r)
-        want += value(0, r, i);
-      expect_value(type, data.get(i), want, "all_reduce element " + std::to_string(i));
-    }
-    for (std::size_t i = 0; i < kCount; ++i)
-      data.set(i, value(0, rank, i));
-    comm.broadcast(data.buffer(), ranks() - 1, kDefault);
-    for (std::size_t i = 0; i < kCount; i += 997)
-      expect_value(type, data.get(i), value(0, ranks() - 1, i), "broadcast");
-    // In place: each rank's input is its slice of the output.
-    Values gathered(type, kCount * n);
-    for (std::size_t i = 0; i < kCount; ++i)
-      gathered.set(static_cast<std::size_t>(rank) * kCount + i, value(0, rank, i));
-    comm.all_gather(slice(gathered.buffer(), static_cast<std::size_t>(rank), kCount),
-                    gathered.buffer(), kDefault);
-    for (std::size_t r = 0; r < n; ++r) {
-      for (std::size_t i = 0; i < kCount; i += 997)
-        expect_value(type, gathered.get(r * kCount + i), value(0, static_cast<int>(r), i),
-                     "all_gather");
-    }
-    Values slices(type, kCount * n);
-    for (std::size_t s = 0; s < n; ++s) {
-      for (std::size_t i = 0; i < kCount; ++i)
-        slices.set(s * kCount + i, value(s, rank, i));
-    }
-    Values mine(type, kCount);
-    comm.reduce_scatter(slices.buffer(), mine.buffer(), ReduceOp::max, kDefault);
-    for (std::size_t i = 0; i < kCount; i += 997) {
-      double want = 0;
-      for (int r = 0; r < ranks(); ++r)
-        want = std::max(want, value(static_cast<std::size_t>(rank), r, i));
-      expect_value(type, mine.get(i), want, "reduce_scatter");
-    }
-    Values exchanged(type, kCount * n);
-    comm.all_to_all(slices.buffer(), exchanged.buffer(), kDefault);
-    for (std::size_t s = 0; s < n; ++s) {
-      for (std::size_t i = 0; i < kCount; i += 997)
-        expect_value(type, exchanged.get(s * kCount + i),
-                     value(static_cast<std::size_t>(rank), static_cast<int>(s), i), "all_to_all");
-    }
-    comm.scatter(slices.buffer(), mine.buffer(), 0, kDefault);
-    for (std::size_t i = 0; i < kCount; i += 997)
-      expect_value(type, mine.get(i), value(static_cast<std::size_t>(rank), 0, i), "scatter");
-    comm.gather(mine.buffer(), exchanged.buffer(), 0, kDefault);
-    if (rank == 0) {
-      for (std::size_t s = 0; s < n; ++s) {
-        for (std::size_t i = 0; i < kCount; i += 997)
-          expect_value(type, exchanged.get(s * kCount + i), value(s, 0, i), "gather");
-      }
-    }
-    // Point to point in several pieces: a ring, even ranks sending first.
-    if (ranks() > 1) {
-      const int next = (rank + 1) % ranks(), previous = (rank + ranks() - 1) % ranks();
-      for (std::size_t i = 0; i < kCount; ++i)
-        data.set(i, value(1, rank, i));
-      Values received(type, kCount);
-      if (rank % 2 == 0) {
-        comm.send(data.buffer(), next, 5, kDefault);
-        comm.recv(received.buffer(), previous, 5, kDefault);
-      } else {
-        comm.recv(received.buffer(), previous, 5, kDefault);
-        comm.send(data.buffer(), next, 5, kDefault);
-      }
-      for (std::size_t i = 0; i < kCount; i += 997)
-        expect_value(type, received.get(i), value(1, previous, i), "recv");
-    }
+    every_collective_in_several_chunks(rank, ranks(), comm, false);
+  });
+}
+
+TEST_P(Conformance, EveryCollectiveInSeveralChunksOnAllocatedMemory) {
+  on_every_rank([&](int rank, Communicator& comm) {
+    every_collective_in_several_chunks(rank, ranks(), comm, true);
   });
 }
 

@@ -177,9 +177,6 @@ class ShmBackend final : public Backend {
 
   void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
     collective("all_reduce", timeout, [&](const Call& call) {
-      // At every size: measured faster than every other protocol from 4 KiB
-      // (docs/communicator.md, "Buffers in shared memory").
-      if (memory_.any() && all_reduce_in_shared_memory(*group_, memory_, data, op, call)) return;
       shm_backend::all_reduce(*group_, tuning_, data, op, call);
     });
   }
@@ -238,7 +235,7 @@ class ShmBackend final : public Backend {
   std::shared_ptr<void> allocate(std::size_t bytes, Duration timeout) override {
     std::shared_ptr<void> memory;
     guarded("allocate", timeout, [&](const Call& call) {
-      memory = memory_.allocate(store_, rank(), size(), bytes, pids_, call.timeout);
+      memory = group_->memory().allocate(store_, rank(), size(), bytes, pids_, call.timeout);
     });
     return memory;
   }
@@ -277,7 +274,6 @@ class ShmBackend final : public Backend {
   std::shared_ptr<Store> store_;
   std::unique_ptr<Group> group_;
   std::vector<long> pids_;  // every rank's process
-  SharedMemory memory_;
   Tuning tuning_;
   Duration timeout_;
   LocalMailbox mailbox_;

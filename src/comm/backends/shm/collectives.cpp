@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/reduce.hpp"
@@ -88,12 +89,63 @@ void reduce_in_one_round(Group& group, Buffer data, ReduceOp op, bool everyone, 
   reduce_many(data.type, op, data.data, inputs.data(), group.size(), data.count);
 }
 
-// Single copies (Group::read_from): the first round tells every rank where
-// each rank's data is (Group::exchange); the last one keeps every rank's
-// data still until every peer has read it.
-std::vector<std::uint64_t> publish_addresses(Group& group, const void* data, const Call& call) {
-  return group.exchange(reinterpret_cast<std::uint64_t>(data), call);
-}
+// What every rank published for its peers to read, in one round, and how a
+// peer reads it: with loads, when every rank's buffer is in one allocation
+// that every rank maps (shared memory: Communicator::allocate), or in one
+// copy by the kernel (single copies: Group::read_from). A last round
+// (after_single_copies) keeps every buffer still until its peers have read it.
+class Published {
+ public:
+  /// nullopt, after the round, unless every rank's [data, data + bytes) is
+  /// in one allocation of the group's shared memory.
+  static std::optional<Published> in_shared_memory(Group& group, const void* data,
+                                                   std::size_t bytes, const Call& call) {
+    Published published(group, call);
+    const std::uint64_t mine = group.memory().place_of(data, bytes, published.keep_);
+    const std::vector<std::uint64_t> places = group.exchange(mine, call);
+    for (const std::uint64_t place : places) {
+      if (place == 0 || SharedMemory::allocation_of(place) != SharedMemory::allocation_of(mine))
+        return std::nullopt;
+    }
+    for (int r = 0; r < group.size(); ++r) {
+      published.mapped_.push_back(
+          r == group.rank()
+              ? static_cast<unsigned char*>(const_cast<void*>(data))
+              : SharedMemory::address(published.keep_, r, places[static_cast<std::size_t>(r)]));
+    }
+    return published;
+  }
+  static Published by_address(Group& group, const void* data, const Call& call) {
+    Published published(group, call);
+    published.where_ = group.exchange(reinterpret_cast<std::uint64_t>(data), call);
+    return published;
+  }
+
+  /// Copies `bytes` at `offset` into `rank`'s buffer to `to`.
+  void read(int rank, void* to, std::size_t offset, std::size_t bytes) const {
+    const auto index = static_cast<std::size_t>(rank);
+    if (!mapped_.empty()) {
+      copy(to, mapped_[index] + offset, bytes);
+    } else {
+      group_.read_from(rank, to, where_[index] + offset, bytes, call_);
+    }
+  }
+  /// Whether the buffers are in shared memory (mapped() gives them).
+  bool shared() const noexcept { return !mapped_.empty(); }
+  /// `rank`'s buffer at `offset`, in this process; nullptr under single
+  /// copies.
+  unsigned char* mapped(int rank, std::size_t offset) const {
+    return mapped_.empty() ? nullptr : mapped_[static_cast<std::size_t>(rank)] + offset;
+  }
+
+ private:
+  Published(Group& group, const Call& call) : group_(group), call_(call) {}
+  Group& group_;
+  const Call& call_;
+  std::vector<std::uint64_t> where_;    // single copies: each rank's address
+  std::vector<unsigned char*> mapped_;  // shared memory: each rank's buffer here
+  std::shared_ptr<void> keep_;          // shared memory: the allocation, mapped
+};
 
 void after_single_copies(Group& group, const Call& call) {
   group.arrive();
@@ -105,20 +157,34 @@ bool in_single_copies(const Group& group, const Window& window, std::size_t byte
   return group.single_copy() && window.contains(bytes);
 }
 
+// Where a collective's peers read this rank's `data` (`bytes` of it) from:
+// in shared memory whenever every rank's is there (at every size: faster
+// than the rounds from 4 KiB, docs/communicator.md), else in single copies
+// when `window` holds `block`, else nowhere (nullopt: the rounds). Every
+// rank learns the same.
+std::optional<Published> publish(Group& group, const Window& window, std::size_t block,
+                                 const void* data, std::size_t bytes, const Call& call) {
+  if (group.memory().any()) {
+    if (auto shared = Published::in_shared_memory(group, data, bytes, call)) return shared;
+  }
+  if (in_single_copies(group, window, block)) return Published::by_address(group, data, call);
+  return std::nullopt;
+}
+
 // Reduces `count` elements into `out`: this rank's own at `mine`, and every
-// peer's at `offset` bytes into the buffer it published (`where`), a piece
-// at a time, each peer's piece read into scratch that stays in cache. `out`
-// may be `mine`.
-void reduce_from_peers(Group& group, DataType type, ReduceOp op, void* out, const void* mine,
-                       const std::vector<std::uint64_t>& where, std::size_t offset,
-                       std::size_t count, const Call& call) {
+// peer's at `offset` bytes into the buffer it published, a piece at a time:
+// in shared memory straight from the peer's buffer, in single copies each
+// peer's piece read into scratch that stays in cache. `out` may be `mine`.
+void reduce_from_peers(const Group& group, DataType type, ReduceOp op, void* out, const void* mine,
+                       const Published& peers, std::size_t offset, std::size_t count) {
   const std::size_t element = size_of(type);
   const int n = group.size();
   const std::size_t piece =
       std::min(count, std::max<std::size_t>(1, kSingleCopyPieceBytes / element));
   // Not zero-filled: every byte is read into before it is used.
-  const std::unique_ptr<unsigned char[]> scratch(
-      new unsigned char[static_cast<std::size_t>(n) * piece * element]);
+  std::unique_ptr<unsigned char[]> scratch;
+  if (!peers.shared())
+    scratch.reset(new unsigned char[static_cast<std::size_t>(n) * piece * element]);
   std::vector<const void*> inputs(static_cast<std::size_t>(n));
   for (std::size_t at = 0; at < count; at += piece) {
     const std::size_t elements = std::min(piece, count - at);
@@ -126,11 +192,13 @@ void reduce_from_peers(Group& group, DataType type, ReduceOp op, void* out, cons
       const auto index = static_cast<std::size_t>(r);
       if (r == group.rank()) {
         inputs[index] = static_cast<const unsigned char*>(mine) + at * element;
-        continue;
+      } else if (scratch == nullptr) {
+        inputs[index] = peers.mapped(r, offset + at * element);
+      } else {
+        unsigned char* into = scratch.get() + index * piece * element;
+        peers.read(r, into, offset + at * element, elements * element);
+        inputs[index] = into;
       }
-      unsigned char* into = scratch.get() + index * piece * element;
-      group.read_from(r, into, where[index] + offset + at * element, elements * element, call);
-      inputs[index] = into;
     }
     reduce_many(type, op, static_cast<unsigned char*>(out) + at * element, inputs.data(), n,
                 elements);
@@ -144,22 +212,21 @@ void reduce_with_single_copies(Group& group, Buffer data, ReduceOp op, const Cal
   const std::size_t element = size_of(data.type);
   const int n = group.size();
   const int me = group.rank();
-  const std::vector<std::uint64_t> where = publish_addresses(group, data.data, call);
+  const Published peers = Published::by_address(group, data.data, call);
   const std::size_t per_chunk = std::max<std::size_t>(1, kSingleCopyChunkBytes / element);
   for (std::size_t first = 0; first < data.count; first += per_chunk) {
     const std::size_t count = std::min(per_chunk, data.count - first);
     const std::size_t begin = first + slice_begin(count, n, me);
     const std::size_t end = first + slice_begin(count, n, me + 1);
-    reduce_from_peers(group, data.type, op, bytes_of(data, begin), bytes_of(data, begin), where,
-                      begin * element, end - begin, call);
+    reduce_from_peers(group, data.type, op, bytes_of(data, begin), bytes_of(data, begin), peers,
+                      begin * element, end - begin);
     group.arrive();
     group.wait_all(call);
     for (int r = 0; r < n; ++r) {
       if (r == me) continue;
       const std::size_t from = first + slice_begin(count, n, r);
       const std::size_t to = first + slice_begin(count, n, r + 1);
-      group.read_from(r, bytes_of(data, from), where[static_cast<std::size_t>(r)] + from * element,
-                      (to - from) * element, call);
+      peers.read(r, bytes_of(data, from), from * element, (to - from) * element);
     }
   }
   after_single_copies(group, call);
@@ -173,26 +240,15 @@ std::size_t line_slice_begin(std::size_t count, std::size_t unit, int parts, int
   return std::min(count, slice_begin(count / unit, parts, index) * unit);
 }
 
-}  // namespace
-
-bool all_reduce_in_shared_memory(Group& group, const SharedMemory& memory, Buffer data, ReduceOp op,
-                                 const Call& call) {
-  std::shared_ptr<void> keep;
-  const std::uint64_t mine = memory.place_of(data.data, data.bytes(), keep);
-  const std::vector<std::uint64_t> places = group.exchange(mine, call);
-  for (const std::uint64_t place : places) {
-    if (place == 0 || SharedMemory::allocation_of(place) != SharedMemory::allocation_of(mine))
-      return false;
-  }
+// all_reduce in shared memory (collectives.hpp): false, after the first
+// round, when not every rank's buffer is in one allocation.
+bool all_reduce_in_shared_memory(Group& group, Buffer data, ReduceOp op, const Call& call) {
+  const std::optional<Published> buffers =
+      Published::in_shared_memory(group, data.data, data.bytes(), call);
+  if (!buffers) return false;
   const int n = group.size();
   const int me = group.rank();
   const std::size_t element = size_of(data.type);
-  std::vector<unsigned char*> buffers(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    const auto index = static_cast<std::size_t>(r);
-    buffers[index] = r == me ? static_cast<unsigned char*>(data.data)
-                             : SharedMemory::address(keep, r, places[index]);
-  }
   const std::size_t unit = std::max<std::size_t>(1, 64 / element);
   const std::size_t begin = line_slice_begin(data.count, unit, n, me);
   const std::size_t end = line_slice_begin(data.count, unit, n, me + 1);
@@ -203,12 +259,11 @@ bool all_reduce_in_shared_memory(Group& group, const SharedMemory& memory, Buffe
   for (std::size_t at = begin; at < end; at += piece) {
     const std::size_t count = std::min(piece, end - at);
     for (int r = 0; r < n; ++r)
-      pieces[static_cast<std::size_t>(r)] = buffers[static_cast<std::size_t>(r)] + at * element;
-    unsigned char* result = buffers[static_cast<std::size_t>(me)] + at * element;
+      pieces[static_cast<std::size_t>(r)] = buffers->mapped(r, at * element);
+    unsigned char* result = buffers->mapped(me, at * element);
     reduce_many(data.type, op, result, pieces.data(), n, count);
     for (int r = 0; r < n; ++r) {
-      if (r != me)
-        std::memcpy(buffers[static_cast<std::size_t>(r)] + at * element, result, count * element);
+      if (r != me) std::memcpy(buffers->mapped(r, at * element), result, count * element);
     }
   }
   group.arrive();
@@ -216,7 +271,10 @@ bool all_reduce_in_shared_memory(Group& group, const SharedMemory& memory, Buffe
   return true;
 }
 
+}  // namespace
+
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
+  if (group.memory().any() && all_reduce_in_shared_memory(group, data, op, call)) return;
   if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
     reduce_in_one_round(group, data, op, true, 0, call);
   } else if (in_single_copies(group, tuning.single_copies.all_reduce, data.bytes())) {
@@ -236,10 +294,9 @@ void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int ro
 }
 
 void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const Call& call) {
-  if (in_single_copies(group, tuning.single_copies.broadcast, data.bytes())) {
-    const std::vector<std::uint64_t> where = publish_addresses(group, data.data, call);
-    if (group.rank() != root)
-      group.read_from(root, data.data, where[static_cast<std::size_t>(root)], data.bytes(), call);
+  if (const auto peers = publish(group, tuning.single_copies.broadcast, data.bytes(), data.data,
+                                 data.bytes(), call)) {
+    if (group.rank() != root) peers->read(root, data.data, 0, data.bytes());
     return after_single_copies(group, call);
   }
   const std::size_t element = size_of(data.type);
@@ -260,14 +317,14 @@ namespace {
 void gather_rounds(Group& group, const Tuning& tuning, Buffer input, Buffer output, bool collects,
                    const Call& call) {
   const std::size_t element = size_of(input.type);
-  if (in_single_copies(group, tuning.single_copies.gather, input.bytes())) {
-    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
+  if (const auto peers = publish(group, tuning.single_copies.gather, input.bytes(), input.data,
+                                 input.bytes(), call)) {
     for (int r = 0; r < group.size() && collects; ++r) {
       unsigned char* into = bytes_of(output, static_cast<std::size_t>(r) * input.count);
       if (r == group.rank()) {
         copy(into, input.data, input.bytes());
       } else {
-        group.read_from(r, into, where[static_cast<std::size_t>(r)], input.bytes(), call);
+        peers->read(r, into, 0, input.bytes());
       }
     }
     return after_single_copies(group, call);
@@ -327,14 +384,12 @@ void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, in
              const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
-  if (in_single_copies(group, tuning.single_copies.scatter, output.bytes())) {
-    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
+  if (const auto peers = publish(group, tuning.single_copies.scatter, output.bytes(), input.data,
+                                 input.bytes(), call)) {
     if (group.rank() == root) {
       copy(output.data, bytes_of(input, me * output.count), output.bytes());
     } else {
-      group.read_from(root, output.data,
-                      where[static_cast<std::size_t>(root)] + me * output.bytes(), output.bytes(),
-                      call);
+      peers->read(root, output.data, me * output.bytes(), output.bytes());
     }
     return after_single_copies(group, call);
   }
@@ -351,12 +406,12 @@ void reduce_scatter(Group& group, const Tuning& tuning, Buffer input, Buffer out
                     const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
-  if (in_single_copies(group, tuning.single_copies.reduce_scatter, output.bytes())) {
+  if (const auto peers = publish(group, tuning.single_copies.reduce_scatter, output.bytes(),
+                                 input.data, input.bytes(), call)) {
     // Peer r reads slice r of this rank's input; this rank writes only its
     // output, which is slice `me` of its input when in place.
-    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
     reduce_from_peers(group, output.type, op, output.data, bytes_of(input, me * output.count),
-                      where, me * output.bytes(), output.count, call);
+                      *peers, me * output.bytes(), output.count);
     return after_single_copies(group, call);
   }
   exchange_rounds(
@@ -374,15 +429,17 @@ void all_to_all(Group& group, const Tuning& tuning, Buffer input, Buffer output,
   const auto me = static_cast<std::size_t>(group.rank());
   const std::size_t count = output.count / static_cast<std::size_t>(group.size());
   // In place, a rank's output blocks are the inputs its peers read: rounds.
-  if (input.data != output.data &&
-      in_single_copies(group, tuning.single_copies.all_to_all, count * element)) {
-    const std::vector<std::uint64_t> where = publish_addresses(group, input.data, call);
+  const std::optional<Published> peers =
+      input.data == output.data ? std::nullopt
+                                : publish(group, tuning.single_copies.all_to_all, count * element,
+                                          input.data, input.bytes(), call);
+  if (peers) {
     for (std::size_t r = 0; r < static_cast<std::size_t>(group.size()); ++r) {
       if (r == me) {
         copy(bytes_of(output, r * count), bytes_of(input, me * count), count * element);
       } else {
-        group.read_from(static_cast<int>(r), bytes_of(output, r * count),
-                        where[r] + me * count * element, count * element, call);
+        peers->read(static_cast<int>(r), bytes_of(output, r * count), me * count * element,
+                    count * element);
       }
     }
     return after_single_copies(group, call);

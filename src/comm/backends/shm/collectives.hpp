@@ -1,8 +1,8 @@
 // The shm backend's collectives, as rounds over a Group (see group.hpp), on
 // arguments the Communicator has checked (in-place slices included).
 //
-// Three protocols for all_reduce (reduce takes the first two), chosen by
-// size (Tuning), and a fourth for buffers in shared memory (below):
+// Four protocols for all_reduce (reduce takes the first two), chosen by
+// size (Tuning) and where the buffers are:
 //   small: one round. Every rank copies its data into its slot, arrives, and
 //          reduces all slots itself, in rank order (the same bits everywhere).
 //          Latency: one copy in, one synchronisation, one pass over n inputs.
@@ -18,6 +18,12 @@
 //          cache) and reduces it into its own buffer; after a round, it reads
 //          every peer's reduced slice straight into place; a last round keeps
 //          every buffer still until its peers have read it.
+//   shared memory: when every rank's buffer is in one allocation that every
+//          rank maps (Group::memory, Communicator::allocate), at any size:
+//          one round compares where the buffers are; each rank reduces its
+//          1/n slice of every rank's buffer, reading them in place, and
+//          stores the result into every rank's buffer; a last round waits
+//          until all are written. Otherwise, after that round, the above.
 // The other collectives are one round per chunk: copy in, arrive, copy out;
 // or in single copies, between a round that publishes where each rank's
 // buffer is and one that keeps them still until every peer has read them:
@@ -25,6 +31,9 @@
 // broadcast and scatter the root's data, all_to_all every peer's block for
 // this rank, reduce_scatter every peer's slice for this rank (a piece at a
 // time into scratch, as all_reduce does) and reduces it into the output.
+// When every rank's published buffer is in one allocation of the group's
+// shared memory, they read it so at every size, with loads instead of the
+// kernel's copies (reduce_scatter straight from the peers' slices).
 #pragma once
 
 #include <cstddef>
@@ -33,7 +42,6 @@
 #include <cohort/communicator.hpp>
 
 #include "comm/backends/shm/group.hpp"
-#include "comm/backends/shm/shared_memory.hpp"
 
 namespace cohort::detail::shm_backend {
 
@@ -58,14 +66,6 @@ struct Tuning {
 };
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call);
-/// all_reduce on buffers that every rank placed in one allocation of
-/// `memory` (Communicator::allocate): one round compares places; if they
-/// agree, each rank reduces its 1/n slice of every rank's buffer, reading
-/// them in place, and stores the result into every rank's buffer, and a last
-/// round waits until all are written. False, after the first round, when
-/// some rank's buffer is elsewhere: then run all_reduce.
-bool all_reduce_in_shared_memory(Group& group, const SharedMemory& memory, Buffer data, ReduceOp op,
-                                 const Call& call);
 void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int root,
             const Call& call);
 void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const Call& call);

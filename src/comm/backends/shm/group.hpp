@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "comm/backends/shm/segment.hpp"
+#include "comm/backends/shm/shared_memory.hpp"
 #include "comm/backends/shm/waiting.hpp"
 #include "comm/kit/peers.hpp"
 #include "core/fd.hpp"
@@ -96,6 +97,11 @@ class Group {
   /// Returns the first rank that could not read a peer's memory, -1 when none.
   int probe_single_copy(const Call& call);
 
+  /// Memory every rank of the group maps (Communicator::allocate), which
+  /// the collectives read and write in place.
+  SharedMemory& memory() noexcept { return memory_; }
+  const SharedMemory& memory() const noexcept { return memory_; }
+
   /// One direction between two ranks (its layout is group.cpp's business).
   struct Channel;
 
@@ -130,6 +136,7 @@ class Group {
   unsigned char* slots_;
   std::uint32_t seq_ = 0;  // rounds this rank has arrived at
   bool single_copy_ = false;
+  SharedMemory memory_;
   std::vector<std::uint32_t> sent_;   // per peer: chunks sent on this rank's channel to it
   std::vector<std::uint32_t> taken_;  // per peer: chunks taken from its channel to this rank
   std::map<std::pair<int, int>, std::deque<std::string>> early_;  // (peer, tag) -> messages
