@@ -134,7 +134,8 @@ class Work {
 /// the sizes agree (all_to_all), or this rank's slice of the larger buffer
 /// (all_gather and gather: input = output + rank × count; scatter and
 /// reduce_scatter: output = input + rank × count); any other overlap of input
-/// and output is rejected with InvalidArgument.
+/// and output is rejected with InvalidArgument. An all_to_all is in place on
+/// every rank or on none.
 ///
 /// Timeouts: every call takes one; kDefaultTimeout means default_timeout()
 /// (COHORT_TIMEOUT or InitOptions::timeout). A call that runs out raises
