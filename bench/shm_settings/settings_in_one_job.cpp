@@ -53,8 +53,9 @@ struct Config {
   std::unique_ptr<Communicator> comm;
   std::vector<double> times;
   bool allocated = false;  // the buffers from comm->allocate
-  // For the size under way: each of the operation's buffers, either the
-  // shared ones below or the config's own memory from comm->allocate.
+  // For the size under way: each of the operation's buffers, in the size's
+  // vectors (which every config without `allocate` uses) or in this
+  // config's memory from comm->allocate.
   std::span<float> data, whole, received;
   std::vector<std::shared_ptr<void>> memory;
 };

@@ -1,5 +1,6 @@
 #include "comm/backend.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>

@@ -41,7 +41,7 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // through slots that stay in cache, and ranks that wait for a core pay for
 // every extra round.
 constexpr std::size_t kMiB = kKiB * kKiB;
-constexpr Tuning::SingleCopies kSingleCopiesWithACorePerRank{
+constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_reduce = {2 * kMiB, 8 * kMiB},
     .broadcast = {64 * kKiB, 512 * kKiB},
     .gather = {16 * kKiB, SIZE_MAX},
@@ -49,7 +49,7 @@ constexpr Tuning::SingleCopies kSingleCopiesWithACorePerRank{
     .reduce_scatter = {32 * kKiB, 8 * kMiB},
     .all_to_all = {32 * kKiB, SIZE_MAX},
 };
-constexpr Tuning::SingleCopies kSingleCopiesOversubscribed{
+constexpr Tuning::Windows kSingleCopiesOversubscribed{
     .all_reduce = {},
     .broadcast = {},
     .gather = {256 * kKiB, SIZE_MAX},
@@ -58,6 +58,28 @@ constexpr Tuning::SingleCopies kSingleCopiesOversubscribed{
     .all_to_all = {64 * kKiB, SIZE_MAX},
 };
 constexpr Window kAlways{0, SIZE_MAX};
+// Buffers in shared memory (Communicator::allocate): where they were faster
+// than the protocols above in one job (docs/communicator.md, "Buffers in
+// shared memory"). Below these sizes the round that compares places and the
+// one that keeps the buffers still cost more than the copies they save:
+// most of all with more ranks than cores, where every round waits for a
+// descheduled rank.
+constexpr Tuning::Windows kSharedMemoryWithACorePerRank{
+    .all_reduce = kAlways,
+    .broadcast = {8 * kKiB, SIZE_MAX},
+    .gather = {0, SIZE_MAX},
+    .scatter = {8 * kKiB, SIZE_MAX},
+    .reduce_scatter = {8 * kKiB, SIZE_MAX},
+    .all_to_all = {0, SIZE_MAX},
+};
+constexpr Tuning::Windows kSharedMemoryOversubscribed{
+    .all_reduce = kAlways,
+    .broadcast = {128 * kKiB, SIZE_MAX},
+    .gather = {64 * kKiB, SIZE_MAX},
+    .scatter = {64 * kKiB, SIZE_MAX},
+    .reduce_scatter = {8 * kKiB, SIZE_MAX},
+    .all_to_all = {8 * kKiB, SIZE_MAX},
+};
 
 // COHORT_SHM_SINGLE_COPY: off, auto (where measured faster), always (every
 // collective that has them; an error where they cannot work).
@@ -297,8 +319,10 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   pids.reserve(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r)
     pids.push_back(peers.pid(r));
-  const Settings settings =
-      agree_on_settings(size == 1 ? nullptr : store.get(), rank, size, timeout);
+  Settings settings = agree_on_settings(size == 1 ? nullptr : store.get(), rank, size, timeout);
+  // From rank 0's count of CPUs, so the same on every rank.
+  settings.tuning.shared_memory =
+      settings.oversubscribed ? kSharedMemoryOversubscribed : kSharedMemoryWithACorePerRank;
   Segment segment = Segment::share(
       *store, rank, size, Group::segment_bytes(size, settings.slot_bytes, settings.channel_bytes),
       pids, timeout);

@@ -157,17 +157,18 @@ bool in_single_copies(const Group& group, const Window& window, std::size_t byte
   return group.single_copy() && window.contains(bytes);
 }
 
-// Where a collective's peers read this rank's `data` (`bytes` of it) from:
-// in shared memory whenever every rank's is there (at every size: faster
-// than the rounds from 4 KiB, docs/communicator.md), else in single copies
-// when `window` holds `block`, else nowhere (nullopt: the rounds). Every
-// rank learns the same.
-std::optional<Published> publish(Group& group, const Window& window, std::size_t block,
-                                 const void* data, std::size_t bytes, const Call& call) {
-  if (group.memory().any()) {
+// Where a collective's peers read this rank's `data` (`bytes` of it) from,
+// by its window (`which`) for a block of `block` bytes: in shared memory when
+// every rank's is there, else in single copies, else nowhere (nullopt: the
+// rounds). Every rank learns the same.
+std::optional<Published> publish(Group& group, const Tuning& tuning, Window Tuning::Windows::*which,
+                                 std::size_t block, const void* data, std::size_t bytes,
+                                 const Call& call) {
+  if (group.memory().any() && (tuning.shared_memory.*which).contains(block)) {
     if (auto shared = Published::in_shared_memory(group, data, bytes, call)) return shared;
   }
-  if (in_single_copies(group, window, block)) return Published::by_address(group, data, call);
+  if (in_single_copies(group, tuning.single_copies.*which, block))
+    return Published::by_address(group, data, call);
   return std::nullopt;
 }
 
@@ -274,7 +275,9 @@ bool all_reduce_in_shared_memory(Group& group, Buffer data, ReduceOp op, const C
 }  // namespace
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
-  if (group.memory().any() && all_reduce_in_shared_memory(group, data, op, call)) return;
+  if (group.memory().any() && tuning.shared_memory.all_reduce.contains(data.bytes()) &&
+      all_reduce_in_shared_memory(group, data, op, call))
+    return;
   if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
     reduce_in_one_round(group, data, op, true, 0, call);
   } else if (in_single_copies(group, tuning.single_copies.all_reduce, data.bytes())) {
@@ -294,8 +297,8 @@ void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int ro
 }
 
 void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const Call& call) {
-  if (const auto peers = publish(group, tuning.single_copies.broadcast, data.bytes(), data.data,
-                                 data.bytes(), call)) {
+  if (const auto peers = publish(group, tuning, &Tuning::Windows::broadcast, data.bytes(),
+                                 data.data, data.bytes(), call)) {
     if (group.rank() != root) peers->read(root, data.data, 0, data.bytes());
     return after_single_copies(group, call);
   }
@@ -317,7 +320,7 @@ namespace {
 void gather_rounds(Group& group, const Tuning& tuning, Buffer input, Buffer output, bool collects,
                    const Call& call) {
   const std::size_t element = size_of(input.type);
-  if (const auto peers = publish(group, tuning.single_copies.gather, input.bytes(), input.data,
+  if (const auto peers = publish(group, tuning, &Tuning::Windows::gather, input.bytes(), input.data,
                                  input.bytes(), call)) {
     for (int r = 0; r < group.size() && collects; ++r) {
       unsigned char* into = bytes_of(output, static_cast<std::size_t>(r) * input.count);
@@ -384,8 +387,8 @@ void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, in
              const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
-  if (const auto peers = publish(group, tuning.single_copies.scatter, output.bytes(), input.data,
-                                 input.bytes(), call)) {
+  if (const auto peers = publish(group, tuning, &Tuning::Windows::scatter, output.bytes(),
+                                 input.data, input.bytes(), call)) {
     if (group.rank() == root) {
       copy(output.data, bytes_of(input, me * output.count), output.bytes());
     } else {
@@ -406,7 +409,7 @@ void reduce_scatter(Group& group, const Tuning& tuning, Buffer input, Buffer out
                     const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
-  if (const auto peers = publish(group, tuning.single_copies.reduce_scatter, output.bytes(),
+  if (const auto peers = publish(group, tuning, &Tuning::Windows::reduce_scatter, output.bytes(),
                                  input.data, input.bytes(), call)) {
     // Peer r reads slice r of this rank's input; this rank writes only its
     // output, which is slice `me` of its input when in place.
@@ -431,8 +434,8 @@ void all_to_all(Group& group, const Tuning& tuning, Buffer input, Buffer output,
   // In place, a rank's output blocks are the inputs its peers read: rounds.
   const std::optional<Published> peers =
       input.data == output.data ? std::nullopt
-                                : publish(group, tuning.single_copies.all_to_all, count * element,
-                                          input.data, input.bytes(), call);
+                                : publish(group, tuning, &Tuning::Windows::all_to_all,
+                                          count * element, input.data, input.bytes(), call);
   if (peers) {
     for (std::size_t r = 0; r < static_cast<std::size_t>(group.size()); ++r) {
       if (r == me) {

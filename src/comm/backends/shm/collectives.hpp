@@ -19,7 +19,8 @@
 //          every peer's reduced slice straight into place; a last round keeps
 //          every buffer still until its peers have read it.
 //   shared memory: when every rank's buffer is in one allocation that every
-//          rank maps (Group::memory, Communicator::allocate), at any size:
+//          rank maps (Group::memory, Communicator::allocate), at any size
+//          (Tuning::shared_memory):
 //          one round compares where the buffers are; each rank reduces its
 //          1/n slice of every rank's buffer, reading them in place, and
 //          stores the result into every rank's buffer; a last round waits
@@ -32,8 +33,9 @@
 // this rank, reduce_scatter every peer's slice for this rank (a piece at a
 // time into scratch, as all_reduce does) and reduces it into the output.
 // When every rank's published buffer is in one allocation of the group's
-// shared memory, they read it so at every size, with loads instead of the
-// kernel's copies (reduce_scatter straight from the peers' slices).
+// shared memory, they read it so, with loads instead of the kernel's copies
+// (reduce_scatter straight from the peers' slices), in the sizes of
+// Tuning::shared_memory.
 #pragma once
 
 #include <cstddef>
@@ -59,10 +61,15 @@ struct Window {
 /// How the collectives cut their work (the same on every rank of a group).
 struct Tuning {
   std::size_t small_bytes = 0;  ///< all_reduce/reduce up to this size: one round
-  /// Single copies, when the group has them (Group::single_copy).
-  struct SingleCopies {
+  /// A window per collective that has one (all_gather and gather share one).
+  struct Windows {
     Window all_reduce, broadcast, gather, scatter, reduce_scatter, all_to_all;
-  } single_copies;
+  };
+  /// Single copies, when the group has them (Group::single_copy).
+  Windows single_copies;
+  /// Buffers in shared memory, when every rank's is in one allocation
+  /// (Group::memory); outside these windows they take the protocols above.
+  Windows shared_memory;
 };
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call);
