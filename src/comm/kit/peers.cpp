@@ -108,6 +108,14 @@ long Peers::pid(int rank) const {
   return peers_[static_cast<std::size_t>(rank)].pid;
 }
 
+std::vector<long> Peers::pids() const {
+  std::vector<long> all;
+  all.reserve(peers_.size());
+  for (const Peer& peer : peers_)
+    all.push_back(peer.pid);
+  return all;
+}
+
 std::string Peers::describe(int rank) const {
   if (rank < 0 || static_cast<std::size_t>(rank) >= peers_.size()) return {};
   const Peer& peer = peers_[static_cast<std::size_t>(rank)];

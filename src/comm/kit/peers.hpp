@@ -49,6 +49,8 @@ class Peers {
   std::string describe(int rank) const;
   /// `rank`'s pid as it published it (0 when unknown).
   long pid(int rank) const;
+  /// Every rank's pid, in rank order.
+  std::vector<long> pids() const;
 
  private:
   struct Peer {

@@ -184,13 +184,9 @@ Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
 
 class ShmBackend final : public Backend {
  public:
-  ShmBackend(std::shared_ptr<Store> store, std::unique_ptr<Group> group, std::vector<long> pids,
-             Tuning tuning, Duration timeout)
-      : store_(std::move(store)),
-        group_(std::move(group)),
-        pids_(std::move(pids)),
-        tuning_(tuning),
-        timeout_(timeout) {}
+  ShmBackend(std::shared_ptr<Store> store, std::unique_ptr<Group> group, Tuning tuning,
+             Duration timeout)
+      : store_(std::move(store)), group_(std::move(group)), tuning_(tuning), timeout_(timeout) {}
 
   int rank() const noexcept override { return group_->rank(); }
   int size() const noexcept override { return group_->size(); }
@@ -257,7 +253,8 @@ class ShmBackend final : public Backend {
   std::shared_ptr<void> allocate(std::size_t bytes, Duration timeout) override {
     std::shared_ptr<void> memory;
     guarded("allocate", timeout, [&](const Call& call) {
-      memory = group_->memory().allocate(store_, rank(), size(), bytes, pids_, call.timeout);
+      memory = group_->memory().allocate(store_, rank(), size(), bytes, group_->peers().pids(),
+                                         call.timeout);
     });
     return memory;
   }
@@ -295,7 +292,6 @@ class ShmBackend final : public Backend {
 
   std::shared_ptr<Store> store_;
   std::unique_ptr<Group> group_;
-  std::vector<long> pids_;  // every rank's process
   Tuning tuning_;
   Duration timeout_;
   LocalMailbox mailbox_;
@@ -315,10 +311,7 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
       size == 1
           ? Peers(0, {Peers::entry()})  // a group of one: no one to meet
           : Peers(*store, rank, std::vector<std::string>(static_cast<std::size_t>(size)), timeout);
-  std::vector<long> pids;
-  pids.reserve(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r)
-    pids.push_back(peers.pid(r));
+  const std::vector<long> pids = peers.pids();
   Settings settings = agree_on_settings(size == 1 ? nullptr : store.get(), rank, size, timeout);
   // From rank 0's count of CPUs, so the same on every rank.
   settings.tuning.shared_memory =
@@ -341,8 +334,7 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
                       "dumpable); unset COHORT_SHM_SINGLE_COPY to copy through the segment"));
     }
   }
-  return std::make_unique<ShmBackend>(std::move(store), std::move(group), std::move(pids),
-                                      settings.tuning, timeout);
+  return std::make_unique<ShmBackend>(std::move(store), std::move(group), settings.tuning, timeout);
 }
 
 std::unique_ptr<Backend> ShmBackend::split(int color, int key) {

@@ -58,6 +58,8 @@ class Group {
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
+  /// Every rank's host and pid.
+  const Peers& peers() const noexcept { return peers_; }
   std::size_t slot_bytes() const noexcept { return slot_bytes_; }
 
   /// This rank's slot in the set of the round it will arrive at next.
