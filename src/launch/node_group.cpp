@@ -125,25 +125,14 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     port_ = store.port;
     options_.token = store.token;
   }
+  if (options_.serve_if_bindable && !server_) await_server_or_serve();
   StoreClient::Options& client = client_;
-  const bool every_interface = options_.bind_host.empty() || options_.bind_host == "0.0.0.0";
-  client.host = !server_ ? options_.store_host : every_interface ? "127.0.0.1" : options_.bind_host;
-  client.port = port_;
-  client.token = options_.token;
-  client.munge = options_.munge && !server_;
+  client = client_options();
   client.timeout = options_.rendezvous_timeout;
   try {
     store_ = std::make_shared<StoreClient>(client);
   } catch (const Error& error) {
-    throw Timeout(cat("cohort run: ", node_name(options_.node_rank), " of ", options_.nnodes,
-                      " could not reach the job's store at ", options_.store_host, ":", port_,
-                      " within ", seconds(options_.rendezvous_timeout), " (", error.what(),
-                      "). Check that node 0's cohort run started with the same --nnodes, "
-                      "--master-addr and --master-port (or --rdzv-endpoint, or in the same Slurm "
-                      "step), that ",
-                      options_.store_host,
-                      " resolves here to node 0, and that no firewall "
-                      "blocks the port"));
+    throw unreachable_store(error);
   }
   if (server_ && options_.torch_port >= 0 && options_.nnodes > 1) {
     // Every worker's MASTER_PORT: PyTorch's clients meet in this store.
@@ -154,6 +143,55 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   if (options_.nnodes > 1 || options_.node_rank < 0) {
     client.timeout = options_.heartbeat_timeout;
     watch_store_ = std::make_shared<StoreClient>(client);
+  }
+}
+
+StoreClient::Options NodeGroup::client_options() const {
+  StoreClient::Options client;
+  const bool every_interface = options_.bind_host.empty() || options_.bind_host == "0.0.0.0";
+  client.host = !server_ ? options_.store_host : every_interface ? "127.0.0.1" : options_.bind_host;
+  client.port = port_;
+  client.token = options_.token;
+  client.munge = options_.munge && !server_;
+  return client;
+}
+
+Timeout NodeGroup::unreachable_store(const Error& error) const {
+  return Timeout(cat("cohort run: ", node_name(options_.node_rank), " of ", options_.nnodes,
+                     " could not reach the job's store at ", options_.store_host, ":", port_,
+                     " within ", seconds(options_.rendezvous_timeout), " (", error.what(),
+                     "). Check that node 0's cohort run started with the same --nnodes, "
+                     "--master-addr and --master-port (or --rdzv-endpoint, or in the same Slurm "
+                     "step), that ",
+                     options_.store_host,
+                     " resolves here to node 0, and that no firewall "
+                     "blocks the port"));
+}
+
+// torchrun's c10d form, for an agent that could not bind the endpoint: it
+// connects, and while no one answers there it tries to bind again, until
+// the rendezvous timeout. Another process may have held the port for a
+// moment (an outgoing connection's local port): then every agent of the job
+// failed to bind, and without this all would wait the whole timeout for a
+// server that never comes. A client retries a refused connection until its
+// timeout, so a probe that fails sooner met something there that is not
+// this job's store: that fails at once, as it always did.
+void NodeGroup::await_server_or_serve() {
+  constexpr std::chrono::milliseconds kTurn{2000};
+  const auto deadline = Clock::now() + options_.rendezvous_timeout;
+  for (;;) {
+    StoreClient::Options probe = client_options();
+    const auto start = Clock::now();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start);
+    probe.timeout = std::clamp(left, std::chrono::milliseconds{1}, kTurn);
+    try {
+      StoreClient{probe};
+      return;  // someone serves it
+    } catch (const Error& error) {
+      const auto now = Clock::now();
+      if (now >= deadline || now - start < probe.timeout / 2) throw unreachable_store(error);
+    }
+    if (start_server(false)) return;
   }
 }
 

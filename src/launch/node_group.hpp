@@ -248,6 +248,9 @@ class NodeGroup {
   // How long node 0 waits for every node to stop its workers.
   std::chrono::milliseconds restart_bound(std::chrono::milliseconds grace) const;
   bool start_server(bool required);
+  void await_server_or_serve();
+  StoreClient::Options client_options() const;
+  Timeout unreachable_store(const Error& error) const;
   void take_node_rank();
   void wake_everyone();
   void watch();  // the heartbeat thread

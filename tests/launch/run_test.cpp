@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -95,17 +96,37 @@ bool eventually(Predicate predicate, std::chrono::milliseconds limit = 10s) {
 
 class RunTest : public ::testing::Test {
  protected:
-  // A TCP port free on loopback a moment ago.
+  // A TCP port free on loopback a moment ago, below the kernel's range of
+  // ports for outgoing connections (ip_local_port_range), where a port
+  // picked by binding port 0 lies: there any connection another test opens
+  // meanwhile may take it.
   static int free_port() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int first_ephemeral = 32768;
+    std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> first_ephemeral;
+    const int lowest = std::max(1024, first_ephemeral - 16384);
+    std::random_device random;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int port =
+          lowest + static_cast<int>(random() % static_cast<unsigned>(first_ephemeral - lowest));
+      if (bindable(port)) return port;
+    }
+    ADD_FAILURE() << "no free port in " << lowest << "-" << first_ephemeral - 1;
+    return 0;
+  }
+  static int bound_socket(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof(address);
-    bind(fd, reinterpret_cast<sockaddr*>(&address), size);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) return fd;
     close(fd);
-    return ntohs(address.sin_port);
+    return -1;
+  }
+  static bool bindable(int port) {
+    const int fd = bound_socket(port);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
   }
 
   static std::vector<std::string> cohort_run(std::vector<std::string> args) {
@@ -754,6 +775,34 @@ TEST_F(RunTest, NodeRanksAreGivenAtTheRendezvousWithoutNodeRank) {
             (std::vector<std::string>{
                 "[0] 0/4 node 0/2 local 0 run job-7", "[1] 1/4 node 0/2 local 1 run job-7",
                 "[2] 2/4 node 1/2 local 0 run job-7", "[3] 3/4 node 1/2 local 1 run job-7"}));
+}
+
+// The same, when another process holds the endpoint's port as the agents
+// start (as an outgoing connection may, for a moment): neither can bind it,
+// so both connect; once it is free again one of them binds it and serves,
+// instead of both waiting for the rendezvous timeout.
+TEST_F(RunTest, AgentsMeetOnceTheEndpointsPortIsFreeAgain) {
+  const int port = free_port();
+  const int holder = bound_socket(port);  // bound, not listening: connections are refused
+  ASSERT_GE(holder, 0);
+  const std::vector<std::string> args{"--nnodes=2",
+                                      "--nproc_per_node=1",
+                                      "--rdzv_backend=c10d",
+                                      "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
+                                      "sh",
+                                      "-c",
+                                      "echo $RANK/$WORLD_SIZE"};
+  test::Subprocess first(cohort_run(args), options());
+  test::Subprocess second(cohort_run(args), options());
+  std::this_thread::sleep_for(1500ms);  // only an order: the agents meet whenever it is freed
+  close(holder);
+  const ProcessResult a = first.finish();
+  const ProcessResult b = second.finish();
+  ASSERT_EQ(a.exit_code, 0) << test::describe(a);
+  ASSERT_EQ(b.exit_code, 0) << test::describe(b);
+  std::vector<std::string> lines = lines_of(a.out + b.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[0] 0/2", "[1] 1/2"}));
 }
 
 // Elastic membership on this machine (--nnodes 1:2): two agents make the
