@@ -24,8 +24,9 @@ void reduce_to(DataType type, ReduceOp op, void* out, const void* a, const void*
 /// that order, so every rank that reduces the same inputs gets the same bits.
 /// `avg` divides the sum by n. f16/bf16 accumulate in float and round once
 /// (closer than rounding after each step). `out` may be one of the inputs.
-/// Blocked so that every loop vectorizes; f16 converts with F16C where the
-/// CPU has it.
+/// Up to 8 inputs in one pass (the loop over inputs unrolled, the one over
+/// elements vectorized), more a block in L1 at a time; f16/bf16 in float
+/// blocks, f16 converted with F16C where the CPU has it.
 void reduce_many(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
                  std::size_t count) noexcept;
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -55,6 +56,59 @@ TEST(Reduce, HalfAndBFloat16ComputeInFloat) {
   std::vector<BFloat16> c{BFloat16::from_float(3.0f)}, d{BFloat16::from_float(-0.5f)};
   reduce_into(DataType::bf16, ReduceOp::prod, c.data(), d.data(), 1);
   EXPECT_EQ(c[0].to_float(), -1.5f);
+}
+
+// reduce_many against a left fold element by element, for 1 to 20 inputs
+// (one pass up to 8, blocks of 512 beyond), into a separate buffer and into
+// each of first, middle and last input. Floats whose sum depends on the
+// order (1e8 + 1 - 1e8) check that it is rank order.
+template <class T>
+void expect_left_fold(ReduceOp op) {
+  for (int n = 1; n <= 20; ++n) {
+    for (const std::size_t count :
+         {std::size_t{1}, std::size_t{511}, std::size_t{513}, std::size_t{1500}}) {
+      std::vector<std::vector<T>> inputs(static_cast<std::size_t>(n), std::vector<T>(count));
+      for (int r = 0; r < n; ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const long pattern[] = {100000000, 1, -100000000, 3, -2, 7};
+          inputs[static_cast<std::size_t>(r)][i] = static_cast<T>(
+              pattern[(static_cast<std::size_t>(r) + i) % 6] % (sizeof(T) < 4 ? 5 : 1000000000));
+        }
+      }
+      std::vector<T> expected(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        T value = inputs[0][i];
+        for (int r = 1; r < n; ++r) {
+          std::vector<T> a{value}, b{inputs[static_cast<std::size_t>(r)][i]};
+          reduce_into(data_type_of<T>(), op, a.data(), b.data(), 1);
+          value = a[0];
+        }
+        expected[i] = value;
+      }
+      if (op == ReduceOp::avg) finish_average(data_type_of<T>(), expected.data(), count, n);
+      for (const int into : {-1, 0, n / 2, n - 1}) {
+        std::vector<std::vector<T>> copies = inputs;
+        std::vector<const void*> pointers;
+        for (const auto& input : copies)
+          pointers.push_back(input.data());
+        std::vector<T> separate(count);
+        T* out = into < 0 ? separate.data() : copies[static_cast<std::size_t>(into)].data();
+        reduce_many(data_type_of<T>(), op, out, pointers.data(), n, count);
+        ASSERT_EQ(std::vector<T>(out, out + count), expected)
+            << "op " << to_string(op) << ", " << n << " inputs of " << count << ", into " << into;
+      }
+    }
+  }
+}
+
+TEST(Reduce, ManyInputsFoldLeftToRightAlsoIntoOneOfThem) {
+  for (const ReduceOp op :
+       {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg}) {
+    expect_left_fold<float>(op);
+    expect_left_fold<double>(op);
+    expect_left_fold<std::int32_t>(op);
+    expect_left_fold<std::int8_t>(op);
+  }
 }
 
 TEST(HalfPrecision, KnownEncodings) {
