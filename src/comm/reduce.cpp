@@ -146,6 +146,15 @@ bool has_f16c() noexcept {
   }();
   return kHas;
 }
+
+bool has_avx2() noexcept {
+  static const bool kHas = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return (ebx & bit_AVX2) != 0 && has_f16c();  // has_f16c: the OS saves YMM state
+  }();
+  return kHas;
+}
 #else
 bool has_f16c() noexcept {
   return false;
@@ -210,12 +219,144 @@ void reduce_many_packed(T* out, const T* const* inputs, int n, std::size_t count
   }
 }
 
+// Inputs that one pass folds (fold, fold_bf16); more take blocks.
+constexpr int kFoldMost = 8;
+
+template <class Body, int... N>
+void with_count_in(int n, Body&& body, std::integer_sequence<int, N...>) noexcept {
+  ((n == N + 1 ? body(std::integral_constant<int, N + 1>{}) : void()), ...);
+}
+
+// Calls body(std::integral_constant<int, n>{}), for n from 1 to kFoldMost.
+template <class Body>
+void with_count(int n, Body&& body) noexcept {
+  with_count_in(n, body, std::make_integer_sequence<int, kFoldMost>{});
+}
+
+#if defined(__x86_64__)
+// f16 with F16C, any number of inputs: 8 elements at a time, accumulated in
+// a register in float, left to right, rounded once (the block's bits).
+__attribute__((target("avx,f16c"))) inline __m256 floats_of_halves(const Half* in) noexcept {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+}
+
+template <ReduceOp Op>
+__attribute__((target("avx,f16c"))) inline __m256 combine_8(__m256 a, __m256 b) noexcept {
+  if constexpr (Op == ReduceOp::sum || Op == ReduceOp::avg) {
+    return _mm256_add_ps(a, b);
+  } else if constexpr (Op == ReduceOp::prod) {
+    return _mm256_mul_ps(a, b);
+  } else if constexpr (Op == ReduceOp::min) {
+    return _mm256_min_ps(b, a);  // b < a ? b : a, as combine
+  } else {
+    return _mm256_max_ps(b, a);  // a < b ? b : a
+  }
+}
+
+template <ReduceOp Op>
+__attribute__((target("avx,f16c"))) void fold_half_f16c(Half* out, const Half* const* inputs, int n,
+                                                        std::size_t count) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 value = floats_of_halves(inputs[0] + i);
+    for (int r = 1; r < n; ++r)
+      value = combine_8<Op>(value, floats_of_halves(inputs[r] + i));
+    if constexpr (Op == ReduceOp::avg)
+      value = _mm256_div_ps(value, _mm256_set1_ps(static_cast<float>(n)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < count; ++i) {
+    float value = inputs[0][i].to_float();
+    for (int r = 1; r < n; ++r)
+      value = combine<float, Op>(value, inputs[r][i].to_float());
+    if constexpr (Op == ReduceOp::avg) value /= static_cast<float>(n);
+    out[i] = Half::from_float(value);
+  }
+}
+
+// bf16 with AVX2, any number of inputs, as fold_half_f16c: widened to float
+// in registers, rounded once to nearest even (a NaN stays a NaN), as
+// bf16_of_float.
+__attribute__((target("avx2,f16c"))) inline __m256 floats_of_bf16s(const BFloat16* in) noexcept {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+__attribute__((target("avx2,f16c"))) inline __m128i bf16s_of_floats(__m256 values) noexcept {
+  const __m256i bits = _mm256_castps_si256(values);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), odd), 16);
+  const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+  // Below 2^31 once the sign is off, so the signed comparison serves.
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i halves = _mm256_blendv_epi8(rounded, quiet_nan, nan);  // each below 2^16
+  // Pack the eight 32-bit values to 16 bits: within each 128-bit lane, then
+  // the lanes' low halves together.
+  const __m256i packed = _mm256_packus_epi32(halves, halves);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
+
+template <ReduceOp Op>
+__attribute__((target("avx2,f16c"))) void fold_bf16_avx2(BFloat16* out,
+                                                         const BFloat16* const* inputs, int n,
+                                                         std::size_t count) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 value = floats_of_bf16s(inputs[0] + i);
+    for (int r = 1; r < n; ++r)
+      value = combine_8<Op>(value, floats_of_bf16s(inputs[r] + i));
+    if constexpr (Op == ReduceOp::avg)
+      value = _mm256_div_ps(value, _mm256_set1_ps(static_cast<float>(n)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), bf16s_of_floats(value));
+  }
+  for (; i < count; ++i) {
+    float value = inputs[0][i].to_float();
+    for (int r = 1; r < n; ++r)
+      value = combine<float, Op>(value, inputs[r][i].to_float());
+    if constexpr (Op == ReduceOp::avg) value /= static_cast<float>(n);
+    out[i] = BFloat16::from_float(value);
+  }
+}
+#endif
+
+float float_of_bf16(BFloat16 value) noexcept {
+  const std::uint32_t bits = static_cast<std::uint32_t>(value.bits) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
+}
+
+// BFloat16::from_float without branches: round to nearest even, NaN stays NaN.
+BFloat16 bf16_of_float(float value) noexcept {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  return {static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded)};
+}
+
+// bf16, N inputs: one pass, converted in registers.
+template <ReduceOp Op, int N>
+void fold_bf16(BFloat16* out, const BFloat16* const* inputs, std::size_t count) noexcept {
+  const BFloat16* in[N];
+  std::copy_n(inputs, N, in);
+  for (std::size_t i = 0; i < count; ++i) {
+    float value = float_of_bf16(in[0][i]);
+    for (int r = 1; r < N; ++r)
+      value = combine<float, Op>(value, float_of_bf16(in[r][i]));
+    if constexpr (Op == ReduceOp::avg) value /= static_cast<float>(N);
+    out[i] = bf16_of_float(value);
+  }
+}
+
 // The other types: out[i] = inputs[0][i] op ... op inputs[N-1][i], left to
 // right, in one pass; N fixed, so the loop over the inputs unrolls and the
 // one over the elements vectorizes (three times faster than a block
 // accumulated one input at a time, at n = 4 in cache). `divisor`: avg's n,
 // 0 for none.
-constexpr int kFoldMost = 8;
 
 template <class T, ReduceOp Op, int N>
 void fold(T* out, const T* const* inputs, std::size_t count, int divisor) noexcept {
@@ -238,16 +379,12 @@ void fold(T* out, const T* const* inputs, std::size_t count, int divisor) noexce
   }
 }
 
-template <class T, ReduceOp Op, int... N>
-void fold_some(T* out, const T* const* inputs, int n, std::size_t count, int divisor,
-               std::integer_sequence<int, N...>) noexcept {
-  ((n == N + 1 ? fold<T, Op, N + 1>(out, inputs, count, divisor) : void()), ...);
-}
-
 // fold for 1 to kFoldMost inputs.
 template <class T, ReduceOp Op>
 void fold_any(T* out, const T* const* inputs, int n, std::size_t count, int divisor) noexcept {
-  fold_some<T, Op>(out, inputs, n, count, divisor, std::make_integer_sequence<int, kFoldMost>{});
+  with_count(n, [&](auto inputs_count) {
+    fold<T, Op, decltype(inputs_count)::value>(out, inputs, count, divisor);
+  });
 }
 
 template <class T, ReduceOp Op>
@@ -276,8 +413,19 @@ void reduce_many_typed(T* out, const T* const* inputs, int n, std::size_t count)
 
 template <class T, ReduceOp Op>
 void reduce_many_of(T* out, const T* const* inputs, int n, std::size_t count) noexcept {
-  if constexpr (kPacked<T>) {
+  if constexpr (std::is_same_v<T, Half>) {
+#if defined(__x86_64__)
+    if (has_f16c()) return fold_half_f16c<Op>(out, inputs, n, count);
+#endif
     reduce_many_packed<T, Op>(out, inputs, n, count);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+#if defined(__x86_64__)
+    if (has_avx2()) return fold_bf16_avx2<Op>(out, inputs, n, count);
+#endif
+    if (n > kFoldMost) return reduce_many_packed<T, Op>(out, inputs, n, count);
+    with_count(n, [&](auto inputs_count) {
+      fold_bf16<Op, decltype(inputs_count)::value>(out, inputs, count);
+    });
   } else {
     reduce_many_typed<T, Op>(out, inputs, n, count);
   }

@@ -111,6 +111,70 @@ TEST(Reduce, ManyInputsFoldLeftToRightAlsoIntoOneOfThem) {
   }
 }
 
+// f16/bf16: accumulated in float left to right and rounded once, in 8-wide
+// registers (F16C, AVX2) or in blocks, with the tail element by element.
+template <class T>
+void expect_float_fold(ReduceOp op) {
+  for (int n = 1; n <= 12; ++n) {
+    for (const std::size_t count : {std::size_t{3}, std::size_t{8}, std::size_t{517}}) {
+      std::vector<std::vector<T>> inputs(static_cast<std::size_t>(n), std::vector<T>(count));
+      for (int r = 0; r < n; ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const float values[] = {1.0f, 0.0009765625f, -3.5f, 1000.0f, -0.125f, 7.0f, 0.3333f};
+          inputs[static_cast<std::size_t>(r)][i] =
+              T::from_float(values[(static_cast<std::size_t>(r) * 3 + i) % 7]);
+        }
+      }
+      std::vector<T> expected(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        float value = inputs[0][i].to_float();
+        for (int r = 1; r < n; ++r) {
+          const float next = inputs[static_cast<std::size_t>(r)][i].to_float();
+          switch (op) {
+            case ReduceOp::sum:
+            case ReduceOp::avg:
+              value += next;
+              break;
+            case ReduceOp::prod:
+              value *= next;
+              break;
+            case ReduceOp::min:
+              value = next < value ? next : value;
+              break;
+            case ReduceOp::max:
+              value = value < next ? next : value;
+              break;
+          }
+        }
+        if (op == ReduceOp::avg) value /= static_cast<float>(n);
+        expected[i] = T::from_float(value);
+      }
+      for (const int into : {-1, n - 1}) {
+        std::vector<std::vector<T>> copies = inputs;
+        std::vector<const void*> pointers;
+        for (const auto& input : copies)
+          pointers.push_back(input.data());
+        std::vector<T> separate(count);
+        T* out = into < 0 ? separate.data() : copies[static_cast<std::size_t>(into)].data();
+        reduce_many(data_type_of<T>(), op, out, pointers.data(), n, count);
+        for (std::size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(out[i].bits, expected[i].bits)
+              << "op " << to_string(op) << ", " << n << " inputs of " << count << ", element " << i
+              << ", into " << into;
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduce, HalfAndBFloat16AccumulateInFloatAndRoundOnce) {
+  for (const ReduceOp op :
+       {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg}) {
+    expect_float_fold<Half>(op);
+    expect_float_fold<BFloat16>(op);
+  }
+}
+
 TEST(HalfPrecision, KnownEncodings) {
   EXPECT_EQ(Half::from_float(1.0f).bits, 0x3c00);
   EXPECT_EQ(Half::from_float(-2.0f).bits, 0xc000);
