@@ -42,7 +42,7 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // every extra round.
 constexpr std::size_t kMiB = kKiB * kKiB;
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
-    .all_reduce = {2 * kMiB, 8 * kMiB},
+    .all_reduce = {32 * kKiB, SIZE_MAX},
     .broadcast = {64 * kKiB, 512 * kKiB},
     .gather = {16 * kKiB, SIZE_MAX},
     .scatter = {32 * kKiB, SIZE_MAX},
@@ -50,7 +50,7 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_to_all = {32 * kKiB, SIZE_MAX},
 };
 constexpr Tuning::Windows kSingleCopiesOversubscribed{
-    .all_reduce = {},
+    .all_reduce = {kMiB, 8 * kMiB},
     .broadcast = {},
     .gather = {256 * kKiB, SIZE_MAX},
     .scatter = {128 * kKiB, SIZE_MAX},
@@ -329,7 +329,8 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
     const int failed = group->probe_single_copy(Call("connecting", timeout));
     if (failed >= 0 && settings.single_copy == SingleCopy::always) {
       throw Error(cat("shm: COHORT_SHM_SINGLE_COPY=always, but rank ", failed,
-                      " cannot read another rank's memory with process_vm_readv (not permitted "
+                      " cannot read or write another rank's memory with process_vm_readv/writev "
+                      "(not permitted "
                       "here: Yama's ptrace_scope, a seccomp filter, or a process that is not "
                       "dumpable); unset COHORT_SHM_SINGLE_COPY to copy through the segment"));
     }

@@ -11,12 +11,11 @@
 namespace cohort::detail::shm_backend {
 namespace {
 
-// Single copies: bytes all_reduce reduces between two rounds, and bytes
-// all_reduce and reduce_scatter read from a peer at a time (scratch that
-// stays in cache: one piece per peer).
-constexpr std::size_t kSingleCopyChunkBytes = std::size_t{4} << 20;
+// Bytes of each peer's buffer that all_reduce and reduce_scatter reduce at
+// a time: in single copies read into scratch that stays in cache (one piece
+// per peer; 64 KiB and 1 MiB were slower at 1-8 MiB, n = 2), in shared
+// memory read in place.
 constexpr std::size_t kSingleCopyPieceBytes = std::size_t{256} << 10;
-// Shared memory: bytes of each rank's buffer reduced and stored at a time.
 constexpr std::size_t kSharedPieceBytes = std::size_t{64} << 10;
 
 unsigned char* bytes_of(const Buffer& buffer, std::size_t element) {
@@ -130,6 +129,16 @@ class Published {
       group_.read_from(rank, to, where_[index] + offset, bytes, call_);
     }
   }
+  /// Copies `bytes` from `from` into `rank`'s buffer at `offset`: only
+  /// where the collective lets this rank write (all_reduce: its slice).
+  void write(int rank, std::size_t offset, const void* from, std::size_t bytes) const {
+    const auto index = static_cast<std::size_t>(rank);
+    if (!mapped_.empty()) {
+      copy(mapped_[index] + offset, from, bytes);
+    } else {
+      group_.write_to(rank, where_[index] + offset, from, bytes, call_);
+    }
+  }
   /// Whether the buffers are in shared memory (mapped() gives them).
   bool shared() const noexcept { return !mapped_.empty(); }
   /// `rank`'s buffer at `offset`, in this process; nullptr under single
@@ -176,12 +185,17 @@ std::optional<Published> publish(Group& group, const Tuning& tuning, Window Tuni
 // peer's at `offset` bytes into the buffer it published, a piece at a time:
 // in shared memory straight from the peer's buffer, in single copies each
 // peer's piece read into scratch that stays in cache. `out` may be `mine`.
+// After each piece, `reduced(first, count)` (elements from the start),
+// while the piece is still in cache.
+template <class Reduced>
 void reduce_from_peers(const Group& group, DataType type, ReduceOp op, void* out, const void* mine,
-                       const Published& peers, std::size_t offset, std::size_t count) {
+                       const Published& peers, std::size_t offset, std::size_t count,
+                       Reduced&& reduced) {
   const std::size_t element = size_of(type);
   const int n = group.size();
-  const std::size_t piece =
-      std::min(count, std::max<std::size_t>(1, kSingleCopyPieceBytes / element));
+  const std::size_t piece = std::min(
+      count, std::max<std::size_t>(
+                 1, (peers.shared() ? kSharedPieceBytes : kSingleCopyPieceBytes) / element));
   // Not zero-filled: every byte is read into before it is used.
   std::unique_ptr<unsigned char[]> scratch;
   if (!peers.shared())
@@ -203,34 +217,8 @@ void reduce_from_peers(const Group& group, DataType type, ReduceOp op, void* out
     }
     reduce_many(type, op, static_cast<unsigned char*>(out) + at * element, inputs.data(), n,
                 elements);
+    reduced(at, elements);
   }
-}
-
-// all_reduce in single copies (collectives.hpp), chunk by chunk. A rank
-// writes only its own buffer: its slice of a chunk, which peers read only
-// after the chunk's round, and the others' slices, which they read before it.
-void reduce_with_single_copies(Group& group, Buffer data, ReduceOp op, const Call& call) {
-  const std::size_t element = size_of(data.type);
-  const int n = group.size();
-  const int me = group.rank();
-  const Published peers = Published::by_address(group, data.data, call);
-  const std::size_t per_chunk = std::max<std::size_t>(1, kSingleCopyChunkBytes / element);
-  for (std::size_t first = 0; first < data.count; first += per_chunk) {
-    const std::size_t count = std::min(per_chunk, data.count - first);
-    const std::size_t begin = first + slice_begin(count, n, me);
-    const std::size_t end = first + slice_begin(count, n, me + 1);
-    reduce_from_peers(group, data.type, op, bytes_of(data, begin), bytes_of(data, begin), peers,
-                      begin * element, end - begin);
-    group.arrive();
-    group.wait_all(call);
-    for (int r = 0; r < n; ++r) {
-      if (r == me) continue;
-      const std::size_t from = first + slice_begin(count, n, r);
-      const std::size_t to = first + slice_begin(count, n, r + 1);
-      peers.read(r, bytes_of(data, from), from * element, (to - from) * element);
-    }
-  }
-  after_single_copies(group, call);
 }
 
 // The first element of slice `index` of `count` elements cut in `parts`,
@@ -241,47 +229,41 @@ std::size_t line_slice_begin(std::size_t count, std::size_t unit, int parts, int
   return std::min(count, slice_begin(count / unit, parts, index) * unit);
 }
 
-// all_reduce in shared memory (collectives.hpp): false, after the first
-// round, when not every rank's buffer is in one allocation.
-bool all_reduce_in_shared_memory(Group& group, Buffer data, ReduceOp op, const Call& call) {
-  const std::optional<Published> buffers =
-      Published::in_shared_memory(group, data.data, data.bytes(), call);
-  if (!buffers) return false;
+// all_reduce on buffers every rank published (collectives.hpp): this rank
+// reduces its slice of every buffer, cut on cache lines so that no two
+// ranks store into one line, into its own buffer, and writes each piece
+// into every peer's buffer while it is still in cache. Safe without locks:
+// only this rank writes its slice of any buffer, and every input was
+// complete before the round that published them. A last round waits until
+// every slice is written.
+void reduce_and_write_back(Group& group, Buffer data, ReduceOp op, const Published& buffers,
+                           const Call& call) {
   const int n = group.size();
   const int me = group.rank();
   const std::size_t element = size_of(data.type);
   const std::size_t unit = std::max<std::size_t>(1, 64 / element);
   const std::size_t begin = line_slice_begin(data.count, unit, n, me);
   const std::size_t end = line_slice_begin(data.count, unit, n, me + 1);
-  // A piece of every buffer and the result stay in cache between the
-  // reduction and the stores into the peers' buffers.
-  const std::size_t piece = std::max<std::size_t>(unit, kSharedPieceBytes / element);
-  std::vector<const void*> pieces(static_cast<std::size_t>(n));
-  for (std::size_t at = begin; at < end; at += piece) {
-    const std::size_t count = std::min(piece, end - at);
-    for (int r = 0; r < n; ++r)
-      pieces[static_cast<std::size_t>(r)] = buffers->mapped(r, at * element);
-    unsigned char* result = buffers->mapped(me, at * element);
-    reduce_many(data.type, op, result, pieces.data(), n, count);
-    for (int r = 0; r < n; ++r) {
-      if (r != me) std::memcpy(buffers->mapped(r, at * element), result, count * element);
-    }
-  }
-  group.arrive();
-  group.wait_all(call);
-  return true;
+  unsigned char* slice = bytes_of(data, begin);
+  reduce_from_peers(group, data.type, op, slice, slice, buffers, begin * element, end - begin,
+                    [&](std::size_t first, std::size_t count) {
+                      for (int r = 0; r < n; ++r) {
+                        if (r != me)
+                          buffers.write(r, (begin + first) * element, slice + first * element,
+                                        count * element);
+                      }
+                    });
+  after_single_copies(group, call);
 }
 
 }  // namespace
 
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
-  if (group.memory().any() && tuning.shared_memory.all_reduce.contains(data.bytes()) &&
-      all_reduce_in_shared_memory(group, data, op, call))
-    return;
+  if (const auto buffers = publish(group, tuning, &Tuning::Windows::all_reduce, data.bytes(),
+                                   data.data, data.bytes(), call))
+    return reduce_and_write_back(group, data, op, *buffers, call);
   if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
     reduce_in_one_round(group, data, op, true, 0, call);
-  } else if (in_single_copies(group, tuning.single_copies.all_reduce, data.bytes())) {
-    reduce_with_single_copies(group, data, op, call);
   } else {
     reduce_in_two_rounds(group, data, op, true, 0, call);
   }
@@ -414,7 +396,7 @@ void reduce_scatter(Group& group, const Tuning& tuning, Buffer input, Buffer out
     // Peer r reads slice r of this rank's input; this rank writes only its
     // output, which is slice `me` of its input when in place.
     reduce_from_peers(group, output.type, op, output.data, bytes_of(input, me * output.count),
-                      *peers, me * output.bytes(), output.count);
+                      *peers, me * output.bytes(), output.count, [](std::size_t, std::size_t) {});
     return after_single_copies(group, call);
   }
   exchange_rounds(

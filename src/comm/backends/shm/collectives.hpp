@@ -12,19 +12,18 @@
 //          every rank's reduced slice out (an all-gather). Each rank reads and
 //          writes its own data once more than the floor, and the chunks stay
 //          in cache.
-//   single copies: one round to say where each rank's data is; each
-//          rank reads its 1/n slice of every peer's data straight from the
-//          peer's memory (process_vm_readv, a piece at a time into scratch in
-//          cache) and reduces it into its own buffer; after a round, it reads
-//          every peer's reduced slice straight into place; a last round keeps
-//          every buffer still until its peers have read it.
-//   shared memory: when every rank's buffer is in one allocation that every
-//          rank maps (Group::memory, Communicator::allocate), at any size
-//          (Tuning::shared_memory):
-//          one round compares where the buffers are; each rank reduces its
-//          1/n slice of every rank's buffer, reading them in place, and
-//          stores the result into every rank's buffer; a last round waits
-//          until all are written. Otherwise, after that round, the above.
+//   single copies: one round to say where each rank's buffer is; each rank
+//          reduces its 1/n slice of every buffer, cut on cache lines, a
+//          piece at a time: it reads the peers' pieces straight from their
+//          memory into scratch in cache (process_vm_readv), reduces them with
+//          its own into its buffer, and writes the result straight into
+//          every peer's buffer (process_vm_writev) while it is still in
+//          cache; a last round waits until every slice is written.
+//   shared memory: the same, when every rank's buffer is in one allocation
+//          that every rank maps (Group::memory, Communicator::allocate), at
+//          any size (Tuning::shared_memory), with loads and stores instead
+//          of the kernel's copies. Otherwise, after the first round, the
+//          protocols above.
 // The other collectives are one round per chunk: copy in, arrive, copy out;
 // or in single copies, between a round that publishes where each rank's
 // buffer is and one that keeps them still until every peer has read them:

@@ -176,7 +176,41 @@ ssize_t read_process(long pid, void* to, std::uint64_t address, std::size_t byte
   return ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
 }
 
+ssize_t write_process(long pid, std::uint64_t address, const void* from,
+                      std::size_t bytes) noexcept {
+  iovec local{const_cast<void*>(from), bytes};
+  // NOLINTNEXTLINE(performance-no-int-to-ptr)
+  iovec remote{reinterpret_cast<void*>(address), bytes};
+  return ::process_vm_writev(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+}
+
 }  // namespace
+
+void Group::write_to(int rank, std::uint64_t address, const void* from, std::size_t bytes,
+                     const Call& call) {
+  if (!pidfds_[static_cast<std::size_t>(rank)].valid()) {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
+    std::memcpy(reinterpret_cast<void*>(address), from, bytes);
+    return;
+  }
+  const auto* out = static_cast<const unsigned char*>(from);
+  while (bytes > 0) {
+    if (ended(rank)) lose(rank, call);
+    const ssize_t put = write_process(peers_.pid(rank), address, out, bytes);
+    if (put <= 0) {
+      if (put < 0 && errno == EINTR) continue;
+      const int error = errno;
+      if (ended(rank) || (put < 0 && error == ESRCH)) lose(rank, call);
+      throw Error(cat(call.what, " on rank ", rank_, " of ", size_, ": writing ", bytes,
+                      " bytes into rank ", rank, peers_.describe(rank),
+                      " failed: ", put < 0 ? std::strerror(error) : "nothing written",
+                      "; COHORT_SHM_SINGLE_COPY=off copies through the segment instead"));
+    }
+    out += put;
+    address += static_cast<std::uint64_t>(put);
+    bytes -= static_cast<std::size_t>(put);
+  }
+}
 
 void Group::read_from(int rank, void* to, std::uint64_t address, std::size_t bytes,
                       const Call& call) {
@@ -218,15 +252,24 @@ std::vector<std::uint64_t> Group::exchange(std::uint64_t value, const Call& call
 
 int Group::probe_single_copy(const Call& call) {
   static const std::uint64_t kProbe = 0x636f686f72742121;  // "cohort!!"
-  const std::vector<std::uint64_t> where = exchange(reinterpret_cast<std::uint64_t>(&kProbe), call);
+  // Each rank reads every peer's probe and writes its word of every peer's
+  // board (a word per writer: no two write one word).
+  std::vector<std::uint64_t> board(static_cast<std::size_t>(size_), kProbe);
+  const std::vector<std::uint64_t> where =
+      exchange(reinterpret_cast<std::uint64_t>(board.data()), call);
   bool works = true;
   for (int r = 0; r < size_ && works; ++r) {
     if (r == rank_ || !pidfds_[static_cast<std::size_t>(r)].valid()) continue;
+    const std::uint64_t mine = where[static_cast<std::size_t>(r)] +
+                               static_cast<std::uint64_t>(rank_) * sizeof(std::uint64_t);
     std::uint64_t word = 0;
-    works = read_process(peers_.pid(r), &word, where[static_cast<std::size_t>(r)], sizeof word) ==
-                static_cast<ssize_t>(sizeof word) &&
-            word == kProbe;
+    works =
+        read_process(peers_.pid(r), &word, mine, sizeof word) ==
+            static_cast<ssize_t>(sizeof word) &&
+        word == kProbe &&
+        write_process(peers_.pid(r), mine, &word, sizeof word) == static_cast<ssize_t>(sizeof word);
   }
+  // The board stays until every rank is done with it.
   const std::vector<std::uint64_t> worked = exchange(works ? 1 : 0, call);
   const auto failed = std::find(worked.begin(), worked.end(), 0);
   single_copy_ = failed == worked.end();

@@ -91,12 +91,21 @@ class Group {
   /// rounds say so. Throws PeerLost when the peer's process has ended (its pid
   /// may name another process by then: the pidfd is checked after the copy).
   void read_from(int rank, void* to, std::uint64_t address, std::size_t bytes, const Call& call);
-  /// Whether read_from works between every two ranks of the group (every rank
-  /// learns the same answer: see probe_single_copy).
+  /// Copies `bytes` from `from` to `address` in `rank`'s memory, the other
+  /// way (process_vm_writev). Only into memory the peer published for this
+  /// rank to write, while the rounds say so. The peer's pidfd is checked
+  /// before each copy: a pid names another process only after the peer
+  /// ended and was reaped, and after the kernel handed out every other pid
+  /// (pid_max of them) since, which takes far longer than a copy.
+  void write_to(int rank, std::uint64_t address, const void* from, std::size_t bytes,
+                const Call& call);
+  /// Whether read_from and write_to work between every two ranks of the
+  /// group (every rank learns the same answer: see probe_single_copy).
   bool single_copy() const noexcept { return single_copy_; }
-  /// Collective, two rounds: every rank tries read_from on every peer, and
+  /// Collective, two rounds: every rank reads and writes a word of every peer, and
   /// the group agrees that single copies work only if they did everywhere.
-  /// Returns the first rank that could not read a peer's memory, -1 when none.
+  /// Returns the first rank that could not read or write a peer's memory, -1
+  /// when none.
   int probe_single_copy(const Call& call);
 
   /// Memory every rank of the group maps (Communicator::allocate), which
