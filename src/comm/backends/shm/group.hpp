@@ -95,8 +95,8 @@ class Group {
   /// way (process_vm_writev). Only into memory the peer published for this
   /// rank to write, while the rounds say so. The peer's pidfd is checked
   /// before each copy: a pid names another process only after the peer
-  /// ended and was reaped, and after the kernel handed out every other pid
-  /// (pid_max of them) since, which takes far longer than a copy.
+  /// ended and was reaped, and the kernel handed out every other free pid
+  /// since (in turn, up to pid_max), which takes far longer than a copy.
   void write_to(int rank, std::uint64_t address, const void* from, std::size_t bytes,
                 const Call& call);
   /// Whether read_from and write_to work between every two ranks of the
