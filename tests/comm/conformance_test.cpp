@@ -8,9 +8,12 @@
 // processes of a launcher that runs this binary once per rank).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -913,6 +916,46 @@ TEST(ConformanceShm, AllocateAsksEveryRankForTheSameSizeAndOutlivesTheGroup) {
   close_all(group);
   static_cast<char*>(memory[0].get())[4095] = 1;
   EXPECT_EQ(static_cast<char*>(memory[1].get())[0], 0);
+}
+
+// The name of this process's mapping that holds `address` ("" when none
+// does), from /proc/self/maps.
+std::string mapping_of(const void* address) {
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  for (std::string line; std::getline(maps, line);) {
+    std::uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%zx-%zx", &begin, &end) != 2 || at < begin || at >= end)
+      continue;
+    const std::size_t name = line.find('/');
+    return name == std::string::npos ? std::string("(anonymous)") : line.substr(name);
+  }
+  return "";
+}
+
+// hier hands out its host group's memory: on two hosts of two ranks each,
+// every rank's allocation is in the shm backend's memfd, which its host's
+// other rank maps too, so the steps inside each host work in place.
+TEST(ConformanceHier, AllocateGivesTheHostsSharedMemory) {
+  if (const std::string why = not_built_because("hier"); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = not_built_because("shm"); !why.empty()) GTEST_SKIP() << why;
+  std::vector<std::unique_ptr<Communicator>> group = thread_group("hier", 4, two_hosts);
+  std::vector<std::shared_ptr<void>> memory(4);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 4; ++rank) {
+    threads.emplace_back([&, rank] {
+      memory[static_cast<std::size_t>(rank)] =
+          group[static_cast<std::size_t>(rank)]->allocate(1 << 20);
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(mapping_of(memory[static_cast<std::size_t>(rank)].get()).find("memfd:cohort-shm"),
+              std::string::npos)
+        << "rank " << rank << ": " << mapping_of(memory[static_cast<std::size_t>(rank)].get());
+  }
+  close_all(group);
 }
 
 std::vector<std::tuple<std::string, int>> combinations() {

@@ -52,12 +52,18 @@ class HierBackend final : public Backend {
   std::string_view name() const noexcept override { return "hier"; }
   Duration default_timeout() const noexcept override { return timeout_; }
 
+  // Memory every rank of this host maps (shm's Communicator::allocate), so
+  // that the steps inside each host work on it in place.
+  std::shared_ptr<void> allocate(std::size_t bytes, Duration timeout) override {
+    return groups_.host->allocate(bytes, timeout);
+  }
+
   // With rails (every host runs L ranks): reduce-scatter inside each host
-  // (local rank i holds slice i of the host's sum), all-reduce of slice i
-  // across hosts by the local ranks i, every rail in parallel, all-gather
-  // inside each host. The last count % L elements, and every element when
-  // hosts differ in size, go the leaders' way: reduce to each host's
-  // leader, all-reduce across leaders, broadcast inside each host.
+  // (local rank i holds slice i of the host's sum, in place in its own
+  // buffer), all-reduce of slice i across hosts by the local ranks i, every
+  // rail in parallel, all-gather inside each host, in place. The last count % L elements, and every
+  // element when hosts differ in size, go the leaders' way: reduce to each host's leader,
+  // all-reduce across leaders, broadcast inside each host.
   void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
     const ReduceOp sum_or_op = inner_op(op);
     Buffer rest = data;
@@ -67,8 +73,9 @@ class HierBackend final : public Backend {
       if (slice > 0) {
         Buffer whole = data;
         whole.count = slice * local;
-        scratch_.resize(slice * size_of(data.type));
-        Buffer mine{scratch_.data(), slice, data.type};
+        Buffer mine{static_cast<unsigned char*>(data.data) +
+                        static_cast<std::size_t>(groups_.host->rank()) * slice * size_of(data.type),
+                    slice, data.type};
         groups_.host->reduce_scatter(whole, mine, sum_or_op, timeout);
         rail->all_reduce(mine, sum_or_op, timeout);
         groups_.host->all_gather(mine, whole, timeout);
