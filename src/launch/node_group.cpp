@@ -185,8 +185,8 @@ void NodeGroup::await_server_or_serve() {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start);
     probe.timeout = std::clamp(left, std::chrono::milliseconds{1}, kTurn);
     try {
-      StoreClient{probe};
-      return;  // someone serves it
+      const StoreClient reached(probe);  // connected: someone serves it
+      return;
     } catch (const Error& error) {
       const auto now = Clock::now();
       if (now >= deadline || now - start < probe.timeout / 2) throw unreachable_store(error);
