@@ -233,6 +233,20 @@ void with_count(int n, Body&& body) noexcept {
   with_count_in(n, body, std::make_integer_sequence<int, kFoldMost>{});
 }
 
+// f16/bf16 elements [first, count) one at a time, as the 8-wide folds
+// below do them (their tails).
+template <ReduceOp Op, class T>
+void fold_packed_from(T* out, const T* const* inputs, int n, std::size_t first,
+                      std::size_t count) noexcept {
+  for (std::size_t i = first; i < count; ++i) {
+    float value = inputs[0][i].to_float();
+    for (int r = 1; r < n; ++r)
+      value = combine<float, Op>(value, inputs[r][i].to_float());
+    if constexpr (Op == ReduceOp::avg) value /= static_cast<float>(n);
+    out[i] = T::from_float(value);
+  }
+}
+
 #if defined(__x86_64__)
 // f16 with F16C, any number of inputs: 8 elements at a time, accumulated in
 // a register in float, left to right, rounded once (the block's bits).
@@ -266,13 +280,7 @@ __attribute__((target("avx,f16c"))) void fold_half_f16c(Half* out, const Half* c
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                      _mm256_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < count; ++i) {
-    float value = inputs[0][i].to_float();
-    for (int r = 1; r < n; ++r)
-      value = combine<float, Op>(value, inputs[r][i].to_float());
-    if constexpr (Op == ReduceOp::avg) value /= static_cast<float>(n);
-    out[i] = Half::from_float(value);
-  }
+  fold_packed_from<Op>(out, inputs, n, i, count);
 }
 
 // bf16 with AVX2, any number of inputs, as fold_half_f16c: widened to float
@@ -312,13 +320,7 @@ __attribute__((target("avx2,f16c"))) void fold_bf16_avx2(BFloat16* out,
       value = _mm256_div_ps(value, _mm256_set1_ps(static_cast<float>(n)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), bf16s_of_floats(value));
   }
-  for (; i < count; ++i) {
-    float value = inputs[0][i].to_float();
-    for (int r = 1; r < n; ++r)
-      value = combine<float, Op>(value, inputs[r][i].to_float());
-    if constexpr (Op == ReduceOp::avg) value /= static_cast<float>(n);
-    out[i] = BFloat16::from_float(value);
-  }
+  fold_packed_from<Op>(out, inputs, n, i, count);
 }
 #endif
 

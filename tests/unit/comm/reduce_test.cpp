@@ -58,6 +58,21 @@ TEST(Reduce, HalfAndBFloat16ComputeInFloat) {
   EXPECT_EQ(c[0].to_float(), -1.5f);
 }
 
+// reduce_many of copies of `inputs`, into a separate buffer (`into` -1) or
+// into the copy of input `into`; returns what it wrote.
+template <class T>
+std::vector<T> reduced_many(ReduceOp op, const std::vector<std::vector<T>>& inputs, int into) {
+  std::vector<std::vector<T>> copies = inputs;
+  std::vector<const void*> pointers;
+  for (const auto& input : copies)
+    pointers.push_back(input.data());
+  const std::size_t count = inputs[0].size();
+  std::vector<T> separate(count);
+  T* out = into < 0 ? separate.data() : copies[static_cast<std::size_t>(into)].data();
+  reduce_many(data_type_of<T>(), op, out, pointers.data(), static_cast<int>(inputs.size()), count);
+  return std::vector<T>(out, out + count);
+}
+
 // reduce_many against a left fold element by element, for 1 to 20 inputs
 // (one pass up to 8, blocks of 512 beyond), into a separate buffer and into
 // each of first, middle and last input. Floats whose sum depends on the
@@ -87,14 +102,7 @@ void expect_left_fold(ReduceOp op) {
       }
       if (op == ReduceOp::avg) finish_average(data_type_of<T>(), expected.data(), count, n);
       for (const int into : {-1, 0, n / 2, n - 1}) {
-        std::vector<std::vector<T>> copies = inputs;
-        std::vector<const void*> pointers;
-        for (const auto& input : copies)
-          pointers.push_back(input.data());
-        std::vector<T> separate(count);
-        T* out = into < 0 ? separate.data() : copies[static_cast<std::size_t>(into)].data();
-        reduce_many(data_type_of<T>(), op, out, pointers.data(), n, count);
-        ASSERT_EQ(std::vector<T>(out, out + count), expected)
+        ASSERT_EQ(reduced_many(op, inputs, into), expected)
             << "op " << to_string(op) << ", " << n << " inputs of " << count << ", into " << into;
       }
     }
@@ -150,13 +158,7 @@ void expect_float_fold(ReduceOp op) {
         expected[i] = T::from_float(value);
       }
       for (const int into : {-1, n - 1}) {
-        std::vector<std::vector<T>> copies = inputs;
-        std::vector<const void*> pointers;
-        for (const auto& input : copies)
-          pointers.push_back(input.data());
-        std::vector<T> separate(count);
-        T* out = into < 0 ? separate.data() : copies[static_cast<std::size_t>(into)].data();
-        reduce_many(data_type_of<T>(), op, out, pointers.data(), n, count);
+        const std::vector<T> out = reduced_many(op, inputs, into);
         for (std::size_t i = 0; i < count; ++i) {
           ASSERT_EQ(out[i].bits, expected[i].bits)
               << "op " << to_string(op) << ", " << n << " inputs of " << count << ", element " << i

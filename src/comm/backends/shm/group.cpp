@@ -166,78 +166,63 @@ void Group::lose(int rank, const Call& call) {
 
 namespace {
 
-// One process_vm_readv of `bytes` at `address` in `pid`: bytes read, or -1
-// with errno.
-ssize_t read_process(long pid, void* to, std::uint64_t address, std::size_t bytes) noexcept {
-  iovec local{to, bytes};
+// One process_vm_readv (`write` false) or process_vm_writev of `bytes`
+// between `local` here and `address` in `pid`: bytes copied, or -1 with errno.
+ssize_t copy_with_process(long pid, void* local, std::uint64_t address, std::size_t bytes,
+                          bool write) noexcept {
+  iovec here{local, bytes};
   // An address in another process: a number here, never dereferenced.
   // NOLINTNEXTLINE(performance-no-int-to-ptr)
-  iovec remote{reinterpret_cast<void*>(address), bytes};
-  return ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
-}
-
-ssize_t write_process(long pid, std::uint64_t address, const void* from,
-                      std::size_t bytes) noexcept {
-  iovec local{const_cast<void*>(from), bytes};
-  // NOLINTNEXTLINE(performance-no-int-to-ptr)
-  iovec remote{reinterpret_cast<void*>(address), bytes};
-  return ::process_vm_writev(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+  iovec there{reinterpret_cast<void*>(address), bytes};
+  const auto target = static_cast<pid_t>(pid);
+  return write ? ::process_vm_writev(target, &here, 1, &there, 1, 0)
+               : ::process_vm_readv(target, &here, 1, &there, 1, 0);
 }
 
 }  // namespace
 
-void Group::write_to(int rank, std::uint64_t address, const void* from, std::size_t bytes,
-                     const Call& call) {
-  if (!pidfds_[static_cast<std::size_t>(rank)].valid()) {
-    // NOLINTNEXTLINE(performance-no-int-to-ptr)
-    std::memcpy(reinterpret_cast<void*>(address), from, bytes);
-    return;
-  }
-  const auto* out = static_cast<const unsigned char*>(from);
-  while (bytes > 0) {
-    if (ended(rank)) lose(rank, call);
-    const ssize_t put = write_process(peers_.pid(rank), address, out, bytes);
-    if (put <= 0) {
-      if (put < 0 && errno == EINTR) continue;
-      const int error = errno;
-      if (ended(rank) || (put < 0 && error == ESRCH)) lose(rank, call);
-      throw Error(cat(call.what, " on rank ", rank_, " of ", size_, ": writing ", bytes,
-                      " bytes into rank ", rank, peers_.describe(rank),
-                      " failed: ", put < 0 ? std::strerror(error) : "nothing written",
-                      "; COHORT_SHM_SINGLE_COPY=off copies through the segment instead"));
-    }
-    out += put;
-    address += static_cast<std::uint64_t>(put);
-    bytes -= static_cast<std::size_t>(put);
-  }
-}
-
-void Group::read_from(int rank, void* to, std::uint64_t address, std::size_t bytes,
+void Group::copy_with(int rank, void* local, std::uint64_t address, std::size_t bytes, bool write,
                       const Call& call) {
   if (!pidfds_[static_cast<std::size_t>(rank)].valid()) {
     // A thread of this process: the address is this process's own.
     // NOLINTNEXTLINE(performance-no-int-to-ptr)
-    std::memcpy(to, reinterpret_cast<const void*>(address), bytes);
+    auto* there = reinterpret_cast<void*>(address);
+    std::memcpy(write ? there : local, write ? local : there, bytes);
     return;
   }
-  auto* into = static_cast<unsigned char*>(to);
+  auto* here = static_cast<unsigned char*>(local);
   while (bytes > 0) {
-    const ssize_t got = read_process(peers_.pid(rank), into, address, bytes);
-    if (got <= 0) {
-      if (got < 0 && errno == EINTR) continue;
+    // Before a write, not only after: a pid that no longer names the peer
+    // must not be written to.
+    if (write && ended(rank)) lose(rank, call);
+    const ssize_t copied = copy_with_process(peers_.pid(rank), here, address, bytes, write);
+    if (copied <= 0) {
+      if (copied < 0 && errno == EINTR) continue;
       const int error = errno;
-      if (ended(rank) || (got < 0 && error == ESRCH)) lose(rank, call);
-      throw Error(cat(call.what, " on rank ", rank_, " of ", size_, ": reading ", bytes,
-                      " bytes of rank ", rank, peers_.describe(rank),
-                      " failed: ", got < 0 ? std::strerror(error) : "nothing read",
+      if (ended(rank) || (copied < 0 && error == ESRCH)) lose(rank, call);
+      throw Error(cat(call.what, " on rank ", rank_, " of ", size_, ": ",
+                      write ? "writing " : "reading ", bytes,
+                      write ? " bytes into rank " : " bytes of rank ", rank, peers_.describe(rank),
+                      " failed: ", copied < 0 ? std::strerror(error) : "nothing copied",
                       "; COHORT_SHM_SINGLE_COPY=off copies through the segment instead"));
     }
-    into += got;
-    address += static_cast<std::uint64_t>(got);
-    bytes -= static_cast<std::size_t>(got);
+    here += copied;
+    address += static_cast<std::uint64_t>(copied);
+    bytes -= static_cast<std::size_t>(copied);
   }
-  // The pid named the peer during the copy only if the peer still lives.
-  if (ended(rank)) lose(rank, call);
+  // A read came from the peer only if the peer still lives.
+  if (!write && ended(rank)) lose(rank, call);
+}
+
+void Group::read_from(int rank, void* to, std::uint64_t address, std::size_t bytes,
+                      const Call& call) {
+  copy_with(rank, to, address, bytes, false, call);
+}
+
+void Group::write_to(int rank, std::uint64_t address, const void* from, std::size_t bytes,
+                     const Call& call) {
+  // Only read from: process_vm_writev's local iovec is not const.
+  copy_with(rank, const_cast<void*>(from), address, bytes, true, call);
 }
 
 std::vector<std::uint64_t> Group::exchange(std::uint64_t value, const Call& call) {
@@ -263,11 +248,11 @@ int Group::probe_single_copy(const Call& call) {
     const std::uint64_t mine = where[static_cast<std::size_t>(r)] +
                                static_cast<std::uint64_t>(rank_) * sizeof(std::uint64_t);
     std::uint64_t word = 0;
-    works =
-        read_process(peers_.pid(r), &word, mine, sizeof word) ==
-            static_cast<ssize_t>(sizeof word) &&
-        word == kProbe &&
-        write_process(peers_.pid(r), mine, &word, sizeof word) == static_cast<ssize_t>(sizeof word);
+    const auto copied = [&](bool write) {
+      return copy_with_process(peers_.pid(r), &word, mine, sizeof word, write) ==
+             static_cast<ssize_t>(sizeof word);
+    };
+    works = copied(false) && word == kProbe && copied(true);
   }
   // The board stays until every rank is done with it.
   const std::vector<std::uint64_t> worked = exchange(works ? 1 : 0, call);

@@ -117,6 +117,9 @@ class Group {
   struct Channel;
 
  private:
+  // read_from (`write` false) and write_to.
+  void copy_with(int rank, void* local, std::uint64_t address, std::size_t bytes, bool write,
+                 const Call& call);
   unsigned char* slot_at(int rank, std::uint32_t set) noexcept {
     return slots_ +
            (set * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank)) * slot_bytes_;
