@@ -359,7 +359,6 @@ void fold_bf16(BFloat16* out, const BFloat16* const* inputs, std::size_t count) 
 // one over the elements vectorizes (three times faster than a block
 // accumulated one input at a time, at n = 4 in cache). `divisor`: avg's n,
 // 0 for none.
-
 template <class T, ReduceOp Op, int N>
 void fold(T* out, const T* const* inputs, std::size_t count, int divisor) noexcept {
   const T* in[N];

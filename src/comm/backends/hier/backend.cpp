@@ -61,9 +61,10 @@ class HierBackend final : public Backend {
   // With rails (every host runs L ranks): reduce-scatter inside each host
   // (local rank i holds slice i of the host's sum, in place in its own
   // buffer), all-reduce of slice i across hosts by the local ranks i, every
-  // rail in parallel, all-gather inside each host, in place. The last count % L elements, and every
-  // element when hosts differ in size, go the leaders' way: reduce to each host's leader,
-  // all-reduce across leaders, broadcast inside each host.
+  // rail in parallel, all-gather inside each host, in place. The last
+  // count % L elements, and every element when hosts differ in size, go the
+  // leaders' way: reduce to each host's leader, all-reduce across leaders,
+  // broadcast inside each host.
   void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
     const ReduceOp sum_or_op = inner_op(op);
     Buffer rest = data;
