@@ -112,28 +112,6 @@ void with_element_type(DataType type, Body&& body) noexcept {
 constexpr std::size_t kBlock = 512;
 
 #if defined(__x86_64__)
-__attribute__((target("avx,f16c"))) void half_to_float_f16c(const Half* in, float* out,
-                                                            std::size_t count) noexcept {
-  std::size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(halves));
-  }
-  for (; i < count; ++i)
-    out[i] = in[i].to_float();
-}
-
-__attribute__((target("avx,f16c"))) void float_to_half_f16c(const float* in, Half* out,
-                                                            std::size_t count) noexcept {
-  std::size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m128i halves = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), halves);
-  }
-  for (; i < count; ++i)
-    out[i] = Half::from_float(in[i]);
-}
-
 // CPUID's AVX and F16C bits, and the OS saving the AVX registers (XGETBV).
 bool has_f16c() noexcept {
   static const bool kHas = [] {
@@ -155,44 +133,43 @@ bool has_avx2() noexcept {
   }();
   return kHas;
 }
-#else
-bool has_f16c() noexcept {
-  return false;
-}
-void half_to_float_f16c(const Half*, float*, std::size_t) noexcept {}
-void float_to_half_f16c(const float*, Half*, std::size_t) noexcept {}
 #endif
 
-// f16/bf16 to float and back.
+float float_of_bf16(BFloat16 value) noexcept {
+  const std::uint32_t bits = static_cast<std::uint32_t>(value.bits) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
+}
+
+// BFloat16::from_float without branches: round to nearest even, NaN stays NaN.
+BFloat16 bf16_of_float(float value) noexcept {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  return {static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded)};
+}
+
+// f16/bf16 to float and back, without F16C (fold_half_f16c has it).
 template <class T>
 void load_block(const T* in, float* out, std::size_t count) noexcept {
-  if constexpr (std::is_same_v<T, Half>) {
-    if (has_f16c()) return half_to_float_f16c(in, out, count);
-    for (std::size_t i = 0; i < count; ++i)
+  for (std::size_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<T, Half>) {
       out[i] = in[i].to_float();
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::uint32_t bits = static_cast<std::uint32_t>(in[i].bits) << 16;
-      std::memcpy(&out[i], &bits, sizeof(float));
+    } else {
+      out[i] = float_of_bf16(in[i]);
     }
   }
 }
 
 template <class T>
 void store_block(const float* in, T* out, std::size_t count) noexcept {
-  if constexpr (std::is_same_v<T, Half>) {
-    if (has_f16c()) return float_to_half_f16c(in, out, count);
-    for (std::size_t i = 0; i < count; ++i)
+  for (std::size_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<T, Half>) {
       out[i] = Half::from_float(in[i]);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    // BFloat16::from_float without branches: round to nearest even, NaN stays NaN.
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint32_t bits;
-      std::memcpy(&bits, &in[i], sizeof(bits));
-      const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-      const std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
-      out[i].bits =
-          static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+    } else {
+      out[i] = bf16_of_float(in[i]);
     }
   }
 }
@@ -323,22 +300,6 @@ __attribute__((target("avx2,f16c"))) void fold_bf16_avx2(BFloat16* out,
   fold_packed_from<Op>(out, inputs, n, i, count);
 }
 #endif
-
-float float_of_bf16(BFloat16 value) noexcept {
-  const std::uint32_t bits = static_cast<std::uint32_t>(value.bits) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof result);
-  return result;
-}
-
-// BFloat16::from_float without branches: round to nearest even, NaN stays NaN.
-BFloat16 bf16_of_float(float value) noexcept {
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
-  return {static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded)};
-}
 
 // bf16, N inputs: one pass, converted in registers.
 template <ReduceOp Op, int N>

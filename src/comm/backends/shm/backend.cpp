@@ -41,6 +41,7 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // through slots that stay in cache, and ranks that wait for a core pay for
 // every extra round.
 constexpr std::size_t kMiB = kKiB * kKiB;
+constexpr Window kAlways{0, SIZE_MAX};
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_reduce = {32 * kKiB, SIZE_MAX},
     .broadcast = {64 * kKiB, 512 * kKiB},
@@ -57,7 +58,6 @@ constexpr Tuning::Windows kSingleCopiesOversubscribed{
     .reduce_scatter = {},
     .all_to_all = {64 * kKiB, SIZE_MAX},
 };
-constexpr Window kAlways{0, SIZE_MAX};
 // Buffers in shared memory (Communicator::allocate): where they were faster
 // than the protocols above in one job (docs/communicator.md, "Buffers in
 // shared memory"). Below these sizes the round that compares places and the
@@ -67,10 +67,10 @@ constexpr Window kAlways{0, SIZE_MAX};
 constexpr Tuning::Windows kSharedMemoryWithACorePerRank{
     .all_reduce = kAlways,
     .broadcast = {8 * kKiB, SIZE_MAX},
-    .gather = {0, SIZE_MAX},
+    .gather = kAlways,
     .scatter = {8 * kKiB, SIZE_MAX},
     .reduce_scatter = {8 * kKiB, SIZE_MAX},
-    .all_to_all = {0, SIZE_MAX},
+    .all_to_all = kAlways,
 };
 constexpr Tuning::Windows kSharedMemoryOversubscribed{
     .all_reduce = kAlways,

@@ -92,9 +92,9 @@ void reduce_in_one_round(Group& group, Buffer data, ReduceOp op, bool everyone, 
 // in one round, and how a peer reaches it: with loads and stores, when every
 // rank's buffer is in one allocation that every rank maps (shared memory:
 // Communicator::allocate), or in one copy by the kernel (single copies:
-// Group::read_from, Group::write_to). A last round
-// (after_single_copies) keeps every buffer still until its peers are done
-// with it (all_reduce: have written their slices into it).
+// Group::read_from, Group::write_to). A last round (after_single_copies)
+// keeps every buffer still until its peers are done with it (all_reduce:
+// have written their slices into it).
 class Published {
  public:
   /// nullopt, after the round, unless every rank's [data, data + bytes) is
