@@ -10,7 +10,11 @@
 #
 # JOBS sets build parallelism (default 2, this project's CI machine).
 # WERROR=ON makes compiler warnings errors (.ci/run sets it; a user's build
-# never needs it).
+# never needs it). STRICT=ON (.ci/run sets it too) makes every optional part
+# required at configure and fails `make test` when any test was skipped, but
+# those in tests/needs-hardware; without it skips are summed up in one line.
+# CTEST_ARGS narrows or changes the ctest run (e.g. CTEST_ARGS='-L unit').
+# ccache, when installed (scripts/install-deps installs it), caches compiles.
 
 JOBS ?= 2
 # Seconds per fuzz harness: `make fuzz` (a real campaign) and the short run
@@ -21,6 +25,10 @@ SANITIZE ?=
 PREFIX ?= /usr/local
 CMAKE_ARGS ?=
 WERROR ?=
+STRICT ?=
+CTEST_ARGS ?=
+CCACHE ?= $(shell command -v ccache 2>/dev/null)
+strict := $(filter ON on 1 YES yes TRUE true,$(STRICT))
 
 ifeq ($(strip $(SANITIZE)),)
 BUILD_DIR ?= build
@@ -44,7 +52,8 @@ deps-build deps-demo deps-test deps-package: deps-%:
 # package was installed since (make demo, then make test) is turned on.
 configure:
 	cmake -S . -B $(BUILD_DIR) -G "$(GENERATOR)" -DCOHORT_SANITIZE="$(SANITIZE)" \
-	  $(if $(WERROR),-DCOHORT_WERROR=$(WERROR)) $(CMAKE_ARGS)
+	  $(if $(WERROR),-DCOHORT_WERROR=$(WERROR)) -DCOHORT_REQUIRE_ALL_PARTS=$(if $(strict),ON,OFF) \
+	  $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -55,13 +64,20 @@ demo: deps-demo
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target cohort_cli hello reduction
 	scripts/demo $(BUILD_DIR)
 
+# ctest's verdict and then what was skipped (tests/tools/skip-report): one
+# line on a user's machine, a failure with the list under STRICT=ON.
 test: deps-test
 	$(MAKE) build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
-	JOBS=$(JOBS) scripts/fuzz $(TEST_FUZZ_SECONDS)
+	status=0; \
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) \
+	  --output-junit $(abspath $(BUILD_DIR))/test-results.xml $(CTEST_ARGS) || status=$$?; \
+	tests/tools/skip-report $(BUILD_DIR)/test-results.xml $(if $(strict),--strict) \
+	  --list $(BUILD_DIR)/skipped-tests.txt || status=1; \
+	exit $$status
+	JOBS=$(JOBS) CCACHE=$(CCACHE) STRICT=$(strict) scripts/fuzz $(TEST_FUZZ_SECONDS)
 
 fuzz: deps-test
-	JOBS=$(JOBS) scripts/fuzz $(FUZZ_SECONDS)
+	JOBS=$(JOBS) CCACHE=$(CCACHE) scripts/fuzz $(FUZZ_SECONDS)
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
