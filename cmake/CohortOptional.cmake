@@ -81,6 +81,26 @@ function(cohort_optional name found package description)
       PARENT_SCOPE)
 endfunction()
 
+# cohort_probe_gloo(<found-var> <why-var>): Gloo's CMake package
+# (libgloo-dev), and its headers where its target says they are. A macro: the
+# imported target `gloo` must reach src/comm.
+macro(cohort_probe_gloo found_var why_var)
+  set(${found_var} OFF)
+  set(${why_var} "")
+  find_package(Gloo CONFIG QUIET)
+  if(Gloo_FOUND)
+    get_target_property(_cohort_gloo_includes gloo INTERFACE_INCLUDE_DIRECTORIES)
+    find_file(_cohort_gloo_header gloo/config.h PATHS ${_cohort_gloo_includes} NO_DEFAULT_PATH
+              NO_CACHE)
+    if(_cohort_gloo_header)
+      set(${found_var} ON)
+    else()
+      set(${why_var} "GlooConfig.cmake is in ${Gloo_DIR} but <gloo/config.h> is not in "
+                     "${_cohort_gloo_includes} (half-installed)")
+    endif()
+  endif()
+endmacro()
+
 # cohort_probe_mpi(<found-var> <why-var>): Open MPI's (or MPICH's) C++ API.
 # FindMPI is only asked once the wrapper compiler can preprocess <mpi.h>:
 # with openmpi-bin but not libopenmpi-dev, `mpicxx` exists and FindMPI's own
