@@ -60,8 +60,10 @@ function(cohort_optional name found package description)
                         "-DCOHORT_WITH_${name}=OFF")
   elseif(wanted STREQUAL "AUTO")
     set(wanted ${found})
-    if(NOT found)
+    if(NOT found AND why MATCHES "not installed")
       message(STATUS "cohort: ${part} left out: ${why} (scripts/install-deps test installs it)")
+    elseif(NOT found)
+      message(STATUS "cohort: ${part} left out: ${why}")
     endif()
   elseif(wanted AND NOT found)
     message(FATAL_ERROR "COHORT_WITH_${name}=${COHORT_WITH_${name}} but ${why}: install "
@@ -95,8 +97,8 @@ macro(cohort_probe_gloo found_var why_var)
     if(_cohort_gloo_header)
       set(${found_var} ON)
     else()
-      set(${why_var} "GlooConfig.cmake is in ${Gloo_DIR} but <gloo/config.h> is not in "
-                     "${_cohort_gloo_includes} (half-installed)")
+      string(CONCAT ${why_var} "GlooConfig.cmake is in ${Gloo_DIR} but <gloo/config.h> is not "
+                    "in its include directories (half-installed)")
     endif()
   endif()
 endmacro()
@@ -127,8 +129,8 @@ function(cohort_probe_mpi found_var why_var)
   execute_process(COMMAND "${wrapper}" -E "${probe}" RESULT_VARIABLE status
                   OUTPUT_QUIET ERROR_VARIABLE error)
   if(NOT status EQUAL 0)
-    set(${why_var} "${wrapper} cannot find <mpi.h> (MPI's headers): libopenmpi-dev is not "
-                   "installed" PARENT_SCOPE)
+    set(${why_var} "${wrapper} cannot find <mpi.h>: libopenmpi-dev is not installed"
+        PARENT_SCOPE)
     return()
   endif()
   set(MPI_CXX_SKIP_MPICXX ON)  # MPI's C API from C++; not the deprecated C++ bindings
@@ -203,10 +205,10 @@ macro(cohort_probe_torch found_var why_var)
         if(_cohort_probe_error MATCHES "Could not find a package configuration file")
           set(${why_var} "libtorch-dev is not installed")
         else()
-          string(REGEX REPLACE "[ \n\t]+" " " _cohort_probe_error "${_cohort_probe_error}")
+          string(REGEX REPLACE "[ \n\t;]+" " " _cohort_probe_error "${_cohort_probe_error}")
           string(SUBSTRING "${_cohort_probe_error}" 0 300 _cohort_probe_error)
-          set(${why_var} "LibTorch's CMake package failed (${_cohort_probe_error}...): "
-                         "reinstall libtorch-dev")
+          string(CONCAT ${why_var} "LibTorch's CMake package failed (${_cohort_probe_error}...): "
+                        "reinstall libtorch-dev")
         endif()
       endif()
     endif()
@@ -217,8 +219,8 @@ macro(cohort_probe_torch found_var why_var)
       elseif(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 15)
         # c10::IValue is incomplete inside std::vector there: LibTorch 1.13's
         # headers do not compile as C++20 with clang 14's libstdc++ checks.
-        set(${why_var} "clang ${CMAKE_CXX_COMPILER_VERSION} cannot compile LibTorch's headers "
-                       "as C++20 (build with g++ for cohort::torch)")
+        string(CONCAT ${why_var} "clang ${CMAKE_CXX_COMPILER_VERSION} cannot compile LibTorch's "
+                      "headers as C++20 (build with g++ for cohort::torch)")
       else()
         set(${found_var} ON)
       endif()
