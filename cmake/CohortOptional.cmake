@@ -127,7 +127,7 @@ function(cohort_probe_mpi found_var why_var)
   set(probe "${PROJECT_BINARY_DIR}/CMakeFiles/cohort_mpi_probe.cpp")
   file(WRITE "${probe}" "#include <mpi.h>\n")
   execute_process(COMMAND "${wrapper}" -E "${probe}" RESULT_VARIABLE status
-                  OUTPUT_QUIET ERROR_VARIABLE error)
+                  OUTPUT_QUIET ERROR_QUIET)
   if(NOT status EQUAL 0)
     set(${why_var} "${wrapper} cannot find <mpi.h>: libopenmpi-dev is not installed"
         PARENT_SCOPE)
