@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,16 +88,22 @@ class StoreServer {
     /// Connections in their handshake at once; more wait in the kernel's
     /// backlog until one finishes or times out.
     std::size_t max_pending_handshakes = 512;
-    /// Also serve PyTorch's TCPStore protocol (PyTorch 1.13's; see
-    /// docs/store-protocol.md) on a second port: -1 none, 0 any free port.
-    /// PyTorch's clients present no token, so their keys live apart, under
-    /// "torch:", where they can neither read nor change cohort's own.
+    /// Also serve PyTorch's TCPStore protocol (1.13's, and 2.1-and-later's,
+    /// told apart by a connection's first bytes; see docs/store-protocol.md)
+    /// on a second port: -1 none, 0 any free port. PyTorch's clients present
+    /// no token, so their keys live apart, under "torch:", where they can
+    /// neither read nor change cohort's own.
     int torch_port = -1;
     std::string torch_host;  ///< where that port listens; "" = `host`
     /// PyTorch clients on other hosts may use that port (their protocol has
     /// no secret; a job on several hosts needs it). Local ones must always
     /// be this process's user.
     bool torch_remote = false;
+    /// Called once, on the server's thread, when a PyTorch client sends a
+    /// request this server cannot serve (a query it does not know): that
+    /// client can never rendezvous. The text names the client, the query and
+    /// what to do. It must not call back into this server.
+    std::function<void(const std::string&)> on_unservable;
   };
 
   /// Binds, then serves until destroyed. Throws cohort::Error naming

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <climits>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -56,6 +57,8 @@ constexpr std::uint64_t kWakeId = 1;
 constexpr std::uint64_t kTorchListenerId = 2;
 // Every key a PyTorch TCPStore client names is stored under this prefix.
 constexpr std::string_view kTorchPrefix = "torch:";
+// CANCEL_WAIT's query byte (PyTorch 2.x): taken even while a WAIT is parked.
+constexpr char kCancelWaitByte = 12;
 // Out of descriptors: how long the listeners rest before accepting again.
 constexpr std::chrono::milliseconds kAcceptPause{100};
 
@@ -111,6 +114,8 @@ struct Parked {
   std::size_t cursor = 0;                    // keys before it were set when last scanned
   std::uint64_t deletions = 0;               // the server's deletions when the scan began
   std::optional<std::string> indexed_under;  // the key whose waiter set holds this connection
+  std::int64_t at_least = 0;  // a BARRIER: set when the count at keys[0] reaches this
+  bool queues_count = false;  // a PyTorch WAIT: a non-empty queue counts as a set key
   std::optional<DeadlineIndex::iterator> deadline;
 };
 
@@ -120,10 +125,10 @@ struct Connection {
   std::string in;   // bytes received, not yet handled
   std::string out;  // bytes to send
   bool authenticated = false;
-  bool remote = false;        // the peer is not on this host
-  bool torch = false;         // a PyTorch TCPStore client (second port)
-  bool seen_request = false;  // torch: its first request was checked for VALIDATE
-  bool closing = false;       // close once `out` is sent
+  bool remote = false;                         // the peer is not on this host
+  bool torch = false;                          // a PyTorch TCPStore client (second port)
+  std::optional<torch_wire::Dialect> dialect;  // torch: known from its first bytes
+  bool closing = false;                        // close once `out` is sent
   bool want_write = false;
   bool eof = false;  // the peer sent end-of-file
   std::optional<DeadlineIndex::iterator> handshake_deadline;
@@ -158,8 +163,9 @@ struct StoreServer::Impl {
 
   std::unordered_map<std::uint64_t, Connection> connections;
   std::uint64_t next_id = 3;
-  bool told_newer_torch = false;  // say it once per server, not per connection
+  bool told_unservable = false;  // Options::on_unservable is called once
   StringMap<std::string> data;
+  StringMap<std::deque<std::string>> queues;  // PyTorch's QUEUE_PUSH/POP, apart from `data`
   StringMap<std::unordered_set<std::uint64_t>> waiters;  // key -> parked ids
   DeadlineIndex deadlines;                               // parked requests
   DeadlineIndex handshake_deadlines;                     // connections still in their handshake
@@ -474,8 +480,9 @@ struct StoreServer::Impl {
     const std::string_view credential = reader.bytes();
     reader.expect_end();
     if (!equal_in_constant_time(token, options.token)) {
-      return refuse(connection,
-                    "wrong job token (COHORT_JOB_TOKEN): the client belongs to another job");
+      return refuse(connection, cat(wire::kWrongToken,
+                                    " (COHORT_JOB_TOKEN): the client belongs to another job, or "
+                                    "another user's"));
     }
     if (connection.remote && !options.token_is_secret) {
       // The token is no secret here: a peer on another host proves with
@@ -621,29 +628,31 @@ struct StoreServer::Impl {
                        [this](const std::string& key) { return data.count(key) != 0; });
   }
 
-  // PyTorch TCPStore requests (torch_wire.hpp), answered as PyTorch 1.13's
-  // own server does, on keys under kTorchPrefix. They have no timeouts of
-  // their own: a client gives up by itself and closes its connection.
+  // PyTorch TCPStore requests (torch_wire.hpp), answered as PyTorch's own
+  // server does, on keys under kTorchPrefix. Its waits have no timeouts on
+  // the server: a client gives up by itself, then sends CANCEL_WAIT (2.x),
+  // which is the one request taken while a connection is parked.
   // Returns false when the connection was closed.
   bool handle_torch_requests(std::uint64_t id, Connection& connection) {
     std::size_t used = 0;
-    while (!connection.parked.active && !connection.closing) {
+    while (!connection.closing) {
       const std::string_view pending = std::string_view(connection.in).substr(used);
       if (pending.empty()) break;
-      if (!connection.seen_request) {
+      if (!connection.dialect) {
         if (pending.size() < 5 && pending[0] == 0) break;  // VALIDATE, or not yet known
-        connection.seen_request = true;
-        if (torch_wire::opens_like_newer_client(pending)) {
-          refuse_newer_torch(id, connection);
-          return false;
-        }
+        connection.dialect = torch_wire::opens_like_newer_client(pending) ? torch_wire::Dialect::v2
+                                                                          : torch_wire::Dialect::v1;
+      }
+      if (connection.parked.active &&
+          !(connection.dialect == torch_wire::Dialect::v2 && pending[0] == kCancelWaitByte)) {
+        break;
       }
       std::size_t size = 0;
       std::optional<torch_wire::Request> request;
       try {
-        request = torch_wire::parse(pending, options.max_frame_bytes, &size);
+        request = torch_wire::parse(pending, *connection.dialect, options.max_frame_bytes, &size);
       } catch (const torch_wire::Unsupported& error) {
-        drop(id, connection, cat("PyTorch TCPStore client sent ", error.what()));
+        unservable(id, connection, error.what());
         return false;
       }
       if (!request) break;
@@ -655,99 +664,200 @@ struct StoreServer::Impl {
     return true;
   }
 
-  void refuse_newer_torch(std::uint64_t id, Connection& connection) {
-    if (!told_newer_torch) {
-      told_newer_torch = true;
-      detail::log(LogLevel::error, "store",
-                  cat("a PyTorch 2.1 or later TCPStore client (it opened with VALIDATE) "
-                      "connected to MASTER_PORT ",
-                      torch_listener.port, " from ", connection.peer,
-                      "; cohort serves PyTorch 1.13's TCPStore protocol only: run cohort run with "
-                      "--no-agent-store (rank 0 then serves PyTorch's own store)"));
-    }
+  // A PyTorch client sent what this store cannot serve: it can never
+  // rendezvous, so whoever runs the job is told (once) and can end it now
+  // rather than when the client's own timeout passes.
+  void unservable(std::uint64_t id, Connection& connection, const std::string& what) {
+    const std::string why =
+        cat("a PyTorch TCPStore client at ", connection.peer, " (",
+            connection.dialect == torch_wire::Dialect::v2 ? "PyTorch 2.1 or later"
+                                                          : "PyTorch 1.13 or earlier",
+            ") sent ", what);
+    if (told_unservable || !options.on_unservable) return drop(id, connection, why);
+    told_unservable = true;
     close_connection(id);
+    options.on_unservable(why);  // whoever runs the job says it, in its report
+  }
+
+  bool is_set(std::string_view key) const {
+    if (data.find(key) != data.end()) return true;
+    const auto queue = queues.find(key);
+    return queue != queues.end() && !queue->second.empty();
   }
 
   // Returns false when the connection was closed.
   bool execute_torch(std::uint64_t id, Connection& connection, const torch_wire::Request& request) {
     using torch_wire::Query;
+    const bool v2 = connection.dialect == torch_wire::Dialect::v2;
     std::vector<std::string> keys;
     keys.reserve(request.keys.size());
     for (const std::string& key : request.keys)
       keys.push_back(cat(kTorchPrefix, key));
+    std::string& out = connection.out;
     switch (request.query) {
+      case Query::validate:
+        if (request.word != torch_wire::kValidateMagic) {
+          drop(id, connection,
+               cat("PyTorch TCPStore client sent VALIDATE with ", request.word,
+                   " in place of PyTorch's number"));
+          return false;
+        }
+        break;
+      case Query::ping:  // the client checks that its nonce comes back
+        out += torch_wire::u32_reply(request.word);
+        break;
       case Query::set:
         data[keys[0]] = request.value;
         notify(keys[0]);
         break;
-      case Query::compare_set: {
-        auto it = data.find(keys[0]);
-        if (it == data.end()) {
-          // PyTorch 1.13 answers `expected` for a missing key unless it is
-          // empty (then it sets the key): its clients rely on that.
-          if (request.expected.empty()) {
-            data[keys[0]] = request.value;
-            notify(keys[0]);
-            connection.out += torch_wire::bytes_reply(request.value);
-          } else {
-            connection.out += torch_wire::bytes_reply(request.expected);
-          }
-        } else {
-          if (it->second == request.expected) {
-            it->second = request.value;
-            notify(keys[0]);
-          }
-          connection.out += torch_wire::bytes_reply(data[keys[0]]);
+      case Query::multi_set:
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+          data[keys[i]] = request.values[i];
+          notify(keys[i]);
         }
         break;
-      }
+      case Query::append:
+        data[keys[0]] += request.value;
+        notify(keys[0]);
+        break;
+      case Query::compare_set:
+        out += torch_wire::bytes_reply(compare_set(keys[0], request.expected, request.value));
+        break;
       case Query::get: {
         auto it = data.find(keys[0]);
-        if (it == data.end()) {
+        if (it == data.end() && !v2) {
           drop(id, connection,
                cat("PyTorch TCPStore client asked for key '", request.keys[0],
                    "', which is not set (its client always waits for a key first)"));
           return false;
         }
-        connection.out += torch_wire::bytes_reply(it->second);
+        // 2.x's libuv server answers nothing for a missing key, as here.
+        out += torch_wire::bytes_reply(it == data.end() ? std::string_view() : it->second);
         break;
       }
+      case Query::multi_get:  // the client waits for the keys first
+        for (const std::string& key : keys) {
+          auto it = data.find(key);
+          out += torch_wire::bytes_reply(it == data.end() ? std::string_view() : it->second);
+        }
+        break;
       case Query::add: {
         std::string error;
-        const std::optional<std::int64_t> sum = add(keys[0], request.delta, &error);
+        const std::optional<std::int64_t> sum = add(keys[0], request.number, &error);
         if (!sum) {
           drop(id, connection, cat("PyTorch TCPStore client: ", error));
           return false;
         }
-        connection.out += torch_wire::i64_reply(*sum);
+        out += torch_wire::i64_reply(*sum);
         break;
       }
       case Query::check:
-        connection.out +=
-            torch_wire::u8_reply(all_set(keys) ? torch_wire::kReady : torch_wire::kNotReady);
+        out += torch_wire::u8_reply(std::all_of(keys.begin(), keys.end(),
+                                                [this](const std::string& k) { return is_set(k); })
+                                        ? torch_wire::kReady
+                                        : torch_wire::kNotReady);
         break;
       case Query::wait:
         connection.parked.op = wire::Op::wait;
+        connection.parked.at_least = 0;
+        connection.parked.queues_count = true;
         connection.parked.keys = KeyList(keys);
         park(id, connection, Deadline::max());  // no deadline: the client keeps its own
+        break;
+      case Query::barrier: {
+        std::string error;
+        if (!add(keys[0], 1, &error)) {
+          drop(id, connection, cat("PyTorch TCPStore client: BARRIER: ", error));
+          return false;
+        }
+        connection.parked.op = wire::Op::wait;
+        connection.parked.at_least = std::max<std::int64_t>(request.number, 1);
+        connection.parked.keys = KeyList(keys);
+        park(id, connection, Deadline::max());
+        break;
+      }
+      case Query::cancel_wait:
+        // After the wait was answered, or while it is parked: either way the
+        // client reads this after any STOP_WAITING already sent.
+        if (connection.parked.active) {
+          unpark(id, connection);
+          connection.parked.keys.clear();
+        }
+        out += torch_wire::u8_reply(torch_wire::kWaitCanceled);
         break;
       case Query::num_keys: {
         std::int64_t count = 0;
         for (const auto& entry : data)
-          count += entry.first.compare(0, kTorchPrefix.size(), kTorchPrefix) == 0;
-        connection.out += torch_wire::i64_reply(count);
+          count += is_torch_key(entry.first);
+        out += torch_wire::i64_reply(count);
+        break;
+      }
+      case Query::list_keys: {
+        std::string listed;
+        std::int64_t count = 0;
+        for (const auto& entry : data) {
+          if (!is_torch_key(entry.first)) continue;
+          ++count;
+          listed +=
+              torch_wire::bytes_reply(std::string_view(entry.first).substr(kTorchPrefix.size()));
+        }
+        out += torch_wire::i64_reply(count) + listed;
         break;
       }
       case Query::delete_key: {
         const std::size_t erased = data.erase(keys[0]);
         deletions += erased;
-        connection.out += torch_wire::i64_reply(static_cast<std::int64_t>(erased));
+        out += torch_wire::i64_reply(static_cast<std::int64_t>(erased));
+        break;
+      }
+      case Query::queue_push:
+        queues[keys[0]].push_back(request.value);
+        notify_one(keys[0]);  // one item: one waiter pops it
+        break;
+      case Query::queue_pop: {
+        auto it = queues.find(keys[0]);
+        const std::size_t length = it == queues.end() ? 0 : it->second.size();
+        out += torch_wire::i64_reply(static_cast<std::int64_t>(length));
+        if (length != 0) {
+          out += torch_wire::bytes_reply(it->second.front());
+          it->second.pop_front();
+          if (it->second.empty()) queues.erase(it);
+        }
+        break;
+      }
+      case Query::queue_len: {
+        auto it = queues.find(keys[0]);
+        out += torch_wire::i64_reply(
+            static_cast<std::int64_t>(it == queues.end() ? 0 : it->second.size()));
         break;
       }
       case Query::watch_key:  // parse() refuses it
         break;
     }
     return true;
+  }
+
+  static bool is_torch_key(const std::string& key) {
+    return key.compare(0, kTorchPrefix.size(), kTorchPrefix) == 0;
+  }
+
+  // COMPARE_SET as PyTorch's server answers it: the value after the call;
+  // for a missing key, `desired` after setting it when `expected` is empty,
+  // else `expected` (its clients rely on that).
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) {
+    auto it = data.find(key);
+    if (it == data.end()) {
+      if (!expected.empty()) return expected;
+      data[key] = desired;
+      notify(key);
+      return desired;
+    }
+    if (it->second == expected) {
+      it->second = desired;
+      notify(key);
+    }
+    return it->second;
   }
 
   // Answers a GET/WAIT whose keys are all set, or parks it under the first
@@ -766,7 +876,7 @@ struct StoreServer::Impl {
   // once), else indexes it under the first it misses.
   bool scan_on(std::uint64_t id, Parked& parked) {
     for (;;) {
-      while (parked.cursor < parked.keys.size() && data.count(parked.keys[parked.cursor]) != 0)
+      while (parked.cursor < parked.keys.size() && ready(parked, parked.cursor))
         ++parked.cursor;
       if (parked.cursor < parked.keys.size()) {
         const std::string_view key = parked.keys[parked.cursor];
@@ -780,6 +890,18 @@ struct StoreServer::Impl {
       parked.deletions = deletions;  // a key seen set may be gone: look again
       parked.cursor = 0;
     }
+  }
+
+  // Whether a parked request's key `i` is as it waits for it to be: set (or
+  // a non-empty queue), or for a BARRIER, counted up to its world size.
+  bool ready(const Parked& parked, std::size_t i) const {
+    if (parked.at_least == 0) {
+      return parked.queues_count ? is_set(parked.keys[i]) : data.count(parked.keys[i]) != 0;
+    }
+    const auto it = data.find(parked.keys[i]);
+    if (it == data.end()) return false;
+    const auto count = detail::parse_int(it->second);
+    return count && *count >= parked.at_least;
   }
 
   // The parked requests whose indexed key was set, after the requests that
@@ -828,6 +950,19 @@ struct StoreServer::Impl {
       connection.out += reply.frame();
     }
     parked.keys.clear();
+  }
+
+  // A queue item arrived at `key`: wakes one of its waiters, which pops it.
+  void notify_one(const std::string& key) {
+    auto it = waiters.find(key);
+    if (it == waiters.end()) return;
+    const std::uint64_t id = *it->second.begin();
+    it->second.erase(it->second.begin());
+    if (it->second.empty()) waiters.erase(it);
+    auto found = connections.find(id);
+    if (found == connections.end()) return;
+    found->second.parked.indexed_under.reset();
+    rescan.push_back(id);
   }
 
   void notify(const std::string& key) {

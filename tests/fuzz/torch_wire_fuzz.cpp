@@ -11,16 +11,20 @@ COHORT_FUZZ_TARGET(torch_wire) {
   namespace wire = detail::torch_wire;
   constexpr std::size_t kLimit = 1 << 16;
   std::string_view input(reinterpret_cast<const char*>(data), size);
-  (void)wire::opens_like_newer_client(input);
+  const auto dialect = wire::opens_like_newer_client(input) ? wire::Dialect::v2 : wire::Dialect::v1;
   // As the server does: request after request until one is incomplete.
   while (!input.empty()) {
     std::size_t used = 0;
     try {
-      const auto request = wire::parse(input, kLimit, &used);
+      const auto request = wire::parse(input, dialect, kLimit, &used);
       if (!request) break;
       if (used == 0 || used > input.size()) std::abort();
       for (const auto& key : request->keys) {
         if (key.size() > kLimit) std::abort();
+      }
+      if (request->query == wire::Query::multi_set &&
+          request->values.size() != request->keys.size()) {
+        std::abort();
       }
       input.remove_prefix(used);
     } catch (const wire::Unsupported&) {

@@ -4,10 +4,13 @@
 // frame, random bytes): a bad client only ever loses its own connection.
 #include <atomic>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -538,7 +541,7 @@ TEST_F(StoreTest, PrefixViewsDoNotClash) {
 
 // PyTorch's TCPStore protocol on a second port (torch_wire.hpp): the raw
 // bytes of Debian's 1.13 client, its keys kept apart from cohort's, and a
-// newer client refused without harm to the others.
+// query the store cannot serve, told once, without harm to the others.
 class TorchPortTest : public StoreTest {
  protected:
   void SetUp() override { start_server(0); }
@@ -567,6 +570,7 @@ class TorchPortTest : public StoreTest {
     return out;
   }
   static std::string text(const std::string& value) { return u64(value.size()) + value; }
+  static std::string validate() { return std::string("\x00\xCE\xF7\x85\x3C", 5); }
 };
 
 TEST_F(TorchPortTest, TorchClientsWorkInAKeySpaceOfTheirOwn) {
@@ -597,17 +601,153 @@ TEST_F(TorchPortTest, TorchClientsWorkInAKeySpaceOfTheirOwn) {
   expect_server_healthy();
 }
 
-TEST_F(TorchPortTest, ANewerClientIsRefusedAndTheOthersGoOn) {
-  detail::Fd newer = torch_connection();
-  send(newer.get(), std::string("\x00\xCE\xF7\x85\x3C", 5));  // PyTorch >= 2.1's VALIDATE
-  EXPECT_TRUE(closed_by_server(newer.get()));
+TEST_F(TorchPortTest, AQueryItCannotServeIsToldOnceAndTheOthersGoOn) {
+  std::vector<std::string> told;
+  std::mutex mutex;
+  StoreServer::Options options;
+  options.torch_port = 0;
+  options.on_unservable = [&](const std::string& why) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    told.push_back(why);
+  };
+  server_ = std::make_unique<StoreServer>(options);
   detail::Fd watch = torch_connection();
-  send(watch.get(), std::string(1, '\x07') + text("/k"));  // WATCH_KEY: not served
+  send(watch.get(), std::string(1, '\x07') + text("/k"));  // 1.13's WATCH_KEY: not served
   EXPECT_TRUE(closed_by_server(watch.get()));
+  detail::Fd newest = torch_connection();
+  send(newest.get(), validate() + std::string(1, '\x63'));  // a query from the future
+  EXPECT_TRUE(closed_by_server(newest.get()));
   detail::Fd torch = torch_connection();
   send(torch.get(), std::string(1, '\x03') + text("/n") + u64(1));
   EXPECT_EQ(receive(torch.get(), 8), u64(1));
+  const std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(told.size(), 1u);  // once per server: the job ends at the first
+  EXPECT_NE(told[0].find("WATCH_KEY"), std::string::npos) << told[0];
+  EXPECT_NE(told[0].find("PyTorch 1.13 or earlier"), std::string::npos) << told[0];
+}
+
+// PyTorch 2.1-and-later's dialect (VALIDATE first, queries renumbered), with
+// what 2.6's client does not send yet (queues, LIST_KEYS, BARRIER) that
+// later ones do.
+class Torch2PortTest : public TorchPortTest {
+ protected:
+  detail::Fd torch2_connection() {
+    detail::Fd fd = torch_connection();
+    send(fd.get(), validate() + std::string(1, '\x0d') + u32(77));  // VALIDATE, PING
+    EXPECT_EQ(receive(fd.get(), 4), u32(77));
+    return fd;
+  }
+  static std::string u32(std::uint32_t value) { return u64(value).substr(0, 4); }
+  static std::string keys(const std::vector<std::string>& names) {
+    std::string out = u64(names.size());
+    for (const std::string& name : names)
+      out += text(name);
+    return out;
+  }
+};
+
+TEST_F(Torch2PortTest, EveryQueryAnswersAsPyTorchsOwnServer) {
+  detail::Fd a = torch2_connection();
+  detail::Fd b = torch2_connection();
+  send(a.get(), std::string(1, '\x01') + text("/k") + text("v"));  // SET
+  send(a.get(), std::string(1, '\x03') + text("/k"));              // GET
+  EXPECT_EQ(receive(a.get(), 9), text("v"));
+  send(a.get(), std::string(1, '\x03') + text("/missing"));  // GET of a missing key: empty
+  EXPECT_EQ(receive(a.get(), 8), u64(0));
+  send(a.get(), std::string(1, '\x02') + text("/k") + text("v") + text("w"));  // COMPARE_SET
+  EXPECT_EQ(receive(a.get(), 9), text("w"));
+  send(a.get(), std::string(1, '\x04') + text("/n") + u64(-3));  // ADD
+  EXPECT_EQ(receive(a.get(), 8), u64(-3));
+  send(a.get(), std::string(1, '\x09') + text("/log") + text("ab"));  // APPEND twice
+  send(a.get(), std::string(1, '\x09') + text("/log") + text("cd"));
+  send(a.get(), std::string(1, '\x0b') + u64(2) + text("/x") + text("1") + text("/y") +
+                    text("22"));                                       // MULTI_SET
+  send(a.get(), std::string(1, '\x0a') + keys({"/log", "/x", "/y"}));  // MULTI_GET
+  EXPECT_EQ(receive(a.get(), 8 + 4 + 8 + 1 + 8 + 2), text("abcd") + text("1") + text("22"));
+  send(a.get(), std::string(1, '\x05') + keys({"/x", "/nope"}));  // CHECK
+  EXPECT_EQ(receive(a.get(), 1), std::string(1, '\x01'));         // NOT_READY
+  send(a.get(), std::string(1, '\x07'));                          // GETNUMKEYS
+  EXPECT_EQ(receive(a.get(), 8), u64(5));                         // k n log x y
+  send(a.get(), std::string(1, '\x08') + text("/x"));             // DELETE_KEY
+  EXPECT_EQ(receive(a.get(), 8), u64(1));
+  send(a.get(), std::string(1, '\x11'));  // LIST_KEYS
+  const std::int64_t count = static_cast<std::int64_t>(receive(a.get(), 8)[0]);
+  EXPECT_EQ(count, 4);
+  std::set<std::string> listed;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::string size = receive(a.get(), 8);
+    listed.insert(receive(a.get(), static_cast<std::size_t>(size[0])));
+  }
+  EXPECT_EQ(listed, (std::set<std::string>{"/k", "/n", "/log", "/y"}));
+  // A WAIT parks until another client sets the key; many wait at once.
+  std::vector<detail::Fd> waiters;
+  for (int i = 0; i < 16; ++i) {
+    waiters.push_back(torch2_connection());
+    send(waiters.back().get(), std::string(1, '\x06') + keys({"/go", "/k"}));
+  }
+  send(b.get(), std::string(1, '\x01') + text("/go") + text("1"));
+  for (const detail::Fd& waiter : waiters)
+    EXPECT_EQ(receive(waiter.get(), 1), std::string(1, '\x00'));  // STOP_WAITING
   expect_server_healthy();
+}
+
+TEST_F(Torch2PortTest, ACanceledWaitAnswersCanceledAndTheClientGoesOn) {
+  detail::Fd a = torch2_connection();
+  send(a.get(), std::string(1, '\x06') + keys({"/never"}));  // WAIT
+  send(a.get(), std::string(1, '\x0c'));                     // its timeout: CANCEL_WAIT
+  EXPECT_EQ(receive(a.get(), 1), std::string(1, '\x01'));    // WAIT_CANCELED
+  detail::Fd b = torch2_connection();
+  send(b.get(), std::string(1, '\x01') + text("/never") + text("x"));
+  send(a.get(), std::string(1, '\x04') + text("/n") + u64(1));  // the next request: no stale answer
+  EXPECT_EQ(receive(a.get(), 8), u64(1));
+  // A wait answered before the cancel arrived: STOP_WAITING, then WAIT_CANCELED.
+  send(a.get(), std::string(1, '\x06') + keys({"/never"}));
+  EXPECT_EQ(receive(a.get(), 1), std::string(1, '\x00'));
+  send(a.get(), std::string(1, '\x0c'));
+  EXPECT_EQ(receive(a.get(), 1), std::string(1, '\x01'));
+  // A client that leaves mid-wait leaves nothing behind.
+  {
+    detail::Fd gone = torch2_connection();
+    send(gone.get(), std::string(1, '\x06') + keys({"/later"}));
+  }
+  EXPECT_TRUE(connections_become(2));
+  send(b.get(), std::string(1, '\x01') + text("/later") + text("x"));
+  send(b.get(), std::string(1, '\x04') + text("/n") + u64(1));
+  EXPECT_EQ(receive(b.get(), 8), u64(2));
+}
+
+TEST_F(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
+  detail::Fd a = torch2_connection();
+  detail::Fd b = torch2_connection();
+  detail::Fd c = torch2_connection();
+  // Two blocking pops: WAIT on the queue's name, then QUEUE_POP.
+  send(a.get(), std::string(1, '\x06') + keys({"/q"}));
+  send(b.get(), std::string(1, '\x06') + keys({"/q"}));
+  send(c.get(), std::string(1, '\x0e') + text("/q") + text("one"));  // QUEUE_PUSH
+  send(c.get(), std::string(1, '\x10') + text("/q"));                // QUEUE_LEN
+  EXPECT_EQ(receive(c.get(), 8), u64(1));
+  // Exactly one waiter is woken for one item.
+  pollfd both[2] = {{a.get(), POLLIN, 0}, {b.get(), POLLIN, 0}};
+  ASSERT_EQ(poll(both, 2, 5000), 1);
+  detail::Fd& first = (both[0].revents & POLLIN) ? a : b;
+  detail::Fd& second = (both[0].revents & POLLIN) ? b : a;
+  EXPECT_EQ(receive(first.get(), 1), std::string(1, '\x00'));
+  send(first.get(), std::string(1, '\x0f') + text("/q"));  // QUEUE_POP: length, then the item
+  EXPECT_EQ(receive(first.get(), 8 + 8 + 3), u64(1) + text("one"));
+  send(c.get(), std::string(1, '\x0e') + text("/q") + text("two"));
+  EXPECT_EQ(receive(second.get(), 1), std::string(1, '\x00'));
+  send(second.get(), std::string(1, '\x0f') + text("/q"));
+  EXPECT_EQ(receive(second.get(), 8 + 8 + 3), u64(1) + text("two"));
+  send(second.get(), std::string(1, '\x0f') + text("/q"));  // empty: 0 and nothing else
+  EXPECT_EQ(receive(second.get(), 8), u64(0));
+  // BARRIER of 3: the first two wait until the third arrives.
+  send(a.get(), std::string(1, '\x12') + text("/b") + u64(3));
+  send(b.get(), std::string(1, '\x12') + text("/b") + u64(3));
+  pollfd early[2] = {{a.get(), POLLIN, 0}, {b.get(), POLLIN, 0}};
+  EXPECT_EQ(poll(early, 2, 200), 0);
+  send(c.get(), std::string(1, '\x12') + text("/b") + u64(3));
+  for (const detail::Fd* fd : {&a, &b, &c})
+    EXPECT_EQ(receive(fd->get(), 1), std::string(1, '\x00'));
 }
 
 }  // namespace
