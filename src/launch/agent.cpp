@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -177,6 +179,16 @@ class Agent {
       loop_->set_deadline(kJobDeadline, options_.timeout, [this] { on_job_timeout(); });
     }
 
+    unservable_event_ = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    plan_.group.on_unservable = [this](const std::string& why) {  // on the store's thread
+      {
+        const std::lock_guard<std::mutex> lock(unservable_mutex_);
+        unservable_ = why;
+      }
+      const std::uint64_t one = 1;
+      (void)!::write(unservable_event_.get(), &one, sizeof(one));
+    };
+    loop_->watch(unservable_event_.get(), [this] { on_unservable(); });
     group_ = std::make_unique<detail::NodeGroup>(plan_.group);
     try {
       placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
@@ -241,7 +253,7 @@ class Agent {
   }
 
  private:
-  enum class Stop { none, worker_failed, signal, elsewhere, timeout };
+  enum class Stop { none, worker_failed, signal, elsewhere, timeout, unservable };
 
   bool multi_node() const { return plan_.group.nnodes > 1; }
 
@@ -489,6 +501,22 @@ class Agent {
     processes_->stop(SIGTERM, options_.grace);
   }
 
+  // The store met a worker's PyTorch client that it cannot serve: that
+  // worker would retry until its own timeout (30 minutes), so the job ends
+  // now, saying why.
+  void on_unservable() {
+    std::uint64_t count = 0;
+    (void)!::read(unservable_event_.get(), &count, sizeof(count));
+    if (stop_ != Stop::none) return;
+    stop_ = Stop::unservable;
+    {
+      const std::lock_guard<std::mutex> lock(unservable_mutex_);
+      unservable_why_ = unservable_;
+    }
+    processes_->stop(SIGTERM, options_.grace);
+    tell_other_nodes(-1, 1, cat("a worker can never rendezvous: ", unservable_why_));
+  }
+
   // --timeout passed: the job is hung or too slow. What each rank still
   // running printed last goes into the report, then every worker is stopped.
   void on_job_timeout() {
@@ -676,6 +704,7 @@ class Agent {
     input.restarting = restarting;
     input.stop_signal = stop_ == Stop::signal ? stop_signal_ : 0;
     if (stop_ == Stop::timeout) input.timeout = options_.timeout;
+    if (stop_ == Stop::unservable) input.unservable = unservable_why_;
     input.first_failure = first_failure_;
     input.grace = options_.grace;
     input.exit_code = exit_code();
@@ -720,6 +749,7 @@ class Agent {
     if (first_stop_) return first_stop_->exit_code;
     if (stop_ == Stop::signal) return detail::stop_exit_code(stop_signal_);
     if (stop_ == Stop::timeout) return kTimeoutExitCode;
+    if (stop_ == Stop::unservable) return 1;
     if (stop_ == Stop::worker_failed) {
       return detail::shell_exit_code(
           (*processes_)[static_cast<std::size_t>(first_failure_)].wait_status);
@@ -745,6 +775,10 @@ class Agent {
   // After the guardian: destroyed first, it SIGKILLs workers still running.
   std::unique_ptr<detail::ProcessSet> processes_;
   Stop stop_ = Stop::none;
+  Fd unservable_event_;          ///< readable once the store met a client it cannot serve
+  std::mutex unservable_mutex_;  ///< guards unservable_, written on the store's thread
+  std::string unservable_;
+  std::string unservable_why_;  ///< unservable_, as this thread read it
   int stop_signal_ = 0;
   int first_failure_ = -1;
 };

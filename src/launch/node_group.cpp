@@ -13,6 +13,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "store/exchange.hpp"
+#include "store/protocol.hpp"
 #include "store/torch_wire.hpp"
 
 namespace cohort::detail {
@@ -132,6 +133,18 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   try {
     store_ = std::make_shared<StoreClient>(client);
   } catch (const Error& error) {
+    if (!options_.token_source.empty() &&
+        std::string_view(error.what()).find(detail::store_protocol::kWrongToken) !=
+            std::string::npos) {
+      throw InvalidArgument(cat(
+          "cohort run: the job's store at ", options_.store_host, ":", port_, " refused ",
+          node_name(options_.node_rank), "'s secret, the per-user one in ", options_.token_source,
+          ": the node that serves the store read another (this node's home directory is not "
+          "the same as there, or the file was made anew there). Copy ",
+          options_.token_source, " from the node that serves the store (", options_.store_host,
+          ") to every node, mode 600, or give every node the same --token-file FILE "
+          "(docs/security.md)"));
+    }
     throw unreachable_store(error);
   }
   if (server_ && options_.torch_port >= 0 && options_.nnodes > 1) {
@@ -207,6 +220,7 @@ bool NodeGroup::start_server(bool required) {
   server.torch_port = options_.torch_port;
   server.torch_remote = options_.nnodes > 1;
   server.torch_host = options_.torch_host;
+  server.on_unservable = options_.on_unservable;
   try {
     server_ = std::make_unique<StoreServer>(server);
   } catch (const torch_wire::PortError& error) {

@@ -61,6 +61,9 @@ struct NodeGroupOptions {
   /// on `torch_host` ("": bind_host).
   int torch_port = -1;
   std::string torch_host;
+  /// Told (on the store's thread) when that port meets a PyTorch client it
+  /// cannot serve (StoreServer::Options::on_unservable).
+  std::function<void(const std::string&)> on_unservable;
   /// Under mpirun, no address is known in advance: the agent that serves
   /// passes its own and the token it made, and every agent gets the
   /// server's (one collective call through the launcher's key-value service).
@@ -74,6 +77,9 @@ struct NodeGroupOptions {
   std::string token;
   bool token_is_secret = false;
   bool munge = false;
+  /// The file `token` was read from when it is the per-user secret
+  /// (launch/user_secret.hpp), for the message when the store refuses it.
+  std::string token_source;
   std::chrono::milliseconds rendezvous_timeout{300000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{10000};

@@ -127,6 +127,15 @@ std::string failure_report(const ReportInput& input) {
           "mpirun alone (mpirun -np N PROGRAM); cohort run under mpirun is for programs "
           "that are not MPI processes (PyTorch over gloo or NCCL, cohort programs)");
     }
+    if (says(failed.stderr_tail, "was build without libuv support") ||
+        says(failed.stderr_tail, "was built without libuv support")) {
+      row("why",
+          "this PyTorch was built without libuv (as Debian 13's python3-torch is; pip's builds "
+          "have it), and every TCPStore it makes, a client too, asks for libuv unless told "
+          "use_libuv=False; its clients speak the same protocol either way: make "
+          "TCPStore(..., use_libuv=False), or default it so in a sitecustomize.py on "
+          "PYTHONPATH (cohort's tests/python/without-libuv/ has one)");
+    }
     // A .py PROGRAM run by the first python3 on PATH, which may not be the
     // one with PyTorch (a venv, pyenv, conda ...).
     if (!input.interpreter.empty() && says(failed.stderr_tail, "ModuleNotFoundError")) {
@@ -134,6 +143,9 @@ std::string failure_report(const ReportInput& input) {
                      ", which lacks a module it imports: give --python with the interpreter "
                      "that has it (Debian's PyTorch is /usr/bin/python3's)"));
     }
+  } else if (!input.unservable.empty()) {
+    line(cat("cohort run: stopped the job at once: a worker can never rendezvous: ",
+             input.unservable));
   } else if (input.timeout.count() > 0) {
     line(cat("cohort run: the job ran past --timeout ",
              static_cast<double>(input.timeout.count()) / 1000,

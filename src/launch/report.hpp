@@ -33,7 +33,10 @@ struct ReportInput {
   bool restarting = false;
   int stop_signal = 0;                   ///< the signal that stopped the job, or 0
   std::chrono::milliseconds timeout{0};  ///< the --timeout that stopped the job, or 0
-  int first_failure = -1;                ///< index into `workers` of the first failure, or -1
+  /// Why a worker can never rendezvous (the agent's store cannot serve its
+  /// PyTorch client), when that stopped the job; "" otherwise.
+  std::string unservable;
+  int first_failure = -1;  ///< index into `workers` of the first failure, or -1
   std::chrono::milliseconds grace{0};
   int exit_code = 0;
   std::vector<WorkerEnd> workers;
