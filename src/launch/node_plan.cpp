@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
+#include "launch/user_secret.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -274,17 +275,15 @@ AgentPlan plan_agent(const RunOptions& options, const LaunchInfo& outer, const E
   group.token = cat("cohort:", group.store_host, ":", group.store_port);
   use_secret(group, options);
   if (!group.token_is_secret && !is_loopback(group.store_host)) {
+    // A job on several hosts needs a secret, or anyone who can reach the
+    // port could join or stop it. None given: this user's own, which every
+    // node with the same home directory reads alike (ssh's and MUNGE's way).
     if (!options.insecure) {
-      throw InvalidArgument(cat(
-          "cohort run: a job on several hosts (--nnodes ", options.nnodes, ", the store on ",
-          group.store_host,
-          ") needs a secret, or anyone who can reach that port could join or stop it: write one "
-          "to a file only you can read, `(umask 077; head -c 16 /dev/urandom | od -An -tx1 | "
-          "tr -d ' \\n' > ~/.cohort-token)`, and give every node --token-file ~/.cohort-token "
-          "(or the same COHORT_JOB_TOKEN); or say --insecure to run with a token anyone can "
-          "guess (docs/security.md)"));
+      const UserSecret secret = user_secret();
+      group.token = secret.token;
+      group.token_source = secret.path;
     }
-    group.token_is_secret = true;  // as told: any peer that knows the token gets in
+    group.token_is_secret = true;  // --insecure: as told, any peer that knows the token gets in
   }
   if (options.node_rank >= 0) {
     // torchrun's static form: node 0 serves (unless whoever started the

@@ -12,6 +12,9 @@ namespace cohort::detail::store_protocol {
 
 inline constexpr std::uint8_t kVersion = 2;
 inline constexpr std::string_view kMagic = "COHS";
+/// How a rejection for a wrong job token begins: a client that used the
+/// per-user secret says then what to do.
+inline constexpr std::string_view kWrongToken = "wrong job token";
 /// Largest handshake frame: magic, version, a token and a MUNGE credential.
 inline constexpr std::uint32_t kMaxHandshakeBytes = 4096;
 inline constexpr std::size_t kFrameHeaderBytes = 4;

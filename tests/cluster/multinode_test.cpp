@@ -11,6 +11,7 @@
 // places a job on whichever nodes are idle, and a node still completing the
 // previous test's job would move the ranks the test expects on n1 to n3.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cohort/config.hpp>
@@ -40,6 +42,10 @@ using test::lines_with;
 const fs::path kCluster = COHORT_TEST_NETNS_DIR;
 const std::string kCohort = COHORT_CLI_PATH;
 const std::string kReduction = COHORT_REDUCTION_PATH;
+// The interpreter with PyTorch: Debian 12's, unless the suite names another
+// (the "torch2:" tests: Debian 13's PyTorch 2.6, tests/harness/torch2-python).
+const std::string kTorchPython =
+    std::getenv("COHORT_TEST_PYTHON") ? std::getenv("COHORT_TEST_PYTHON") : "/usr/bin/python3";
 const std::string kCommTest = COHORT_COMM_TEST_PATH;
 const std::string kSpawn = COHORT_SPAWN_PATH;
 
@@ -313,15 +319,77 @@ TEST_F(MultiNode, StaticFormOneCommandPerNode) {
   EXPECT_EQ(node0.out.find("[n1:29400]"), std::string::npos) << node0.out;
 }
 
-// Across hosts without a secret, the static form refuses to start, and says
-// how to give it one; --insecure runs it anyway.
-TEST_F(MultiNode, TheStaticFormAcrossHostsNeedsASecretOrInsecure) {
+// A tutorial's static two-node command with `cohort run` in place of
+// `python -m torch.distributed.launch`, nothing else: with no secret given,
+// the agents use the per-user one, which the nodes (one home directory
+// here, as on a cluster with shared homes) read alike. Another user's agent
+// has another secret, and the store refuses it with what to do.
+TEST_F(MultiNode, TheStaticFormUsesThePerUserSecretAndRefusesAnotherUser) {
+  if (geteuid() != 0) COHORT_SKIP_MISSING("running an agent as another user needs root");
+  const fs::path home = temp_.path() / "home";
+  const fs::path other_home = temp_.path() / "other-home";
+  fs::create_directories(home);
+  fs::create_directories(other_home);
+  ASSERT_EQ(chown(other_home.c_str(), 65534, 65534), 0);                         // nobody's
+  fs::permissions(temp_.path(), fs::perms::others_exec, fs::perm_options::add);  // to reach it
+  env_["HOME"] = home.string();
+  env_["PET_PYTHON"] = kTorchPython;
+  const std::string script = std::string(COHORT_SOURCE_DIR) + "/examples/python/reduction.py";
+  const auto node = [&](int rank) {
+    return std::vector<std::string>{kCohort,
+                                    "run",
+                                    "--nproc_per_node=2",
+                                    "--nnodes=2",
+                                    "--node_rank=" + std::to_string(rank),
+                                    "--master_addr=n1",
+                                    "--master_port=1234",
+                                    script};
+  };
+  auto node0 = start_on("n1", node(0));
+  // Another user, on the other node, with the same command line.
+  auto intruder = node(1);
+  intruder.insert(intruder.begin(), {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                     "env", "HOME=" + other_home.string()});
+  const auto refused = on("n2", intruder);
+  EXPECT_EQ(refused.exit_code, 2) << test::describe(refused);
+  EXPECT_NE(refused.err.find("refused node 1's secret, the per-user one in " +
+                             (other_home / ".cohort" / "secret").string()),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("--token-file"), std::string::npos) << refused.err;
+  const auto node1 = on("n2", node(1));
+  EXPECT_EQ(node1.exit_code, 0) << test::describe(node1);
+  auto first = node0->finish();
+  EXPECT_EQ(first.exit_code, 0) << test::describe(first);
+  const auto lines = lines_with(first.out + node1.out, "has data tensor([4.])");
+  EXPECT_EQ(lines.size(), 4u) << first.out << node1.out;
+  EXPECT_EQ(hosts_of(lines), kTwoNodesTwoEach) << first.out << node1.out;
+  // Made on first use, only the user's: the file 0600 in a directory 0700.
+  struct stat info {};
+  ASSERT_EQ(stat((home / ".cohort").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat((home / ".cohort" / "secret").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+}
+
+// A per-user secret that others can read is refused, not used; --insecure
+// runs without one.
+TEST_F(MultiNode, AnOpenPerUserSecretIsRefused) {
+  const fs::path home = temp_.path() / "home";
+  fs::create_directories(home / ".cohort");
+  fs::permissions(home / ".cohort", fs::perms::owner_all);
+  std::ofstream(home / ".cohort" / "secret") << "0123456789abcdef0123456789abcdef\n";
+  fs::permissions(home / ".cohort" / "secret",
+                  fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+  env_["HOME"] = home.string();
   auto result = on("n1", {kCohort, "run", "--nnodes", "2", "--node-rank", "0", "--master-addr",
                           "n1", "-n", "1", "true"});
   EXPECT_EQ(result.exit_code, 2) << test::describe(result);
-  EXPECT_NE(result.err.find("needs a secret"), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find("--token-file"), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find("--insecure"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("can be reached by others (mode 0604): a secret must not be; chmod "
+                            "600 " +
+                            (home / ".cohort" / "secret").string()),
+            std::string::npos)
+      << result.err;
 }
 
 TEST_F(MultiNode, ANodeThatNeverArrivesIsNamedWithTheAddress) {
@@ -492,7 +560,7 @@ TEST_F(MultiNode, TheRestartBudgetIsTheJobsNotEachNodes) {
 
 // An unmodified PyTorch script across nodes, under srun and over ssh.
 TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
-  const std::string python = "/usr/bin/python3";
+  const std::string python = kTorchPython;
   if (test::run_process({python, "-c", "import torch.distributed"}).exit_code != 0) {
     COHORT_SKIP_MISSING(python << " cannot import torch (scripts/install-deps test)");
   }
@@ -541,7 +609,7 @@ class MultiNodePython : public MultiNode {
   static std::string example(const char* name) {
     return std::string(COHORT_SOURCE_DIR) + "/examples/python/" + name;
   }
-  const std::string kPython = "/usr/bin/python3";
+  const std::string kPython = kTorchPython;
   const std::multiset<std::string> kTwoPlacesEach = {"n1/0", "n1/1", "n2/0", "n2/1"};
 };
 
