@@ -1,8 +1,13 @@
 // Tier 3, real PyTorch: unmodified torch.distributed scripts (examples/python,
-// tests/python/probe.py) under `cohort run`, with Debian's torch interpreter
-// (/usr/bin/python3); the same examples under torchrun; the DDP example on 2
-// ranks against 1 rank on the whole batch; PyTorch failures in the report.
+// tests/python/probe.py) under `cohort run`; the same examples under
+// torchrun; the DDP example on 2 ranks against 1 rank on the whole batch;
+// PyTorch failures in the report. Twice in the suite: with Debian 12's
+// PyTorch 1.13 (/usr/bin/python3), and with Debian 13's 2.6
+// (COHORT_TEST_PYTHON=tests/harness/torch2-python, ctest's "torch2:" tests).
+#include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <arpa/inet.h>
@@ -23,7 +28,9 @@ namespace fs = std::filesystem;
 using test::lines_with;
 using namespace std::chrono_literals;
 
-const std::string kPython = "/usr/bin/python3";  // Debian's, with python3-torch
+// Debian's, with python3-torch, unless the suite names another.
+const std::string kPython =
+    std::getenv("COHORT_TEST_PYTHON") ? std::getenv("COHORT_TEST_PYTHON") : "/usr/bin/python3";
 const fs::path kExamples = fs::path(COHORT_SOURCE_DIR) / "examples" / "python";
 const fs::path kTests = fs::path(COHORT_SOURCE_DIR) / "tests" / "python";
 
@@ -112,10 +119,14 @@ TEST_F(PyTorch, AnExceptionInRankOneIsInTheReport) {
   EXPECT_NE(result.err.find("cohort run: rank 1 failed: exited with code 1"), std::string::npos)
       << result.err;
   EXPECT_NE(result.err.find("host "), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find("| Traceback (most recent call last):"), std::string::npos)
+  // Quoted in the report ("    | "), as PyTorch printed them: 2.x prefixes
+  // "[rank1]: " to an uncaught exception's lines.
+  EXPECT_EQ(lines_with(result.err, "Traceback (most recent call last):", "    | ").size(), 1u)
       << result.err;
-  EXPECT_NE(result.err.find("| RuntimeError: rank 1 cannot go on: batch 17 has no labels"),
-            std::string::npos)
+  EXPECT_EQ(
+      lines_with(result.err, "RuntimeError: rank 1 cannot go on: batch 17 has no labels", "    | ")
+          .size(),
+      1u)
       << result.err;
   EXPECT_NE(result.err.find("exit status   1"), std::string::npos) << result.err;
 }
@@ -156,12 +167,119 @@ TEST_F(PyTorch, ATakenMasterPortIsSaidInOneLine) {
 }
 
 // The agent's store speaks PyTorch's TCPStore protocol on MASTER_PORT
-// (TORCHELASTIC_USE_AGENT_STORE=True): Debian's own client, 4 connections
-// per rank on 8 ranks, every operation checked against its expected answer.
+// (TORCHELASTIC_USE_AGENT_STORE=True): this PyTorch's own client, 4
+// connections and 8 waiters at once per rank, every operation its version
+// has checked against its expected answer. The same script against rank 0's
+// own PyTorch store (--no-agent-store) expects the same answers.
 TEST_F(PyTorch, TheAgentStoreServesTorchsTcpStoreClients) {
-  const auto result = cohort_run({"-n", "8", (kTests / "tcpstore_clients.py").string()});
-  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
-  EXPECT_EQ(lines_with(result.out, ": 4 clients ok, leader ").size(), 8u) << result.out;
+  for (const bool agent_store : {true, false}) {
+    std::vector<std::string> args{"-n", "3", (kTests / "tcpstore_clients.py").string()};
+    if (!agent_store) args.insert(args.begin(), "--no-agent-store");
+    const auto result = cohort_run(args);
+    ASSERT_EQ(result.exit_code, 0)
+        << (agent_store ? "agent store" : "rank 0's store") << ": " << test::describe(result);
+    EXPECT_EQ(lines_with(result.out, ": 4 clients and 8 waiters ok, leader ").size(), 3u)
+        << result.out;
+  }
+}
+
+// A worker whose client the agent's store cannot serve could never
+// rendezvous: the job ends at once (the worker would wait 10 minutes), and
+// the report says why.
+TEST_F(PyTorch, AWorkerThatCanNeverRendezvousEndsTheJobAtOnce) {
+  const auto result = cohort_run({"-n", "2", (kTests / "unservable_client.py").string()});
+  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
+  EXPECT_EQ(lines_with(result.err,
+                       "cohort run: stopped the job at once: a worker can never "
+                       "rendezvous: a PyTorch TCPStore client at ")
+                .size(),
+            1u)
+      << result.err;
+  EXPECT_NE(result.err.find("(PyTorch 2.1 or later) sent query type 99, newer than any PyTorch "
+                            "release cohort's store knows"),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(lines_with(result.err, "stopped by cohort (SIGTERM)").size(), 2u) << result.err;
+}
+
+// torchrun parity, against this PyTorch's own torchrun: every option of
+// its argument parser, in both spellings, is one of cohort run's.
+TEST_F(PyTorch, EveryOptionOfThisTorchrunIsCohortRuns) {
+  const auto options_of_torchrun =
+      test::run_process({kPython, (kTests / "torchrun_options.py").string()}, options());
+  ASSERT_EQ(options_of_torchrun.exit_code, 0) << test::describe(options_of_torchrun);
+  const auto help = test::run_process({COHORT_CLI_PATH, "run", "--help"}, options());
+  std::set<std::string> cohorts;  // "  -n,--nproc-per-node,--nproc_per_node  ..." -> each
+  for (const std::string& line : lines_with(help.out, "-", "  -")) {
+    const std::string names = line.substr(2, line.find(' ', 2) - 2);
+    for (std::size_t start = 0; start < names.size();) {
+      const std::size_t end = std::min(names.find(',', start), names.size());
+      cohorts.insert(names.substr(start, std::min(names.find('{', start), end) - start));
+      start = end + 1;
+    }
+  }
+  std::istringstream stream(options_of_torchrun.out);
+  int count = 0;
+  for (std::string option; std::getline(stream, option); ++count)
+    EXPECT_EQ(cohorts.count(option), 1u) << option << " (torchrun's) is not cohort run's";
+  EXPECT_GT(count, 20) << options_of_torchrun.out;
+}
+
+// The variables this PyTorch's torchrun sets for its workers (--standalone,
+// 2 workers; Debian 12's needs --redirects 9:0 --tee 9:0 to start) are what
+// cohort run sets, with the same values where they do not name the store's
+// address, a file or the job's id.
+TEST_F(PyTorch, WorkersGetTheVariablesThisTorchrunSets) {
+  Environment base;
+  for (const char* name : {"PATH", "HOME", "LANG"}) {
+    if (const char* value = std::getenv(name)) base[name] = value;
+  }
+  test::ProcessOptions clean = options();
+  clean.env = base;
+  const std::string script = (kTests / "worker_env.py").string();
+  const auto torchrun =
+      test::run_process({kPython, "-m", "torch.distributed.run", "--redirects", "9:0", "--tee",
+                         "9:0", "--standalone", "--nproc_per_node", "2", script},
+                        clean);
+  ASSERT_EQ(torchrun.exit_code, 0) << test::describe(torchrun);
+  const auto cohort =
+      test::run_process({COHORT_CLI_PATH, "run", "--python", kPython, "-n", "2", script}, clean);
+  ASSERT_EQ(cohort.exit_code, 0) << test::describe(cohort);
+  // "env 1 NAME=VALUE", maybe behind cohort's "[1] " prefix -> {rank, NAME} -> VALUE
+  const auto parse = [](const std::string& out) {
+    std::map<std::pair<std::string, std::string>, std::string> vars;
+    for (const std::string& line : lines_with(out, "env ")) {
+      const std::size_t at = line.find("env ");
+      const std::size_t space = line.find(' ', at + 4);
+      const std::size_t equals = line.find('=', space);
+      if (space == std::string::npos || equals == std::string::npos) continue;
+      vars[{line.substr(at + 4, space - at - 4), line.substr(space + 1, equals - space - 1)}] =
+          line.substr(equals + 1);
+    }
+    return vars;
+  };
+  const auto theirs = parse(torchrun.out);
+  const auto ours = parse(cohort.out);
+  // Where the store is (torchrun --standalone says localhost, cohort
+  // 127.0.0.1) and who serves it (1.13's torchrun has rank 0 serve it,
+  // TORCHELASTIC_USE_AGENT_STORE=False; 2.x's agent, as cohort's does), the
+  // job's id and files.
+  const std::set<std::string> differ_by_design = {"MASTER_ADDR", "MASTER_PORT",
+                                                  "TORCHELASTIC_USE_AGENT_STORE",
+                                                  "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"};
+  int compared = 0;
+  for (const auto& [key, value] : theirs) {
+    if (base.count(key.second) != 0 || key.second.rfind("PYTHON", 0) == 0) continue;
+    ++compared;
+    const auto found = ours.find(key);
+    if (found == ours.end()) {
+      ADD_FAILURE() << "rank " << key.first << ": torchrun sets " << key.second << "=" << value
+                    << ", cohort run does not";
+    } else if (differ_by_design.count(key.second) == 0) {
+      EXPECT_EQ(found->second, value) << "rank " << key.first << ": " << key.second;
+    }
+  }
+  EXPECT_GT(compared, 2 * 14) << torchrun.out;  // RANK ... TORCHELASTIC_USE_AGENT_STORE, twice
 }
 
 // @record writes TORCHELASTIC_ERROR_FILE; the report quotes it.

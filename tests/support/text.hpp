@@ -7,12 +7,13 @@
 
 namespace cohort::test {
 
-/// The lines of `text` that contain `needle`.
-inline std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+/// The lines of `text` that hold `needle`, and begin with `start` when given.
+inline std::vector<std::string> lines_with(const std::string& text, const std::string& needle,
+                                           const std::string& start = "") {
   std::vector<std::string> out;
   std::istringstream stream(text);
   for (std::string line; std::getline(stream, line);) {
-    if (line.find(needle) != std::string::npos) out.push_back(line);
+    if (line.find(needle) != std::string::npos && line.rfind(start, 0) == 0) out.push_back(line);
   }
   return out;
 }
