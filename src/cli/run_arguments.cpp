@@ -92,6 +92,23 @@ constexpr std::array kOptions = {
     OptionSpec{"--logs-specs,--logs_specs", "--logs-specs", "PET_LOGS_SPECS", Kind::value,
                "torchrun's log plugin: only its default is accepted (use --log-dir, --redirects, "
                "--tee)"},
+    // torchrun's newer than 2.6 (2.7 to 2.11): accepted where there is nothing
+    // to do, refused with a line where cohort does not do it (yet).
+    OptionSpec{"--event-log-handler,--event_log_handler", "--event-log-handler",
+               "PET_EVENT_LOG_HANDLER", Kind::value,
+               "torchrun's event log plugin: null and console are accepted (cohort's events are "
+               "its report)"},
+    OptionSpec{"--duplicate-stdout-filters,--duplicate_stdout_filters",
+               "--duplicate-stdout-filters", "PET_DUPLICATE_STDOUT_FILTERS", Kind::value,
+               "refused: torchrun's copy of filtered output to a file (use --log-dir)"},
+    OptionSpec{"--duplicate-stderr-filters,--duplicate_stderr_filters",
+               "--duplicate-stderr-filters", "PET_DUPLICATE_STDERR_FILTERS", Kind::value,
+               "refused, as --duplicate-stdout-filters"},
+    OptionSpec{"--numa-binding,--numa_binding", "--numa-binding", "PET_NUMA_BINDING", Kind::value,
+               "refused: cohort does not bind workers to NUMA nodes yet (numactl in PROGRAM)"},
+    OptionSpec{"--virtual-local-rank,--virtual_local_rank", "--virtual-local-rank",
+               "PET_VIRTUAL_LOCAL_RANK", Kind::flag,
+               "refused: torchrun's LOCAL_RANK=0 with one GPU visible per worker"},
     // --- one node, several nodes
     OptionSpec{"--standalone", "--standalone", "PET_STANDALONE", Kind::flag,
                "one node, the store on a free port (the default on one node)"},
@@ -581,6 +598,31 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
     if (method.value != "spawn" && method.value != "fork" && method.value != "forkserver") {
       bad(method, "expected spawn, fork or forkserver");
     }
+  }
+  if (const Given handler = get(arguments, "--event-log-handler")) {
+    if (handler.value != "null" && handler.value != "console") {
+      bad(handler,
+          "cohort has no event log plugins (its events are the failure report): null "
+          "or console");
+    }
+  }
+  for (const char* filters : {"--duplicate-stdout-filters", "--duplicate-stderr-filters"}) {
+    if (const Given given = get(arguments, filters)) {
+      bad(given,
+          "cohort does not copy filtered lines to a file of their own: --log-dir DIR "
+          "writes every rank's output, to grep; drop this option");
+    }
+  }
+  if (const Given numa = get(arguments, "--numa-binding")) {
+    bad(numa,
+        "cohort does not bind workers to NUMA nodes yet: drop this option, and bind in "
+        "PROGRAM (numactl --cpunodebind N python ...) if you need it");
+  }
+  if (arguments.flag("--virtual-local-rank")) {
+    throw InvalidArgument(cat(get(arguments, "--virtual-local-rank").origin,
+                              ": cohort does not give every worker LOCAL_RANK=0 with one GPU "
+                              "visible: drop this option, and use LOCAL_RANK as the GPU index "
+                              "(torch.cuda.set_device(LOCAL_RANK))"));
   }
   if (const Given specs = get(arguments, "--logs-specs")) {
     if (specs.value != "default" && specs.value != "DefaultLogsSpecs") {

@@ -183,6 +183,14 @@ TEST(RunArguments, ErrorsNameTheOptionOrTheVariable) {
   EXPECT_NE(error_of({{"--start-method", "thread"}}).find("spawn, fork or forkserver"),
             std::string::npos);
   EXPECT_NE(error_of({{"--logs-specs", "mine"}}).find("no log plugins"), std::string::npos);
+  // torchrun's options newer than 2.6: refused with what to do instead.
+  EXPECT_NE(error_of({{"--event-log-handler", "mine"}}).find("null or console"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"--duplicate-stderr-filters", "x"}}).find("--log-dir DIR"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"--numa-binding", "node"}}).find("numactl"), std::string::npos);
+  EXPECT_NE(error_of({}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}}).find("torch.cuda.set_device"),
+            std::string::npos);
 }
 
 TEST(RunArguments, StreamSpecs) {
