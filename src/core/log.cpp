@@ -8,12 +8,20 @@
 namespace cohort::detail {
 namespace {
 
+// COHORT_LOG, else torchrun's LOGLEVEL (Python's names: DEBUG, INFO,
+// WARNING, ERROR, CRITICAL), else warn.
 LogLevel level_from_environment() {
   const char* text = std::getenv("COHORT_LOG");
   const std::string_view value = text ? text : "";
   if (value == "error") return LogLevel::error;
   if (value == "info") return LogLevel::info;
   if (value == "debug") return LogLevel::debug;
+  if (!value.empty()) return LogLevel::warn;
+  const char* python = std::getenv("LOGLEVEL");
+  const std::string_view torchrun = python ? python : "";
+  if (torchrun == "ERROR" || torchrun == "CRITICAL") return LogLevel::error;
+  if (torchrun == "INFO") return LogLevel::info;
+  if (torchrun == "DEBUG") return LogLevel::debug;
   return LogLevel::warn;
 }
 
