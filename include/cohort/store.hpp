@@ -118,6 +118,12 @@ class StoreServer {
   /// The TCPStore-protocol port, or -1 when there is none.
   int torch_port() const noexcept;
 
+  /// Forgets every key PyTorch's clients set on the TCPStore port, and their
+  /// queues; returns once done. For a job that starts its workers again:
+  /// PyTorch 2.x's clients no longer prefix their keys with the attempt, so
+  /// the new ones would read the old ones' (rank 0's address, a barrier).
+  void forget_torch_keys();
+
   /// Connections currently open (for tests and diagnostics).
   std::size_t connection_count() const noexcept;
 

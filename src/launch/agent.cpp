@@ -249,6 +249,7 @@ class Agent {
       const bool restart = stop_ == Stop::worker_failed && attempt < options_.max_restarts;
       print(detail::failure_report(report_input(attempt, restart)));
       if (!restart) return exit_code();
+      group_->forget_torch_keys();  // the old workers are gone; the new start afresh
     }
   }
 
@@ -762,6 +763,11 @@ class Agent {
   std::vector<int> signals_;
   std::string host_;
   std::unique_ptr<detail::EventLoop> loop_;
+  // Before group_, whose store's thread writes them: they outlive it.
+  Fd unservable_event_;          ///< readable once the store met a client it cannot serve
+  std::mutex unservable_mutex_;  ///< guards unservable_, written on the store's thread
+  std::string unservable_;
+  std::string unservable_why_;  ///< unservable_, as this thread read it
   std::unique_ptr<detail::NodeGroup> group_;
   detail::Placement placement_;
   std::optional<detail::StopRecord> first_stop_;  ///< the attempt's first stop, on any node
@@ -775,10 +781,6 @@ class Agent {
   // After the guardian: destroyed first, it SIGKILLs workers still running.
   std::unique_ptr<detail::ProcessSet> processes_;
   Stop stop_ = Stop::none;
-  Fd unservable_event_;          ///< readable once the store met a client it cannot serve
-  std::mutex unservable_mutex_;  ///< guards unservable_, written on the store's thread
-  std::string unservable_;
-  std::string unservable_why_;  ///< unservable_, as this thread read it
   int stop_signal_ = 0;
   int first_failure_ = -1;
 };

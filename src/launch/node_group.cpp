@@ -263,6 +263,10 @@ void NodeGroup::take_node_rank() {
   options_.node_rank = static_cast<int>(rank);
 }
 
+void NodeGroup::forget_torch_keys() {
+  if (server_) server_->forget_torch_keys();
+}
+
 int NodeGroup::torch_port() const noexcept {
   return server_ ? server_->torch_port() : -1;
 }
@@ -640,7 +644,6 @@ std::chrono::milliseconds NodeGroup::restart_bound(std::chrono::milliseconds gra
 int NodeGroup::begin_next_attempt(const StopRecord& stop, std::chrono::milliseconds grace) {
   const auto bound = restart_bound(grace);
   const int next = attempt_ + 1;
-  if (stop.rank >= 0) ++restarts_;
   if (options_.node_rank >= 0) store_->set(ended_key(attempt_, options_.node_rank), "");
   if (options_.node_rank == 0) {
     // Every node's workers of this attempt are gone before any of the next
@@ -659,6 +662,7 @@ int NodeGroup::begin_next_attempt(const StopRecord& stop, std::chrono::milliseco
       throw Timeout(cat("cohort run: cannot restart the job: ", detail::join(missing, ", "),
                         " did not stop its workers of attempt ", next, " within ", seconds(bound)));
     }
+    forget_torch_keys();
     // A MASTER_PORT free now on node 0, for workers whose rank 0 listens.
     store_->set(start_key(next), std::to_string(pick_free_port()));
   }
@@ -670,7 +674,10 @@ int NodeGroup::begin_next_attempt(const StopRecord& stop, std::chrono::milliseco
                       " did not start attempt ", next + 1, " within ", seconds(bound),
                       " (a node did not stop its workers in time, or node 0 is gone)"));
   }
+  // The attempt first, then the budget: the heartbeat thread that finds no
+  // restart left also finds the new attempt, and keeps beating (watch()).
   attempt_ = next;
+  if (stop.rank >= 0) ++restarts_;
   return port;
 }
 
@@ -731,6 +738,7 @@ NodeGroup::Verdict NodeGroup::settle(const StopRecord& stop, std::chrono::millis
       for (int node : lost)
         lost_ids_.insert(ids[static_cast<std::size_t>(node)]);
     }
+    if (verdict.restart) forget_torch_keys();
     store_->set(verdict_key(attempt), cat(verdict.restart ? 1 : 0, '\t', verdict.stop.encode()));
   } else {
     std::string text;
@@ -752,9 +760,9 @@ NodeGroup::Verdict NodeGroup::settle(const StopRecord& stop, std::chrono::millis
     verdict.restart = text.rfind("1\t", 0) == 0;
   }
   if (verdict.restart) {
+    attempt_ = attempt + 1;  // the round's table (join) starts it; before the budget, as above
     if (verdict.stop.rank >= 0) ++restarts_;
-    attempt_ = attempt + 1;  // the round's table (join) starts it
-    in_round_ = false;       // the --hostfile launcher's thread closes that round
+    in_round_ = false;  // the --hostfile launcher's thread closes that round
   }
   return verdict;
 }
@@ -837,8 +845,10 @@ void NodeGroup::watch() {
         stop_seen = true;
         notify();
         // Keep beating while the job may restart: the coordinator must not
-        // take a node that stops and starts again for a lost one.
-        if (!coordinator && !may_restart()) return;
+        // take a node that stops and starts again for a lost one. The budget
+        // is read before the attempt, which changes before the budget does:
+        // a restart that has just used the last of it is seen as a restart.
+        if (!coordinator && !may_restart() && attempt_ == attempt) return;
       }
       const bool waits_for_all = coordinator || options_.max_restarts > 0 || elastic();
       if (waits_for_all && !all_done_ && watch_store_->check({all_done_key(attempt)})) {

@@ -182,6 +182,11 @@ class NodeGroup {
   /// least `min_nodes` remain, or a node waits to join (neither uses the
   /// budget). The same answer on every node.
   bool restartable(const StopRecord& record) const;
+  /// Where this process serves the store: forgets what the workers' PyTorch
+  /// clients set there (StoreServer::forget_torch_keys), so that the next
+  /// attempt's start afresh. begin_next_attempt() and settle() do it on node
+  /// 0 once every node's workers are gone; one node calls it itself.
+  void forget_torch_keys();
   /// Whether a stop of this attempt may still restart the job (restarts
   /// left, or elastic membership): then every agent waits for the others at
   /// the end of it.

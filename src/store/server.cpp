@@ -55,6 +55,7 @@ namespace {
 constexpr std::uint64_t kListenerId = 0;
 constexpr std::uint64_t kWakeId = 1;
 constexpr std::uint64_t kTorchListenerId = 2;
+constexpr std::uint64_t kTaskId = 3;  // another thread asks something of the loop
 // Every key a PyTorch TCPStore client names is stored under this prefix.
 constexpr std::string_view kTorchPrefix = "torch:";
 // CANCEL_WAIT's query byte (PyTorch 2.x): taken even while a WAIT is parked.
@@ -155,6 +156,10 @@ struct StoreServer::Impl {
   detail::Listener torch_listener;  // fd invalid when there is none
   Fd epoll;
   Fd wake;
+  Fd task;                // eventfd: forget_torch_keys() was asked
+  std::mutex task_mutex;  // guards forget_requested
+  std::condition_variable task_done;
+  bool forget_requested = false;
   std::thread thread;
   std::atomic<std::size_t> open_connections{0};
   std::mutex idle_mutex;
@@ -162,7 +167,7 @@ struct StoreServer::Impl {
   const uid_t user = geteuid();
 
   std::unordered_map<std::uint64_t, Connection> connections;
-  std::uint64_t next_id = 3;
+  std::uint64_t next_id = 4;
   bool told_unservable = false;  // Options::on_unservable is called once
   StringMap<std::string> data;
   StringMap<std::deque<std::string>> queues;  // PyTorch's QUEUE_PUSH/POP, apart from `data`
@@ -183,7 +188,8 @@ struct StoreServer::Impl {
     listener = detail::listen_tcp(options.host, options.port);
     epoll = Fd(epoll_create1(EPOLL_CLOEXEC));
     wake = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!epoll.valid() || !wake.valid()) {
+    task = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!epoll.valid() || !wake.valid() || !task.valid()) {
       throw Error(cat("store server: epoll/eventfd failed: ", detail::errno_text(errno)));
     }
     watch(listener.fd.get(), kListenerId, EPOLLIN);
@@ -197,6 +203,7 @@ struct StoreServer::Impl {
       watch(torch_listener.fd.get(), kTorchListenerId, EPOLLIN);
     }
     watch(wake.get(), kWakeId, EPOLLIN);
+    watch(task.get(), kTaskId, EPOLLIN);
     thread = std::thread([this] { run(); });
   }
 
@@ -236,6 +243,10 @@ struct StoreServer::Impl {
       for (int i = 0; i < n; ++i) {
         const std::uint64_t id = events[i].data.u64;
         if (id == kWakeId) return;
+        if (id == kTaskId) {
+          run_tasks();
+          continue;
+        }
         if (id == kListenerId || id == kTorchListenerId) {
           accept_all(id == kTorchListenerId);
         } else {
@@ -256,6 +267,25 @@ struct StoreServer::Impl {
           handle_frames(id);
       }
     }
+  }
+
+  // What other threads asked (StoreServer::forget_torch_keys).
+  void run_tasks() {
+    std::uint64_t count = 0;
+    (void)!::read(task.get(), &count, sizeof(count));
+    std::lock_guard<std::mutex> lock(task_mutex);
+    if (!forget_requested) return;
+    for (auto it = data.begin(); it != data.end();) {
+      if (is_torch_key(it->first)) {
+        it = data.erase(it);
+        ++deletions;
+      } else {
+        ++it;
+      }
+    }
+    queues.clear();
+    forget_requested = false;
+    task_done.notify_all();
   }
 
   // Watches the listeners unless out of descriptors or too many handshakes
@@ -1055,6 +1085,14 @@ int StoreServer::port() const noexcept {
 int StoreServer::torch_port() const noexcept {
   return impl_->torch_listener.fd.valid() ? impl_->torch_listener.port : -1;
 }
+void StoreServer::forget_torch_keys() {
+  std::unique_lock<std::mutex> lock(impl_->task_mutex);
+  impl_->forget_requested = true;
+  const std::uint64_t one = 1;
+  (void)!::write(impl_->task.get(), &one, sizeof(one));
+  impl_->task_done.wait(lock, [this] { return !impl_->forget_requested; });
+}
+
 std::size_t StoreServer::connection_count() const noexcept {
   return impl_->open_connections;
 }

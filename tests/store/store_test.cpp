@@ -716,6 +716,24 @@ TEST_F(Torch2PortTest, ACanceledWaitAnswersCanceledAndTheClientGoesOn) {
   EXPECT_EQ(receive(b.get(), 8), u64(2));
 }
 
+// Between attempts the agent forgets PyTorch's keys (2.x no longer
+// prefixes them by attempt); cohort's own stay.
+TEST_F(Torch2PortTest, ForgettingTorchKeysLeavesCohortsOwn) {
+  auto cohort = client();
+  cohort->set("agents/stop", "kept");
+  detail::Fd a = torch2_connection();
+  send(a.get(), std::string(1, '\x01') + text("/default_pg/0") + text("old address"));
+  send(a.get(), std::string(1, '\x0e') + text("/q") + text("old item"));
+  send(a.get(), std::string(1, '\x07'));  // GETNUMKEYS: the SET was served before it
+  EXPECT_EQ(receive(a.get(), 8), u64(1));
+  server_->forget_torch_keys();
+  send(a.get(), std::string(1, '\x05') + keys({"/default_pg/0"}));  // CHECK
+  EXPECT_EQ(receive(a.get(), 1), std::string(1, '\x01'));           // NOT_READY
+  send(a.get(), std::string(1, '\x10') + text("/q"));               // QUEUE_LEN
+  EXPECT_EQ(receive(a.get(), 8), u64(0));
+  EXPECT_EQ(cohort->get("agents/stop", 1s), "kept");
+}
+
 TEST_F(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
   detail::Fd a = torch2_connection();
   detail::Fd b = torch2_connection();

@@ -184,8 +184,7 @@ TEST(RunArguments, ErrorsNameTheOptionOrTheVariable) {
             std::string::npos);
   EXPECT_NE(error_of({{"--logs-specs", "mine"}}).find("no log plugins"), std::string::npos);
   // torchrun's options newer than 2.6: refused with what to do instead.
-  EXPECT_NE(error_of({{"--event-log-handler", "mine"}}).find("null or console"),
-            std::string::npos);
+  EXPECT_NE(error_of({{"--event-log-handler", "mine"}}).find("null or console"), std::string::npos);
   EXPECT_NE(error_of({{"--duplicate-stderr-filters", "x"}}).find("--log-dir DIR"),
             std::string::npos);
   EXPECT_NE(error_of({{"--numa-binding", "node"}}).find("numactl"), std::string::npos);
