@@ -31,11 +31,13 @@ class UsageError : public Error {
 };
 
 /// The subcommands, for "unknown command" messages.
-inline constexpr const char* kCommands[] = {"run", "env", "hostlist", "bench"};
+inline constexpr const char* kCommands[] = {"run", "env", "hostlist", "bench", "agent"};
 
 void add_env_command(CLI::App& app, Runner& run);
 void add_hostlist_command(CLI::App& app, Runner& run);
 void add_bench_command(CLI::App& app, Runner& run);
+/// Hidden: started by `cohort run --hostfile` over ssh on every host.
+void add_agent_command(CLI::App& app, Runner& run);
 /// `after_separator`: what followed `cohort run ... --` (see
 /// take_program_after_separator), or nullopt when there was no `--`.
 void add_run_command(CLI::App& app, Runner& run,

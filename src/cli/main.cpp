@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   cohort::cli::add_env_command(app, run);
   cohort::cli::add_hostlist_command(app, run);
   cohort::cli::add_bench_command(app, run);
+  cohort::cli::add_agent_command(app, run);
 
   try {
     // CLI11 parses a reversed vector without the program name.

@@ -19,6 +19,7 @@
 #include "launch/node_group.hpp"
 #include "launch/output.hpp"
 #include "launch/process_set.hpp"
+#include "launch/run_plan.hpp"
 #include "launch/spawn.hpp"
 
 namespace cohort::detail {
@@ -56,23 +57,6 @@ std::string shell_quote(std::string_view text) {
   return out + "'";
 }
 
-std::string seconds_text(std::chrono::milliseconds time) {
-  return cat(time.count() / 1000, ".", cat(1000 + time.count() % 1000).substr(1));
-}
-
-// {0, 1, 2, 5} -> "0-2,5": --ranks 0-65535 stays a short argument.
-std::string format_rank_list(const std::set<int>& ranks) {
-  std::vector<std::string> items;
-  for (auto it = ranks.begin(); it != ranks.end();) {
-    const int low = *it;
-    int high = low;
-    while (++it != ranks.end() && *it == high + 1)
-      ++high;
-    items.push_back(low == high ? cat(low) : cat(low, "-", high));
-  }
-  return join(items, ",");
-}
-
 // A remote agent, beside its ssh process (the process set's member of the
 // same index).
 struct Agent {
@@ -80,8 +64,20 @@ struct Agent {
   Fd stdin_pipe;  // write end: closing it tells the remote agent to stop
 };
 
-// The launcher's one deadline: hang up on the agents, then SIGKILL their ssh.
+// The launcher's deadlines: hang up on the agents, then SIGKILL their ssh;
+// the job's --timeout, should the agents not keep it themselves.
 constexpr int kKillDeadline = 0;
+constexpr int kTimeoutDeadline = 1;
+// What an agent gets beyond the grace to stop, report and exit.
+constexpr std::chrono::seconds kAgentSlack{5};
+
+// The plan into the agent's empty pipe, made large enough that writing it
+// never waits for ssh (which reads it only once connected). Best effort: a
+// pipe that stays small blocks until that agent's ssh takes the rest.
+void write_plan(int fd, const std::string& text) {
+  if (text.size() > 65536) (void)fcntl(fd, F_SETPIPE_SZ, static_cast<int>(text.size()));
+  write_fully(fd, text);
+}
 
 }  // namespace
 
@@ -116,14 +112,6 @@ std::vector<RunOptions::Host> parse_hostfile(std::string_view text, std::string_
   return hosts;
 }
 
-std::string format_stream_spec(const std::map<int, int>& spec) {
-  if (spec.size() == 1 && spec.begin()->first == -1) return std::to_string(spec.begin()->second);
-  std::vector<std::string> items;
-  for (const auto& [local_rank, streams] : spec)
-    if (local_rank >= 0) items.push_back(cat(local_rank, ":", streams));
-  return join(items, ",");
-}
-
 std::vector<RunOptions::Host> parse_host_list(std::string_view list) {
   std::vector<RunOptions::Host> hosts;
   for (const std::string& item : split_words(list, ",")) {
@@ -137,12 +125,33 @@ std::vector<RunOptions::Host> parse_host_list(std::string_view list) {
   return hosts;
 }
 
-std::string remote_agent_command(const RunOptions& options, int node_rank,
-                                 const StoreEndpoint& store, const std::string& cwd,
-                                 const std::string& cohort_path, const Environment& env) {
+RunOptions remote_agent_plan(const RunOptions& options, int node_rank, const StoreEndpoint& store) {
   const auto index = static_cast<std::size_t>(node_rank);
-  const int slots =
-      options.hosts[index].slots > 0 ? options.hosts[index].slots : options.nproc_per_node;
+  RunOptions plan = options;
+  if (options.hosts[index].slots > 0) plan.nproc_per_node = options.hosts[index].slots;
+  plan.nnodes = static_cast<int>(options.hosts.size());
+  plan.node_rank = node_rank;
+  plan.master_addr = options.hosts.front().name;
+  plan.master_port = 0;  // node 0's agent picks the workers' MASTER_PORT
+  plan.rdzv_host = store.host;
+  plan.rdzv_port = store.port;
+  plan.store_served_elsewhere = true;
+  plan.stop_on_stdin_eof = true;
+  plan.node_hosts.clear();
+  for (const RunOptions::Host& host : options.hosts)
+    plan.node_hosts.push_back(host.name);
+  plan.local_addr.clear();  // this host's, not the remote one's
+  // The remote agent starts workers, not more agents.
+  plan.hosts.clear();
+  plan.ssh = RunOptions().ssh;
+  plan.remote_cohort.clear();
+  plan.forward_env.clear();
+  plan.forward_env_prefixes.clear();
+  return plan;
+}
+
+std::string remote_agent_command(const RunOptions& options, const std::string& cwd,
+                                 const std::string& cohort_path, const Environment& env) {
   std::vector<std::string> words{"env"};
   for (const auto& [name, value] : env) {
     bool wanted = std::find(options.forward_env.begin(), options.forward_env.end(), name) !=
@@ -151,79 +160,7 @@ std::string remote_agent_command(const RunOptions& options, int node_rank,
       wanted = wanted || name.rfind(prefix, 0) == 0;
     if (wanted) words.push_back(cat(name, "=", value));
   }
-  std::vector<std::string> run{cohort_path,
-                               "run",
-                               "-n",
-                               std::to_string(slots),
-                               "--nnodes",
-                               options.min_nodes > 0
-                                   ? cat(options.min_nodes, ":", options.hosts.size())
-                                   : std::to_string(options.hosts.size()),
-                               "--node-rank",
-                               std::to_string(node_rank),
-                               "--master-addr",
-                               options.hosts.front().name,
-                               "--rdzv-host",
-                               store.host,
-                               "--master-port",
-                               std::to_string(store.port),
-                               "--store-elsewhere",
-                               "--stop-on-stdin-eof",
-                               "--token-file",
-                               "-",
-                               "--no-srun",
-                               "--run-id",
-                               options.run_id,
-                               "--grace",
-                               seconds_text(options.grace),
-                               "--rdzv-timeout",
-                               seconds_text(options.rendezvous_timeout),
-                               "--heartbeat-timeout",
-                               seconds_text(options.heartbeat_timeout),
-                               "--python",
-                               options.python};
-  if (!options.signals.empty()) {
-    run.insert(run.end(), {"--signals", join(options.signals, ",")});
-  }
-  if (options.max_restarts > 0) {
-    run.insert(run.end(), {"--max-restarts", std::to_string(options.max_restarts)});
-  }
-  if (options.min_nodes > 0) {
-    run.insert(run.end(),
-               {"--rdzv-conf", cat("last_call_timeout=", seconds_text(options.last_call))});
-  }
-  if (!options.log_dir.empty()) run.insert(run.end(), {"--log-dir", options.log_dir});
-  if (options.prefix) {
-    if (options.prefix->empty()) {
-      run.emplace_back("--no-prefix");
-    } else {
-      run.insert(run.end(), {"--prefix", *options.prefix});
-    }
-  }
-  if (!options.console_ranks.empty()) {
-    run.insert(run.end(), {"--ranks", format_rank_list(options.console_ranks)});
-  }
-  if (options.local_rank_arg == RunOptions::LocalRankArg::underscore) {
-    run.emplace_back("--local-rank-arg");
-  } else if (options.local_rank_arg == RunOptions::LocalRankArg::dash) {
-    run.emplace_back("--local-rank-arg=dash");
-  }
-  if (!options.agent_store) run.emplace_back("--no-agent-store");
-  if (options.module) run.emplace_back("--module");
-  if (options.no_python) run.emplace_back("--no-python");
-  if (options.run_path) run.emplace_back("--run-path");
-  if (options.role != "default") run.insert(run.end(), {"--role", options.role});
-  for (const auto& [flag, spec] :
-       {std::pair{"--redirects", &options.redirects}, std::pair{"--tee", &options.tee}}) {
-    if (!spec->empty()) run.insert(run.end(), {flag, format_stream_spec(*spec)});
-  }
-  if (!options.console_local_ranks.empty()) {
-    run.insert(run.end(), {"--local-ranks-filter", format_rank_list(options.console_local_ranks)});
-  }
-  run.emplace_back("--");
-  run.insert(run.end(), options.command.begin(), options.command.end());
-  words.insert(words.end(), run.begin(), run.end());
-
+  words.insert(words.end(), {cohort_path, "agent"});
   std::string command = cat("cd ", shell_quote(cwd), " && exec");
   for (const std::string& word : words)
     command += " " + shell_quote(word);
@@ -278,6 +215,17 @@ class SshLauncher {
 
     loop_->watch(group_->event_fd(), [this] { on_group_event(); });
     start_agents({route.source_address, group_->store_port()});
+    if (options_.timeout.count() > 0) {
+      // Each agent keeps the time limit and reports what its ranks printed
+      // last; this is the backstop for agents that cannot.
+      loop_->set_deadline(
+          kTimeoutDeadline, options_.timeout + options_.grace + kAgentSlack, [this] {
+            if (!stopping_) {
+              stop(124, cat("the job ran past its time limit (--timeout ", options_.timeout.count(),
+                            " ms) and its agents did not stop it"));
+            }
+          });
+    }
     while (processes_->any_running())
       loop_->turn();
     if (record_ && (record_->node_lost || record_->node < 0 || record_->rank < 0)) {
@@ -320,13 +268,14 @@ class SshLauncher {
       agent.stdin_pipe = Fd(ends[1]);
       std::vector<std::string> argv = ssh;
       argv.push_back(agent.host);
-      argv.push_back(
-          remote_agent_command(options_, static_cast<int>(node), store, cwd, cohort, env));
+      argv.push_back(remote_agent_command(options_, cwd, cohort, env));
+      RunOptions plan = remote_agent_plan(options_, static_cast<int>(node), store);
+      // On the agent's standard input only, never on a command line, which
+      // every local user can read.
+      plan.job_token = group_->token();
+      const std::string text = encode_run_plan(plan);
       processes_->add(spawn_worker(argv, env, STDOUT_FILENO, STDERR_FILENO, read_end.get()));
-      // The token's first line of the agent's standard input (--token-file
-      // -): never on a command line, which every local user can read. The
-      // pipe is empty and far larger than a token: this never blocks.
-      write_fully(agent.stdin_pipe.get(), group_->token() + "\n");
+      write_plan(agent.stdin_pipe.get(), text);
     }
   }
 
@@ -355,9 +304,9 @@ class SshLauncher {
   void begin_stopping() {
     if (stopping_) return;
     stopping_ = true;
-    loop_->set_deadline(kKillDeadline, options_.grace + std::chrono::seconds(5), [this] {
+    loop_->set_deadline(kKillDeadline, options_.grace + kAgentSlack, [this] {
       hang_up();
-      loop_->set_deadline(kKillDeadline, std::chrono::seconds(5),
+      loop_->set_deadline(kKillDeadline, kAgentSlack,
                           [this] { processes_->signal_all(SIGKILL, true); });
     });
   }

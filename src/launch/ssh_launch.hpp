@@ -6,7 +6,6 @@
 // end and stops by itself. Nothing is ever killed by name.
 #pragma once
 
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,22 +23,21 @@ std::vector<RunOptions::Host> parse_hostfile(std::string_view text, std::string_
 /// "h1:2,h2:2,h3" (slots after the colon, optional).
 std::vector<RunOptions::Host> parse_host_list(std::string_view list);
 
-/// torchrun's --redirects / --tee syntax for a parsed spec: "3", or "0:1,1:2".
-std::string format_stream_spec(const std::map<int, int>& spec);
-
 /// Where the remote agents reach this process's store.
 struct StoreEndpoint {
   std::string host;
   int port = 0;
 };
 
-/// The shell command line ssh runs on host `node_rank`: cd to `cwd`, set the
-/// forwarded variables (from `env`), exec `cohort run` as node `node_rank`
-/// of the job with the same options, reading the job token from its
-/// standard input (never its command line, which every local user can
-/// read). Pure, for tests.
-std::string remote_agent_command(const RunOptions& options, int node_rank,
-                                 const StoreEndpoint& store, const std::string& cwd,
+/// The plan of the agent on host `node_rank`: the job's options, that
+/// host's share of them, and where the store is (run_plan.hpp carries it to
+/// `cohort agent` on the agent's standard input). Pure, for tests.
+RunOptions remote_agent_plan(const RunOptions& options, int node_rank, const StoreEndpoint& store);
+
+/// The shell command line ssh runs on every host: cd to `cwd`, set the
+/// variables `options` forwards (from `env`), exec `cohort agent`, which
+/// reads its plan from standard input. Pure, for tests.
+std::string remote_agent_command(const RunOptions& options, const std::string& cwd,
                                  const std::string& cohort_path, const Environment& env);
 
 /// Runs the job; returns its exit status like cohort::run.

@@ -86,6 +86,12 @@ TEST(FuzzReplay, Hostfile) {
                     "n1:2\nn2\n", "h slots=x\n"});
 }
 
+TEST(FuzzReplay, RunPlan) {
+  replay(run_plan, {"command ./train\ncommand a\\nb\nnproc_per_node 2\ntimeout 3000\n",
+                    "hosts 2 n1\nhosts 0 n\\0x\nprefix \nconsole_ranks 3\nredirects -1 3\n",
+                    "local_rank_arg dash\ngrace 1\nagent_store 0\njob_token t\n", "x y\n"});
+}
+
 TEST(FuzzReplay, ExchangeTable) {
   // A count byte, then the table: 2 values "ab" and ""; 3 values of which
   // two are the same; a length past the end; a count that does not match.

@@ -464,6 +464,63 @@ TEST_F(RunTest, TimeoutEndsAHungJobAndSaysWhatEachRankWasDoing) {
   EXPECT_EQ(result.err.find("| rank 1"), std::string::npos) << result.err;  // it had finished
 }
 
+// --hosts over an "ssh" that runs the command here: each agent gets its
+// plan on standard input, the options with it (the --timeout case once
+// stopped at the launcher's command line), its host's share of the ranks.
+class OverSshTest : public RunTest {
+ protected:
+  std::string fake_ssh() {
+    const fs::path path = dir_ / "fake-ssh";
+    std::ofstream(path)
+        << "#!/bin/sh\n# ssh HOST COMMAND: run COMMAND here\nshift\nexec sh -c \"$*\"\n";
+    fs::permissions(path, fs::perms::owner_all);
+    return path.string();
+  }
+};
+
+TEST_F(OverSshTest, TheTimeoutReachesTheRemoteAgents) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto result =
+      run({"--hosts", "127.0.0.1:1", "--ssh", fake_ssh(), "--timeout", "1", "--", "sleep", "20"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(result.exit_code, 124) << test::describe(result);
+  EXPECT_NE(result.err.find("the job ran past --timeout 1 s"), std::string::npos) << result.err;
+  EXPECT_LT(took, 15s) << "the sleep ran to its end";
+}
+
+TEST_F(OverSshTest, EveryNodeRunsTheOptionsOfTheCommandLine) {
+  const fs::path logs = dir_ / "logs";
+  const auto result = run({"--hosts",
+                           "127.0.0.1:2,127.0.0.1:1",
+                           "--ssh",
+                           fake_ssh(),
+                           "--role",
+                           "trainer",
+                           "--run-id",
+                           "job9",
+                           "--prefix",
+                           "<{rank}> ",
+                           "--log-dir",
+                           logs.string(),
+                           "--local-ranks-filter",
+                           "0",
+                           "--max-restarts",
+                           "1",
+                           "--",
+                           "sh",
+                           "-c",
+                           "echo $ROLE_NAME $TORCHELASTIC_RUN_ID $RANK/$WORLD_SIZE "
+                           "$TORCHELASTIC_MAX_RESTARTS $LOCAL_WORLD_SIZE"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::vector<std::string> lines = lines_of(result.out);
+  std::sort(lines.begin(), lines.end());
+  // Local rank 0 of each host on the console, every rank in the logs.
+  EXPECT_EQ(lines,
+            (std::vector<std::string>{"<0> trainer job9 0/3 1 2", "<2> trainer job9 2/3 1 1"}));
+  EXPECT_EQ(test::read_file(logs / "attempt_0" / "rank_1" / "stdout.log"),
+            "trainer job9 1/3 1 2\n");
+}
+
 // A console that stops reading (a pipe nobody drains) never freezes the
 // launcher: SIGTERM still stops the job within --grace, and the launcher exits.
 TEST_F(RunTest, AStalledConsoleDoesNotStopTheLauncher) {
