@@ -1,0 +1,184 @@
+#include "store/cohort_protocol.hpp"
+
+#include <algorithm>
+
+#include "core/strings.hpp"
+#include "store/admission.hpp"
+#include "store/protocol.hpp"
+
+namespace cohort::detail {
+
+namespace wire = store_protocol;
+
+std::string CohortProtocol::refusal(const std::string& why) const {
+  return wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::rejected)).bytes(why).frame();
+}
+
+std::size_t CohortProtocol::receive_limit(const StoreCore& core,
+                                          const Connection& connection) const {
+  // Before its handshake a client may send one handshake frame; after, it
+  // may send ahead while waiting, but not without bound.
+  return connection.authenticated ? std::size_t{core.options().max_frame_bytes} * 2 + 64
+                                  : std::size_t{wire::kMaxHandshakeBytes} + wire::kFrameHeaderBytes;
+}
+
+bool CohortProtocol::handle(StoreCore& core, Id id, Connection& connection) {
+  std::size_t used = 0;
+  while (!core.keys().waiting(id) && !connection.closing) {
+    const std::size_t available = connection.in.size() - used;
+    if (available < wire::kFrameHeaderBytes) break;
+    const std::uint32_t length = wire::frame_length(connection.in.data() + used);
+    const std::uint32_t limit =
+        connection.authenticated ? core.options().max_frame_bytes : wire::kMaxHandshakeBytes;
+    if (length > limit) {
+      core.drop(id, connection,
+                cat("a frame of ", length, " bytes exceeds the limit of ", limit, " bytes",
+                    connection.authenticated ? "" : " for a handshake"));
+      return false;
+    }
+    if (available < wire::kFrameHeaderBytes + length) break;
+    const std::string_view payload(connection.in.data() + used + wire::kFrameHeaderBytes, length);
+    used += wire::kFrameHeaderBytes + length;
+    try {
+      if (connection.authenticated) {
+        request(core, id, connection, payload);
+      } else {
+        handshake(core, connection, payload);
+      }
+    } catch (const wire::ProtocolError& error) {
+      core.drop(id, connection, cat("malformed request: ", error.what()));
+      return false;
+    }
+  }
+  connection.in.erase(0, used);
+  release_if_idle(connection.in);
+  return true;
+}
+
+void CohortProtocol::handshake(StoreCore& core, Connection& connection, std::string_view payload) {
+  wire::Reader reader(payload);
+  std::string magic;
+  for (std::size_t i = 0; i < wire::kMagic.size(); ++i)
+    magic.push_back(static_cast<char>(reader.u8()));
+  const std::uint8_t version = reader.u8();
+  if (magic != wire::kMagic || version != wire::kVersion) {
+    return refuse(core, connection,
+                  magic != wire::kMagic ? std::string("not a cohort store client (bad magic)")
+                                        : cat("protocol version ", int{version},
+                                              ", this server speaks ", int{wire::kVersion},
+                                              ": every process of a job must run the same cohort"));
+  }
+  const std::string_view token = reader.bytes();
+  const std::string_view credential = reader.bytes();
+  reader.expect_end();
+  const std::string why =
+      credential_refusal(token, credential, connection.remote, core.options(), core.user());
+  if (!why.empty()) return refuse(core, connection, why);
+  connection.authenticated = true;
+  core.end_handshake(connection);
+  connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
+}
+
+void CohortProtocol::refuse(StoreCore& core, Connection& connection, const std::string& why) {
+  core.log_refusal(cat("rejected the connection from ", connection.peer, ": ", why));
+  connection.out += refusal(why);
+  connection.closing = true;
+}
+
+void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
+                             std::string_view payload) {
+  KeySpace& keys = core.keys();
+  wire::Reader reader(payload);
+  const auto op = static_cast<wire::Op>(reader.u8());
+  wire::Writer reply;
+  reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
+  switch (op) {
+    case wire::Op::set: {
+      std::string key(reader.bytes());
+      std::string value(reader.bytes());
+      reader.expect_end();
+      keys.set(key, std::move(value));
+      break;
+    }
+    case wire::Op::get:
+    case wire::Op::wait: {
+      std::vector<std::string> names;
+      if (op == wire::Op::get) {
+        names.emplace_back(reader.bytes());
+      } else {
+        names = reader.strings();
+      }
+      const std::int64_t timeout_ms = reader.i64();
+      reader.expect_end();
+      Wait wait;
+      wait.keys = KeyList(names);
+      wait.get = op == wire::Op::get;
+      const Deadline deadline =
+          deadline_after(std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms)));
+      if (keys.wait(id, wait, deadline)) answer_wait(core, connection, wait);
+      return;
+    }
+    case wire::Op::add: {
+      std::string key(reader.bytes());
+      const std::int64_t delta = reader.i64();
+      reader.expect_end();
+      std::string error;
+      const std::optional<std::int64_t> sum = keys.add(key, delta, &error);
+      if (!sum) {
+        reply = wire::Writer();
+        reply.u8(static_cast<std::uint8_t>(wire::Status::error)).bytes(error);
+        break;
+      }
+      reply.i64(*sum);
+      break;
+    }
+    case wire::Op::compare_set: {
+      std::string key(reader.bytes());
+      const std::string_view expected = reader.bytes();
+      const std::string_view desired = reader.bytes();
+      reader.expect_end();
+      const std::string* current = keys.find(key);
+      if (current == nullptr ? expected.empty() : *current == expected) {
+        keys.set(key, std::string(desired));
+        reply.bytes(desired);
+      } else {
+        reply.bytes(current == nullptr ? std::string_view() : std::string_view(*current));
+      }
+      break;
+    }
+    case wire::Op::check: {
+      const std::vector<std::string> names = reader.strings();
+      reader.expect_end();
+      reply.u8(keys.all_set(names) ? 1 : 0);
+      break;
+    }
+    case wire::Op::delete_key: {
+      const std::string key(reader.bytes());
+      reader.expect_end();
+      reply.u8(keys.erase(key) ? 1 : 0);
+      break;
+    }
+    case wire::Op::num_keys:
+      reader.expect_end();
+      reply.i64(static_cast<std::int64_t>(keys.size()));
+      break;
+    default:
+      throw wire::ProtocolError(cat("unknown operation ", int{static_cast<std::uint8_t>(op)}));
+  }
+  connection.out += reply.frame();
+}
+
+void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const Wait& wait) {
+  wire::Writer reply;
+  reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
+  if (wait.get) reply.bytes(*core.keys().find(wait.keys[0]));
+  connection.out += reply.frame();
+}
+
+void CohortProtocol::answer_timeout(Connection& connection,
+                                    const std::vector<std::string>& missing) {
+  connection.out +=
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::timeout)).strings(missing).frame();
+}
+
+}  // namespace cohort::detail

@@ -1,0 +1,26 @@
+// cohort's own store protocol (protocol.hpp, docs/store-protocol.md) on the
+// store's transport: a handshake with the job token (and MUNGE), then one
+// framed request at a time; a GET or WAIT of keys not yet set waits, with a
+// deadline, while later frames stay buffered.
+#pragma once
+
+#include "store/store_protocol.hpp"
+
+namespace cohort::detail {
+
+class CohortProtocol final : public StoreProtocol {
+ public:
+  bool has_handshake() const override { return true; }
+  std::string refusal(const std::string& why) const override;
+  bool handle(StoreCore& core, Id id, Connection& connection) override;
+  void answer_wait(StoreCore& core, Connection& connection, const Wait& wait) override;
+  void answer_timeout(Connection& connection, const std::vector<std::string>& missing) override;
+  std::size_t receive_limit(const StoreCore& core, const Connection& connection) const override;
+
+ private:
+  void handshake(StoreCore& core, Connection& connection, std::string_view payload);
+  void refuse(StoreCore& core, Connection& connection, const std::string& why);
+  void request(StoreCore& core, Id id, Connection& connection, std::string_view payload);
+};
+
+}  // namespace cohort::detail

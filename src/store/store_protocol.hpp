@@ -1,0 +1,87 @@
+// The seam between the store's transport (server.cpp: sockets, epoll,
+// admission) and a wire protocol spoken on it (cohort_protocol.cpp, and
+// torch_protocol.cpp for PyTorch's TCPStore, every version). A protocol
+// reads a connection's bytes, acts on the key space, and writes answers;
+// the server owns connections, waits' wake-ups and closing. Adding a wire
+// protocol is one file implementing StoreProtocol and one listener row.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include <cohort/store.hpp>
+
+#include "core/fd.hpp"
+#include "core/socket.hpp"
+#include "store/key_space.hpp"
+
+namespace cohort::detail {
+
+class StoreProtocol;
+
+struct Connection {
+  Fd fd;
+  std::string peer;
+  std::string in;   // bytes received, not yet handled
+  std::string out;  // bytes to send
+  StoreProtocol* protocol = nullptr;
+  bool authenticated = false;
+  bool remote = false;   // the peer is not on this host
+  int dialect = -1;      // the protocol's own, once known from the first bytes
+  bool closing = false;  // close once `out` is sent
+  bool want_write = false;
+  bool eof = false;  // the peer sent end-of-file
+  std::optional<std::multimap<Deadline, std::uint64_t>::iterator> handshake_deadline;
+};
+
+/// What a protocol may ask of the server it runs in.
+class StoreCore {
+ public:
+  using Id = KeySpace::Id;
+  virtual KeySpace& keys() = 0;
+  virtual const StoreServer::Options& options() const = 0;
+  virtual uid_t user() const = 0;
+  /// Closes the connection that broke the protocol, logging why.
+  virtual void drop(Id id, Connection& connection, const std::string& why) = 0;
+  /// Logs (rate-limited) that a peer was refused.
+  virtual void log_refusal(const std::string& text) = 0;
+  /// The handshake is over: the connection no longer counts as pending.
+  virtual void end_handshake(Connection& connection) = 0;
+  /// A client asked what this store can never serve: closes it, and tells
+  /// whoever runs the job (once), who can end it now.
+  virtual void unservable(Id id, Connection& connection, const std::string& why) = 0;
+
+ protected:
+  ~StoreCore() = default;
+};
+
+class StoreProtocol {
+ public:
+  using Id = KeySpace::Id;
+  virtual ~StoreProtocol() = default;
+  /// Bytes received on a new connection before any request: whether it
+  /// must authenticate first (a handshake), or is let in by who its peer is.
+  virtual bool has_handshake() const = 0;
+  /// The answer sent to a peer refused before it spoke ("" for none).
+  virtual std::string refusal(const std::string& why) const = 0;
+  /// Handles the complete requests in `connection.in`, in order, until one
+  /// waits or none is left. Returns false when the connection was closed.
+  virtual bool handle(StoreCore& core, Id id, Connection& connection) = 0;
+  /// A wait of `connection` holds: its answer into `connection.out`.
+  virtual void answer_wait(StoreCore& core, Connection& connection, const Wait& wait) = 0;
+  /// A wait's deadline passed with `missing` keys still unset.
+  virtual void answer_timeout(Connection& connection, const std::vector<std::string>& missing) = 0;
+  /// Bytes a client may send ahead while it waits or before its handshake.
+  virtual std::size_t receive_limit(const StoreCore& core, const Connection& connection) const = 0;
+};
+
+/// An empty buffer gives back what a large request or answer made it grow
+/// to: thousands of idle connections must not each keep their peak (a
+/// 180 KB table GET by 4,096 ranks kept 720 MB).
+void release_if_idle(std::string& buffer);
+
+}  // namespace cohort::detail

@@ -1,0 +1,29 @@
+// PyTorch's TCPStore protocol on the store's transport (its second port),
+// every version torch_wire.hpp reads: requests answered as PyTorch's own
+// server does, on keys under "torch:". There is no handshake (a peer is let
+// in by who it is, admission.hpp); a connection's dialect is told from its
+// first bytes. Its waits have no deadline on the server: a client gives up
+// by itself, then sends CANCEL_WAIT (2.x), the one request taken while a
+// wait is under way.
+#pragma once
+
+#include <string_view>
+
+#include "store/store_protocol.hpp"
+
+namespace cohort::detail {
+
+/// Every key a PyTorch TCPStore client names is stored under this prefix.
+inline constexpr std::string_view kTorchKeyPrefix = "torch:";
+
+class TorchProtocol final : public StoreProtocol {
+ public:
+  bool has_handshake() const override { return false; }
+  std::string refusal(const std::string&) const override { return {}; }
+  bool handle(StoreCore& core, Id id, Connection& connection) override;
+  void answer_wait(StoreCore& core, Connection& connection, const Wait& wait) override;
+  void answer_timeout(Connection& connection, const std::vector<std::string>& missing) override;
+  std::size_t receive_limit(const StoreCore& core, const Connection& connection) const override;
+};
+
+}  // namespace cohort::detail

@@ -1,0 +1,126 @@
+// The store's keys and waits apart from any socket (key_space.hpp): which
+// waits a set completes, and when, in microseconds.
+#include "store/key_space.hpp"
+
+#include <gtest/gtest.h>
+
+namespace cohort::detail {
+namespace {
+
+Wait wait_for(std::vector<std::string> keys) {
+  Wait wait;
+  wait.keys = KeyList(keys);
+  return wait;
+}
+
+// The ids whose waits hold after the sets so far.
+std::vector<KeySpace::Id> resumed(KeySpace& space) {
+  std::vector<KeySpace::Id> ids;
+  space.resume_ready([&ids](KeySpace::Id id, const Wait&) { ids.push_back(id); });
+  return ids;
+}
+
+TEST(KeySpace, AWaitHoldsOnceEveryKeyIsSetAndNotBefore) {
+  KeySpace space;
+  Wait wait = wait_for({"a", "b"});
+  EXPECT_FALSE(space.wait(7, wait, Deadline::max()));
+  EXPECT_TRUE(space.waiting(7));
+  space.set("a", "1");
+  EXPECT_TRUE(resumed(space).empty());
+  space.set("b", "2");
+  EXPECT_EQ(resumed(space), std::vector<KeySpace::Id>{7});
+  EXPECT_FALSE(space.waiting(7));
+  // All set already: it holds at once and nothing is kept.
+  Wait again = wait_for({"a", "b"});
+  EXPECT_TRUE(space.wait(8, again, Deadline::max()));
+  EXPECT_EQ(again.keys.size(), 2u);
+  EXPECT_FALSE(space.waiting(8));
+}
+
+TEST(KeySpace, AKeyDeletedBetweenScansIsWaitedForAgain) {
+  KeySpace space;
+  space.set("a", "1");
+  Wait wait = wait_for({"a", "b"});
+  EXPECT_FALSE(space.wait(1, wait, Deadline::max()));
+  EXPECT_TRUE(space.erase("a"));
+  space.set("b", "2");
+  EXPECT_TRUE(resumed(space).empty()) << "'a' is gone: the keys are not all set at once";
+  space.set("a", "again");
+  EXPECT_EQ(resumed(space), std::vector<KeySpace::Id>{1});
+}
+
+TEST(KeySpace, ABarrierHoldsWhenTheCountReachesItsSize) {
+  KeySpace space;
+  std::string error;
+  for (KeySpace::Id id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(space.add("arrived", 1, &error));
+    Wait wait = wait_for({"arrived"});
+    wait.at_least = 3;
+    EXPECT_EQ(space.wait(id, wait, Deadline::max()), id == 3);
+  }
+  EXPECT_EQ(resumed(space), (std::vector<KeySpace::Id>{1, 2}));
+}
+
+TEST(KeySpace, AQueueItemWakesOneWaiterAndItsPopTakesIt) {
+  KeySpace space;
+  for (KeySpace::Id id = 1; id <= 2; ++id) {
+    Wait wait = wait_for({"q"});
+    wait.queues_count = true;
+    EXPECT_FALSE(space.wait(id, wait, Deadline::max()));
+  }
+  space.push("q", "item");
+  EXPECT_EQ(resumed(space).size(), 1u);
+  std::string item;
+  EXPECT_EQ(space.pop("q", &item), 1u);
+  EXPECT_EQ(item, "item");
+  EXPECT_EQ(space.queue_length("q"), 0u);
+  EXPECT_TRUE(resumed(space).empty());
+}
+
+TEST(KeySpace, ADeadlinePassedNamesTheKeysStillMissing) {
+  KeySpace space;
+  const Deadline soon = Clock::now();
+  Wait wait = wait_for({"a", "b", "c"});
+  EXPECT_FALSE(space.wait(5, wait, soon));
+  space.set("b", "x");
+  EXPECT_EQ(space.next_deadline(), soon);
+  std::vector<std::string> missing;
+  space.expire(soon, [&](KeySpace::Id id, const std::vector<std::string>& keys) {
+    EXPECT_EQ(id, 5u);
+    missing = keys;
+  });
+  EXPECT_EQ(missing, (std::vector<std::string>{"a", "c"}));
+  EXPECT_FALSE(space.waiting(5));
+  EXPECT_FALSE(space.next_deadline());
+}
+
+TEST(KeySpace, ACanceledWaitIsNeverResumedAndForgettingAPrefixKeepsTheRest) {
+  KeySpace space;
+  Wait wait = wait_for({"torch:k"});
+  EXPECT_FALSE(space.wait(9, wait, Deadline::max()));
+  space.cancel(9);
+  space.set("torch:k", "v");
+  EXPECT_TRUE(resumed(space).empty());
+  space.set("cohort:k", "v");
+  space.push("torch:q", "i");
+  space.forget_prefix("torch:");
+  EXPECT_EQ(space.find("torch:k"), nullptr);
+  EXPECT_EQ(space.queue_length("torch:q"), 0u);
+  ASSERT_NE(space.find("cohort:k"), nullptr);
+  EXPECT_EQ(space.size(), 1u);
+}
+
+TEST(KeySpace, AnAddThatIsNoIntegerOrOverflowsLeavesTheValue) {
+  KeySpace space;
+  std::string error;
+  space.set("n", "x");
+  EXPECT_FALSE(space.add("n", 1, &error));
+  EXPECT_NE(error.find("not an integer"), std::string::npos) << error;
+  space.set("n", "9223372036854775807");
+  EXPECT_FALSE(space.add("n", 1, &error));
+  EXPECT_EQ(*space.find("n"), "9223372036854775807");
+  EXPECT_EQ(space.add("m", -4, &error), -4);
+}
+
+}  // namespace
+}  // namespace cohort::detail
