@@ -32,6 +32,7 @@
 #include "launch/guardian.hpp"
 #include "launch/job_files.hpp"
 #include "launch/launcher_variables.hpp"
+#include "launch/lifecycle.hpp"
 #include "launch/node_group.hpp"
 #include "launch/node_plan.hpp"
 #include "launch/orphans.hpp"
@@ -49,6 +50,7 @@ namespace cohort {
 
 using detail::cat;
 using detail::Fd;
+using detail::StopCause;
 
 namespace {
 
@@ -59,8 +61,6 @@ constexpr int kJobDeadline = 2;    // --timeout
 // How long output pipes may stay open after every worker exited (a
 // grandchild that left the process group may hold them).
 constexpr std::chrono::milliseconds kDrainTimeout{2000};
-// The exit status of a job stopped by --timeout, as GNU timeout's.
-constexpr int kTimeoutExitCode = 124;
 
 // This process adopts what its workers orphan, for as long as it runs them
 // (cohort::spawn runs inside a user's program: that is given back after).
@@ -91,10 +91,6 @@ constexpr int kRecordedFrames = 3;  // traceback frames of an error file in the 
 struct StoppedWhileWaiting {
   int signal = 0;
 };
-
-bool stops_the_job(int signal) {
-  return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
-}
 
 std::string host_name() {
   char name[256] = {};
@@ -154,6 +150,12 @@ class Agent {
     };
     if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
     host_ = options_.local_addr.empty() ? host_name() : options_.local_addr;
+    lifecycle_ = std::make_unique<detail::Lifecycle>(detail::Lifecycle::Facts{
+        0, host_, multi_node(), options_.timeout,
+        detail::RestartBudget{
+            options_.max_restarts,
+            plan_.group.min_nodes > 0 && plan_.group.min_nodes < plan_.group.nnodes,
+            plan_.group.min_nodes}});
   }
 
   // With workers still running only when the agent itself fails (an
@@ -200,6 +202,7 @@ class Agent {
                 " while waiting to join the job\n"));
       return detail::stop_exit_code(stopped.signal);
     }
+    lifecycle_->begin_attempt(group_->node_rank());
     if (multi_node()) loop_->watch(group_->event_fd(), [this] { on_group_event(); });
     if (options_.stop_on_stdin_eof) loop_->watch(STDIN_FILENO, [this] { on_stdin(); });
     choose_prefix();
@@ -217,7 +220,8 @@ class Agent {
         detail::check_program(options_, env);
       } catch (const ProgramError& error) {
         print(cat(error.what(), "\n"));
-        tell_other_nodes(-1, error.exit_code(), cat(error.what(), " (on ", host_, ")"));
+        act(lifecycle_->program_unrunnable(error.exit_code(),
+                                           cat(error.what(), " (on ", host_, ")")));
         return finish_node();
       }
     }
@@ -238,15 +242,15 @@ class Agent {
       run_attempt(attempt);
       if (multi_node()) {
         // Done here while others may still fail: wait for the job's verdict.
-        if (stop_ == Stop::none && group_->may_restart()) await_attempt_end();
-        if (!first_stop_) return finish_node();
-        if (group_->elastic() ? !settle_attempt() : !group_->restartable(*first_stop_))
+        if (lifecycle_->cause() == StopCause::none && group_->may_restart()) await_attempt_end();
+        if (!lifecycle_->first_stop()) return finish_node();
+        if (group_->elastic() ? !settle_attempt() : !group_->restartable(*lifecycle_->first_stop()))
           return finish_node();
         if (!restart_with_the_others(attempt)) return finish_node();
         continue;
       }
-      if (stop_ == Stop::none) return 0;
-      const bool restart = stop_ == Stop::worker_failed && attempt < options_.max_restarts;
+      if (lifecycle_->cause() == StopCause::none) return 0;
+      const bool restart = lifecycle_->restarts_alone(attempt);
       print(detail::failure_report(report_input(attempt, restart)));
       if (!restart) return exit_code();
       group_->forget_torch_keys();  // the old workers are gone; the new start afresh
@@ -254,8 +258,6 @@ class Agent {
   }
 
  private:
-  enum class Stop { none, worker_failed, signal, elsewhere, timeout, unservable };
-
   bool multi_node() const { return plan_.group.nnodes > 1; }
 
   // What this agent calls its node at the rendezvous (see AgentPlan).
@@ -383,9 +385,7 @@ class Agent {
   }
 
   void run_attempt(int attempt) {
-    stop_ = Stop::none;
-    stop_signal_ = 0;
-    first_failure_ = -1;
+    lifecycle_->begin_attempt(group_->node_rank());
     spawn_all(attempt);
     while (processes_->any_running() || any_pipe_open())
       loop_->turn();
@@ -415,38 +415,41 @@ class Agent {
     worker.pipes[stream].reset();
   }
 
-  void on_signal(int signal) {
-    if (signal == SIGCHLD) {
-      reap();
-    } else if (!stops_the_job(signal)) {
-      processes_->signal_all(signal, false);  // USR1/USR2 and the like: passed on, the job goes on
-    } else if (stop_ == Stop::none) {
-      stop_ = Stop::signal;
-      stop_signal_ = signal;
-      processes_->stop(signal, options_.grace);
-      tell_other_nodes_of(signal);
-    } else {
-      processes_->stop(signal, options_.grace);  // a stop request while stopping: SIGKILL
+  // Carries out what the lifecycle decided.
+  void act(const detail::LifecycleActions& actions) {
+    using Kind = detail::LifecycleAction::Kind;
+    for (const detail::LifecycleAction& action : actions) {
+      switch (action.kind) {
+        case Kind::forward_signal:
+          processes_->signal_all(action.signal, false);
+          break;
+        case Kind::stop_workers:
+          processes_->stop(action.signal, options_.grace);
+          break;
+        case Kind::note_running:
+          for (std::size_t i = 0; i < workers_.size(); ++i)
+            workers_[i].running_at_timeout = (*processes_)[i].running;
+          break;
+        case Kind::tell_other_nodes:
+          lifecycle_->declared(group_->declare_stop(action.record), action.record);
+          break;
+      }
     }
   }
 
-  void tell_other_nodes_of(int signal) {
-    tell_other_nodes(-1, detail::stop_exit_code(signal),
-                     cat("cohort run on ", host_, " was stopped by ", detail::signal_name(signal)));
+  void on_signal(int signal) {
+    if (signal == SIGCHLD) {
+      reap();
+    } else {
+      act(lifecycle_->signal(signal));
+    }
   }
 
   void reap() {
     processes_->reap([this](std::size_t i) { guardian_->forget((*processes_)[i].pid); },
                      [this](std::size_t i) {
-                       const int status = (*processes_)[i].wait_status;
-                       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-                       if (!failed || stop_ != Stop::none) return;
-                       stop_ = Stop::worker_failed;
-                       first_failure_ = static_cast<int>(i);
-                       processes_->stop(SIGTERM, options_.grace);
-                       tell_other_nodes(workers_[i].rank, detail::shell_exit_code(status),
-                                        cat("rank ", workers_[i].rank,
-                                            " failed: ", detail::describe_exit_briefly(status)));
+                       act(lifecycle_->worker_exited(static_cast<int>(i), workers_[i].rank,
+                                                     (*processes_)[i].wait_status));
                      });
     if (processes_->any_running()) return;
     stop_left_behind();
@@ -478,28 +481,10 @@ class Agent {
               " the workers left running outside their process groups: ", list, "\n"));
   }
 
-  // The first stop anywhere wins: remember whose it was, and wake every node.
-  void tell_other_nodes(int rank, int code, const std::string& summary) {
-    if (!multi_node()) return;
-    detail::StopRecord mine;
-    mine.node = group_->node_rank();
-    mine.host = host_;
-    mine.rank = rank;
-    mine.exit_code = code;
-    mine.summary = summary;
-    first_stop_ = group_->declare_stop(mine);
-    own_stop_ = first_stop_->node == mine.node && first_stop_->rank == mine.rank &&
-                first_stop_->summary == mine.summary;
-  }
-
   void on_group_event() {
     std::uint64_t count = 0;
     (void)!::read(group_->event_fd(), &count, sizeof(count));
-    auto record = group_->stop_record();
-    if (!record || stop_ != Stop::none) return;
-    first_stop_ = record;
-    stop_ = Stop::elsewhere;
-    processes_->stop(SIGTERM, options_.grace);
+    if (auto record = group_->stop_record()) act(lifecycle_->stopped_elsewhere(*record));
   }
 
   // The store met a worker's PyTorch client that it cannot serve: that
@@ -508,28 +493,17 @@ class Agent {
   void on_unservable() {
     std::uint64_t count = 0;
     (void)!::read(unservable_event_.get(), &count, sizeof(count));
-    if (stop_ != Stop::none) return;
-    stop_ = Stop::unservable;
+    std::string why;
     {
       const std::lock_guard<std::mutex> lock(unservable_mutex_);
-      unservable_why_ = unservable_;
+      why = unservable_;
     }
-    processes_->stop(SIGTERM, options_.grace);
-    tell_other_nodes(-1, 1, cat("a worker can never rendezvous: ", unservable_why_));
+    act(lifecycle_->unservable(why));
   }
 
   // --timeout passed: the job is hung or too slow. What each rank still
   // running printed last goes into the report, then every worker is stopped.
-  void on_job_timeout() {
-    if (stop_ != Stop::none) return;
-    stop_ = Stop::timeout;
-    for (std::size_t i = 0; i < workers_.size(); ++i)
-      workers_[i].running_at_timeout = (*processes_)[i].running;
-    processes_->stop(SIGTERM, options_.grace);
-    tell_other_nodes(-1, kTimeoutExitCode,
-                     cat("the job ran past --timeout ",
-                         static_cast<double>(options_.timeout.count()) / 1000, " s"));
-  }
+  void on_job_timeout() { act(lifecycle_->timed_out()); }
 
   void on_stdin() {
     char buffer[256];
@@ -537,13 +511,8 @@ class Agent {
         detail::retry_eintr([&] { return ::read(STDIN_FILENO, buffer, sizeof(buffer)); });
     if (n > 0 || (n < 0 && errno == EAGAIN)) return;
     loop_->unwatch(STDIN_FILENO);
-    if (stop_ != Stop::none) return;
     // The launcher that started this agent over ssh is gone (its connection closed).
-    stop_ = Stop::signal;
-    stop_signal_ = SIGHUP;
-    processes_->stop(SIGTERM, options_.grace);
-    tell_other_nodes(-1, detail::stop_exit_code(SIGHUP),
-                     cat("the connection to the launcher of the agent on ", host_, " closed"));
+    act(lifecycle_->launcher_gone());
   }
 
   // This node's workers of the attempt all succeeded, and the job may still
@@ -551,23 +520,22 @@ class Agent {
   // (on_group_event then records why).
   void await_attempt_end() {
     group_->finished();
-    while (!first_stop_ && !group_->all_done())
+    while (!lifecycle_->first_stop() && !group_->all_done())
       loop_->turn();
   }
 
   // Elastic membership: node 0's verdict on the attempt, for every node
   // alike (a node lost may have made a worker fail first). Whether the job
-  // restarts; first_stop_ becomes what decided it.
+  // restarts; the job's stop becomes what decided it.
   bool settle_attempt() {
     detail::NodeGroup::Verdict verdict;
     try {
-      verdict = group_->settle(*first_stop_, options_.grace);
+      verdict = group_->settle(*lifecycle_->first_stop(), options_.grace);
     } catch (const Error& error) {
       print(cat(error.what(), "\n"));
       return false;
     }
-    if (verdict.stop.encode() != first_stop_->encode()) own_stop_ = false;
-    first_stop_ = verdict.stop;
+    lifecycle_->settled(verdict.stop);
     return verdict.restart;
   }
 
@@ -577,7 +545,7 @@ class Agent {
   // MASTER_PORT (elastic: its placement). False (the job ends) when the
   // nodes did not meet in time.
   bool restart_with_the_others(int attempt) {
-    const detail::StopRecord stop = *first_stop_;
+    const detail::StopRecord stop = *lifecycle_->first_stop();
     const std::string where =
         stop.node >= 0 && !stop.node_lost
             ? cat(" (on ", stop.host, ", ", plan_.group.unit, " ", stop.node, ")")
@@ -585,7 +553,7 @@ class Agent {
     const std::string next = group_->elastic()
                                  ? cat("attempt ", attempt + 2)
                                  : cat("attempt ", attempt + 2, " of ", options_.max_restarts + 1);
-    if (own_stop_) {
+    if (lifecycle_->own_stop()) {
       detail::ReportInput input = report_input(attempt, true);
       input.other_nodes = cat("stopped: the ", group_->round_size() - 1, " other ",
                               plan_.group.unit, "s' workers, to restart with these");
@@ -618,11 +586,9 @@ class Agent {
       print(cat(error.what(), "\n"));
       return false;
     } catch (const StoppedWhileWaiting& stopped) {  // told to stop between two attempts
-      tell_other_nodes_of(stopped.signal);
+      act(lifecycle_->stopped_between_attempts(stopped.signal));
       return false;
     }
-    first_stop_.reset();
-    own_stop_ = false;
     return true;
   }
 
@@ -636,6 +602,7 @@ class Agent {
   // store until the other nodes are done with it.
   int finish_node() {
     group_->finished();
+    const std::optional<detail::StopRecord>& first_stop = lifecycle_->first_stop();
     const std::string mine = my_ranks();
     // The attempts before this one, once, where the job's store is served.
     if (!attempts_.empty() && group_->node_rank() == 0) {
@@ -646,26 +613,25 @@ class Agent {
       print(cat("cohort run: the job restarted ", attempts_.size(),
                 attempts_.size() == 1 ? " time" : " times", " (", budget, "):\n  ",
                 detail::join(attempts_, "\n  "), "\n  attempt ", attempts_.size() + 1, ": ",
-                first_stop_ ? cat(first_stop_->summary, " on ", first_stop_->host)
-                            : std::string("every rank succeeded"),
+                first_stop ? cat(first_stop->summary, " on ", first_stop->host)
+                           : std::string("every rank succeeded"),
                 "\n"));
     }
-    if (stop_ == Stop::worker_failed && own_stop_) {
+    if (lifecycle_->cause() == StopCause::worker_failed && lifecycle_->own_stop()) {
       detail::ReportInput input = report_input(group_->attempt(), false);
       input.other_nodes =
           cat("told to stop: ", group_->round_size() - 1, " other ", plan_.group.unit,
               "s, the ranks other than ", mine.substr(mine.find(' ') + 1));
       print(detail::failure_report(input));
-    } else if (first_stop_ && !own_stop_) {
+    } else if (first_stop && !lifecycle_->own_stop()) {
       print(cat(
-          "cohort run [", host_, "]: stopped ", mine, " here: ", first_stop_->summary,
-          first_stop_->rank >= 0 && first_stop_->node != group_->node_rank()
-              ? cat(" (on ", first_stop_->host, ", ", plan_.group.unit, " ", first_stop_->node, ")")
+          "cohort run [", host_, "]: stopped ", mine, " here: ", first_stop->summary,
+          first_stop->rank >= 0 && first_stop->node != group_->node_rank()
+              ? cat(" (on ", first_stop->host, ", ", plan_.group.unit, " ", first_stop->node, ")")
               : std::string(),
-          "; exit status ", first_stop_->exit_code, "\n"));
+          "; exit status ", first_stop->exit_code, "\n"));
     }
     if (group_->serves_store()) await_other_nodes();
-    if (first_stop_) return first_stop_->exit_code;
     return exit_code();
   }
 
@@ -673,7 +639,7 @@ class Agent {
   // job stops, until the others had time to stop (they may be gone).
   void await_other_nodes() {
     const auto bound = options_.grace + 2 * options_.heartbeat_timeout;
-    if (first_stop_) {
+    if (lifecycle_->first_stop()) {
       group_->linger(bound);
       return;
     }
@@ -682,13 +648,13 @@ class Agent {
       std::uint64_t count = 0;
       (void)!::read(group_->event_fd(), &count, sizeof(count));
       if (auto record = group_->stop_record()) {
-        first_stop_ = record;
+        lifecycle_->heard(*record);
         stopped = true;
       }
     });
     loop_->on_signal([&](int signal) {
-      if (stopped || !stops_the_job(signal)) return;
-      tell_other_nodes_of(signal);
+      if (stopped || !detail::stops_the_job(signal)) return;
+      act(lifecycle_->stopped_between_attempts(signal));
       stopped = true;
     });
     loop_->cancel_deadline(kJobDeadline);  // the workers are done
@@ -703,10 +669,12 @@ class Agent {
     input.attempt = attempt;
     input.max_restarts = options_.max_restarts;
     input.restarting = restarting;
-    input.stop_signal = stop_ == Stop::signal ? stop_signal_ : 0;
-    if (stop_ == Stop::timeout) input.timeout = options_.timeout;
-    if (stop_ == Stop::unservable) input.unservable = unservable_why_;
-    input.first_failure = first_failure_;
+    const StopCause cause = lifecycle_->cause();
+    const int first_failure = lifecycle_->first_failure();
+    input.stop_signal = cause == StopCause::signal ? lifecycle_->stop_signal() : 0;
+    if (cause == StopCause::timeout) input.timeout = options_.timeout;
+    if (cause == StopCause::unservable) input.unservable = lifecycle_->unservable_why();
+    input.first_failure = first_failure;
     input.grace = options_.grace;
     input.exit_code = exit_code();
     input.master_port = master_port_;
@@ -721,9 +689,9 @@ class Agent {
     if (getrlimit(RLIMIT_NOFILE, &files) == 0)
       input.open_files_limit = static_cast<long>(files.rlim_cur);
     if (!options_.entry && detail::runs_with_python(options_)) input.interpreter = options_.python;
-    if (first_failure_ >= 0) {
+    if (first_failure >= 0) {
       input.recorded = detail::read_error_file(
-          workers_[static_cast<std::size_t>(first_failure_)].error_file, kRecordedFrames);
+          workers_[static_cast<std::size_t>(first_failure)].error_file, kRecordedFrames);
     }
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       const Worker& worker = workers_[i];
@@ -747,15 +715,10 @@ class Agent {
   }
 
   int exit_code() const {
-    if (first_stop_) return first_stop_->exit_code;
-    if (stop_ == Stop::signal) return detail::stop_exit_code(stop_signal_);
-    if (stop_ == Stop::timeout) return kTimeoutExitCode;
-    if (stop_ == Stop::unservable) return 1;
-    if (stop_ == Stop::worker_failed) {
-      return detail::shell_exit_code(
-          (*processes_)[static_cast<std::size_t>(first_failure_)].wait_status);
-    }
-    return 0;
+    const int first_failure = lifecycle_->first_failure();
+    return lifecycle_->exit_code(
+        first_failure >= 0 ? (*processes_)[static_cast<std::size_t>(first_failure)].wait_status
+                           : 0);
   }
 
   RunOptions options_;
@@ -767,12 +730,10 @@ class Agent {
   Fd unservable_event_;          ///< readable once the store met a client it cannot serve
   std::mutex unservable_mutex_;  ///< guards unservable_, written on the store's thread
   std::string unservable_;
-  std::string unservable_why_;  ///< unservable_, as this thread read it
   std::unique_ptr<detail::NodeGroup> group_;
   detail::Placement placement_;
-  std::optional<detail::StopRecord> first_stop_;  ///< the attempt's first stop, on any node
+  std::unique_ptr<detail::Lifecycle> lifecycle_;  ///< what this attempt's events mean
   std::vector<std::string> attempts_;             ///< why each earlier attempt stopped
-  bool own_stop_ = false;                         ///< ... and it was this node's
   int master_port_ = 0;                           ///< the workers' MASTER_PORT
   std::unique_ptr<detail::JobFiles> files_;
   detail::ThreadBudget threads_;
@@ -780,9 +741,6 @@ class Agent {
   std::vector<Worker> workers_;
   // After the guardian: destroyed first, it SIGKILLs workers still running.
   std::unique_ptr<detail::ProcessSet> processes_;
-  Stop stop_ = Stop::none;
-  int stop_signal_ = 0;
-  int first_failure_ = -1;
 };
 
 }  // namespace

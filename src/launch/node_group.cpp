@@ -83,35 +83,6 @@ std::string seconds(std::chrono::milliseconds time) {
 
 }  // namespace
 
-std::string StopRecord::encode() const {
-  std::string clean = summary;
-  for (char& c : clean)
-    if (c == '\t' || c == '\n') c = ' ';
-  return cat(node, '\t', host, '\t', rank, '\t', exit_code, '\t',
-             node_lost    ? 1
-             : membership ? 2
-                          : 0,
-             '\t', clean);
-}
-
-std::optional<StopRecord> StopRecord::decode(const std::string& text) {
-  const std::vector<std::string> fields = split_at(text, '\t');
-  if (fields.size() != 6) return std::nullopt;
-  auto node = parse_int(fields[0]);
-  auto rank = parse_int(fields[2]);
-  auto code = parse_int(fields[3]);
-  if (!node || !rank || !code) return std::nullopt;
-  StopRecord record;
-  record.node = static_cast<int>(*node);
-  record.host = fields[1];
-  record.rank = static_cast<int>(*rank);
-  record.exit_code = static_cast<int>(*code);
-  record.node_lost = fields[4] == "1";
-  record.membership = fields[4] == "2";
-  record.summary = fields[5];
-  return record;
-}
-
 NodeGroup::NodeGroup(NodeGroupOptions options)
     : options_(std::move(options)), event_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (!event_.valid()) throw Error(cat("cohort run: eventfd failed: ", errno_text(errno)));
@@ -628,13 +599,15 @@ void NodeGroup::finished() {
 }
 
 bool NodeGroup::restartable(const StopRecord& record) const {
-  if (record.membership) return elastic();
-  if (record.node_lost) return elastic() && round_size() - 1 >= options_.min_nodes;
-  return record.rank >= 0 && restarts_ < options_.max_restarts;
+  return budget().restartable(record, restarts_, round_size());
 }
 
 bool NodeGroup::may_restart() const noexcept {
-  return elastic() || restarts_ < options_.max_restarts;
+  return budget().may_restart(restarts_);
+}
+
+RestartBudget NodeGroup::budget() const noexcept {
+  return {options_.max_restarts, elastic(), options_.min_nodes};
 }
 
 std::chrono::milliseconds NodeGroup::restart_bound(std::chrono::milliseconds grace) const {

@@ -25,6 +25,7 @@
 
 #include "core/fd.hpp"
 #include "launch/membership.hpp"
+#include "launch/stop_record.hpp"
 #include "launch/worker_layout.hpp"
 
 namespace cohort::detail {
@@ -121,21 +122,6 @@ struct Placement {
   WorkerLayout layout;             ///< local ranks, nodes
 };
 
-/// Why the job stops, as the first agent to know wrote it. Encoded in the
-/// store as tab-separated fields.
-struct StopRecord {
-  int node = -1;  ///< node rank where it happened; -1 for the coordinator
-  std::string host;
-  int rank = -1;            ///< the failed worker's global rank, -1 when no worker failed
-  int exit_code = 1;        ///< what every agent exits with
-  bool node_lost = false;   ///< `node` itself is gone (no heartbeat): nobody waits for it
-  bool membership = false;  ///< an agent waits to join: the job restarts to take it in
-  std::string summary;      ///< one line: "rank 5 failed: exit code 3"
-
-  std::string encode() const;
-  static std::optional<StopRecord> decode(const std::string& text);
-};
-
 class NodeGroup {
  public:
   /// Serves the store or connects to it (retrying until the rendezvous
@@ -191,6 +177,8 @@ class NodeGroup {
   /// left, or elastic membership): then every agent waits for the others at
   /// the end of it.
   bool may_restart() const noexcept;
+  /// The job's restart rules (stop_record.hpp).
+  RestartBudget budget() const noexcept;
   /// Without elastic membership, after this node's workers of the
   /// restartable attempt that `stop` ended are gone: waits until every
   /// node's are (node 0 checks, within `grace` + 2 heartbeat timeouts + 5 s:
