@@ -1,0 +1,79 @@
+// The keys the agents of one job keep under "agents/" in its store
+// (node_group.hpp), shared by the node group's files.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/strings.hpp"
+#include "store/exchange.hpp"
+
+namespace cohort::detail::node_keys {
+
+inline constexpr std::string_view kMasterPort = "agents/master_port";
+inline constexpr std::string_view kCoordinatorWake = "agents/wake/c";
+inline constexpr std::string_view kNextNode = "agents/next_node";
+inline constexpr std::string_view kRunId = "agents/run_id";
+inline constexpr std::string_view kJobOver = "agents/over";  // elastic: for agents waiting to join
+
+inline constexpr std::string_view kNodes =
+    "agents/node";  // each agent's entry, exchanged at the join
+
+inline std::string node_key(int node) {
+  return exchanged_key(kNodes, node);
+}
+// Per attempt: the first stop, each node's end of it, every node done,
+// and (written by node 0 once every node ended it) the next one's start.
+inline std::string stop_key(int attempt) {
+  return cat("agents/stop/", attempt);
+}
+inline std::string done_key(int attempt, int node) {
+  return cat("agents/done/", attempt, "/", node);
+}
+inline std::string done_count_key(int attempt) {
+  return cat("agents/done/", attempt);
+}
+inline std::string all_done_key(int attempt) {
+  return cat("agents/all_done/", attempt);
+}
+inline std::string ended_key(int attempt, int node) {
+  return cat("agents/ended/", attempt, "/", node);
+}
+inline std::string verdict_key(int attempt) {
+  return cat("agents/verdict/", attempt);
+}
+inline std::string start_key(int attempt) {
+  return cat("agents/start/", attempt);
+}
+// Heartbeats and wake-ups go to an agent (its id), whatever its node rank.
+inline std::string heartbeat_key(int id) {
+  return cat("agents/hb/", id);
+}
+inline std::string wake_key(int id) {
+  return cat("agents/wake/", id);
+}
+// Elastic rounds: the agents that registered, each one's slot, the table.
+inline std::string round_count_key(int round) {
+  return cat("agents/round/", round);
+}
+inline std::string round_slot_key(int round, std::int64_t slot) {
+  return cat("agents/round/", round, "/", slot);
+}
+inline std::string round_table_key(int round) {
+  return cat("agents/round/", round, "/table");
+}
+
+// An agent's rendezvous entry is "nproc\thost\tpid\tnode".
+inline std::string entry_host(const std::string& entry) {
+  const std::vector<std::string> fields = split_at(entry, '\t');
+  return fields.size() > 1 ? fields[1] : "";
+}
+
+inline std::string seconds(std::chrono::milliseconds time) {
+  return time.count() % 1000 == 0 ? cat(time.count() / 1000, " s") : cat(time.count(), " ms");
+}
+
+}  // namespace cohort::detail::node_keys
