@@ -31,7 +31,8 @@ Json number_or_null(int value) {
 // The whole report as one JSON object; the text form is rendered from it, so
 // both always say the same.
 // The backend cohort::init() would use here, and why each other one would
-// not serve (COHORT_BACKEND, else the viable one of highest priority).
+// not serve: the registry's own choice (COHORT_BACKEND, else the viable one
+// of highest priority), refusals included, so that both always agree.
 Json backend_choice(const LaunchInfo& info, const Environment& env) {
   detail::BackendContext context;
   context.info = &info;
@@ -39,27 +40,25 @@ Json backend_choice(const LaunchInfo& info, const Environment& env) {
   // connects one. Nothing is asked of it.
   context.store = std::make_shared<PrefixStore>("", nullptr);
   Json refused = Json::object();
-  std::string chosen;
   for (const auto& [name, why] : detail::judge_backends(context)) {
-    if (why.empty() && chosen.empty()) {
-      chosen = name;
-    } else if (!why.empty()) {
-      refused[std::string(name)] = why;
-    }
+    if (!why.empty()) refused[std::string(name)] = why;
   }
   const auto asked = env.find("COHORT_BACKEND");
-  if (asked != env.end()) {
-    return {{"chosen", asked->second}, {"reason", "COHORT_BACKEND"}, {"refused", refused}};
+  const std::string_view name = asked == env.end() ? std::string_view() : asked->second;
+  try {
+    const std::string_view chosen = detail::choose_backend(context, name);
+    if (!name.empty())
+      return {{"chosen", chosen}, {"reason", "COHORT_BACKEND"}, {"refused", refused}};
+    std::string serves;
+    for (const detail::BackendEntry& entry : detail::backends()) {
+      if (entry.name == chosen) serves = entry.serves;
+    }
+    return {{"chosen", chosen},
+            {"reason", "the viable one of highest priority: it serves " + serves},
+            {"refused", refused}};
+  } catch (const Error& error) {  // what cohort::init() would throw
+    return {{"chosen", nullptr}, {"reason", error.what()}, {"refused", refused}};
   }
-  if (chosen.empty())
-    return {{"chosen", nullptr}, {"reason", "none can serve"}, {"refused", refused}};
-  std::string serves;
-  for (const detail::BackendEntry& entry : detail::backends()) {
-    if (entry.name == chosen) serves = entry.serves;
-  }
-  return {{"chosen", chosen},
-          {"reason", "the viable one of highest priority: it serves " + serves},
-          {"refused", refused}};
 }
 
 Json build_report(const Environment& env) {

@@ -152,6 +152,26 @@ TEST(CliEnv, JsonRouteToALoopbackMaster) {
   EXPECT_TRUE(routed);
 }
 
+// The backend `cohort env` names is the registry's own choice: one that
+// cohort::init() would refuse is reported refused, with init()'s reason.
+TEST(CliEnv, TheBackendIsWhatInitWouldChooseOrRefuse) {
+  const auto backend = [](const Environment& env) {
+    const ProcessResult result = cohort_cli({"env", "--json"}, env);
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    return nlohmann::json::parse(result.out)["backend"];
+  };
+  const auto alone = backend({});
+  EXPECT_EQ(alone["chosen"], "self") << alone;
+  const auto asked = backend({{"COHORT_BACKEND", "gloo"}});
+  EXPECT_EQ(asked["chosen"], "gloo") << asked;
+  EXPECT_EQ(asked["reason"], "COHORT_BACKEND");
+  const auto unknown = backend({{"COHORT_BACKEND", "nccl"}});
+  EXPECT_TRUE(unknown["chosen"].is_null()) << unknown;
+  EXPECT_NE(unknown["reason"].get<std::string>().find("unknown backend 'nccl' (COHORT_BACKEND)"),
+            std::string::npos)
+      << unknown;
+}
+
 TEST(CliBench, AllreduceTableAndJson) {
   const std::string json_path = "/tmp/cohort-bench-test-" + std::to_string(getpid()) + ".json";
   Environment env;
