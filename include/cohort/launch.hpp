@@ -42,6 +42,9 @@ struct RunOptions {
   std::vector<std::string> signals;
   /// Per-rank files DIR/attempt_<k>/rank_<r>/{stdout,stderr}.log; "" for none.
   std::string log_dir;
+  /// The job's timeline, gathered from every node into this file as Chrome
+  /// trace-event JSON (ui.perfetto.dev, chrome://tracing); "" for none.
+  std::string trace;
   /// Console line prefix with {rank}, {local_rank}, {host}; nullopt: "[{rank}] "
   /// when there is more than one worker on one node, "[{host}:{rank}] " on
   /// several nodes, none for a single worker; "" for none.

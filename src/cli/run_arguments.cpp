@@ -74,6 +74,9 @@ constexpr std::array kOptions = {
     // --- output
     OptionSpec{"--log-dir,--log_dir", "--log-dir", "PET_LOG_DIR", Kind::value,
                "also write each rank's output to DIR/attempt_K/rank_R/{stdout,stderr}.log"},
+    OptionSpec{"--trace", "--trace", "COHORT_TRACE", Kind::value,
+               "write the job's timeline to FILE: every node and rank, attempts, stops and why "
+               "(Chrome trace-event JSON: open it in ui.perfetto.dev or chrome://tracing)"},
     OptionSpec{"-r,--redirects", "--redirects", "PET_REDIRECTS", Kind::value,
                "streams that go to the log files only: 1 stdout, 2 stderr, 3 both; for every local "
                "rank (3) or some (0:3,1:2)"},
@@ -531,6 +534,10 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
   if (const Given signals = get(arguments, "--signals"))
     options.signals = split(signals.value, ", ");
   if (const Given dir = get(arguments, "--log-dir")) options.log_dir = dir.value;
+  if (const Given trace = get(arguments, "--trace")) {
+    if (trace.value.empty()) bad(trace, "expected a file name");
+    options.trace = trace.value;
+  }
   if (const Given redirects = get(arguments, "--redirects")) {
     options.redirects = parse_stream_spec(redirects.value, redirects.origin);
   }

@@ -122,6 +122,12 @@ Agent::Agent(const RunOptions& options, detail::AgentPlan plan)
 }
 
 int Agent::run() {
+  const int code = run_job();
+  if (timeline_) finish_trace(code);
+  return code;
+}
+
+int Agent::run_job() {
   sigset_t handled;
   sigemptyset(&handled);
   sigaddset(&handled, SIGCHLD);
@@ -149,6 +155,7 @@ int Agent::run() {
   };
   loop_->watch(unservable_event_.get(), [this] { on_unservable(); });
   group_ = std::make_unique<detail::NodeGroup>(plan_.group);
+  const auto joining = detail::Timeline::Clock::now();
   try {
     placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
   } catch (const detail::JobEndedWhileWaiting& ended) {
@@ -160,6 +167,14 @@ int Agent::run() {
     return detail::stop_exit_code(stopped.signal);
   }
   lifecycle_->begin_attempt(group_->node_rank());
+  if (!options_.trace.empty()) {
+    timeline_ = std::make_unique<detail::Timeline>(group_->member_id(), host_);
+    timeline_->span("rendezvous", detail::Timeline::kAgentTrack, joining,
+                    detail::Timeline::Clock::now(),
+                    {{"world_size", cat(placement_.world_size)},
+                     {"ranks", my_ranks()},
+                     {"node_rank", cat(group_->node_rank())}});
+  }
   if (multi_node()) loop_->watch(group_->event_fd(), [this] { on_group_event(); });
   if (options_.stop_on_stdin_eof) loop_->watch(STDIN_FILENO, [this] { on_stdin(); });
   choose_prefix();
@@ -210,6 +225,11 @@ int Agent::run() {
     const bool restart = lifecycle_->restarts_alone(attempt);
     print(detail::failure_report(report_input(attempt, restart)));
     if (!restart) return exit_code();
+    if (timeline_) {
+      timeline_->instant(
+          "restart", detail::Timeline::kAgentTrack,
+          {{"next_attempt", cat(attempt + 1)}, {"reason", lifecycle_->own_record()->summary}});
+    }
     group_->forget_torch_keys();  // the old workers are gone; the new start afresh
   }
 }
@@ -250,10 +270,51 @@ std::pair<std::string, int> Agent::master_of() const {
 
 void Agent::run_attempt(int attempt) {
   lifecycle_->begin_attempt(group_->node_rank());
+  attempt_ = attempt;
+  stop_traced_ = false;
+  const auto began = detail::Timeline::Clock::now();
   spawn_all(attempt);
   while (processes_->any_running() || any_pipe_open())
     loop_->turn();
   loop_->cancel_deadline(kDrainDeadline);
+  if (timeline_) {
+    timeline_->span(cat("attempt ", attempt), detail::Timeline::kAgentTrack, began,
+                    detail::Timeline::Clock::now(),
+                    {{"ranks", my_ranks()}, {"exit_status", cat(exit_code())}});
+  }
+}
+
+void Agent::trace_stop() {
+  if (!timeline_ || stop_traced_ || lifecycle_->cause() == StopCause::none) return;
+  stop_traced_ = true;
+  const bool elsewhere = lifecycle_->cause() == StopCause::elsewhere;
+  const auto& record = elsewhere ? lifecycle_->first_stop() : lifecycle_->own_record();
+  timeline_->instant(
+      elsewhere ? "stopped from elsewhere" : "stop", detail::Timeline::kAgentTrack,
+      {{"reason", record ? record->summary : std::string()}, {"attempt", cat(attempt_)}});
+}
+
+void Agent::finish_trace(int code) {
+  timeline_->instant("exit", detail::Timeline::kAgentTrack, {{"exit_status", cat(code)}});
+  if (options_.store_served_elsewhere || (multi_node() && !group_->serves_store())) {
+    group_->publish_trace(timeline_->events());
+    return;
+  }
+  std::vector<std::string> parts{timeline_->events()};
+  if (multi_node()) {
+    std::vector<int> others;
+    for (int id : group_->members())
+      if (id != group_->member_id()) others.push_back(id);
+    const std::vector<std::string> theirs = group_->gather_traces(
+        others,
+        std::min<std::chrono::milliseconds>(options_.heartbeat_timeout, std::chrono::seconds(5)));
+    parts.insert(parts.end(), theirs.begin(), theirs.end());
+  }
+  detail::write_trace_file(
+      options_.trace,
+      detail::Timeline::merge(parts, {{"run_id", placement_.run_id},
+                                      {"command", detail::join(options_.command, " ")},
+                                      {"exit_status", cat(code)}}));
 }
 
 void Agent::act(const detail::LifecycleActions& actions) {
@@ -275,6 +336,7 @@ void Agent::act(const detail::LifecycleActions& actions) {
         break;
     }
   }
+  trace_stop();
 }
 
 void Agent::on_signal(int signal) {
@@ -288,8 +350,17 @@ void Agent::on_signal(int signal) {
 void Agent::reap() {
   processes_->reap([this](std::size_t i) { guardian_->forget((*processes_)[i].pid); },
                    [this](std::size_t i) {
-                     act(lifecycle_->worker_exited(static_cast<int>(i), workers_[i].rank,
-                                                   (*processes_)[i].wait_status));
+                     const int status = (*processes_)[i].wait_status;
+                     const auto ended = detail::Timeline::Clock::now();
+                     act(lifecycle_->worker_exited(static_cast<int>(i), workers_[i].rank, status));
+                     if (timeline_) {
+                       timeline_->span(
+                           cat("attempt ", attempt_), workers_[i].rank, workers_[i].started, ended,
+                           {{"pid", cat((*processes_)[i].pid)},
+                            {"local_rank", cat(workers_[i].local_rank)},
+                            {"exit", detail::describe_exit_briefly(status)},
+                            {"stopped_by_cohort", (*processes_)[i].signalled ? "yes" : "no"}});
+                     }
                    });
   if (processes_->any_running()) return;
   stop_left_behind();

@@ -32,6 +32,7 @@
 #include "launch/process_set.hpp"
 #include "launch/report.hpp"
 #include "launch/thread_budget.hpp"
+#include "launch/timeline.hpp"
 
 namespace cohort::detail {
 
@@ -57,6 +58,7 @@ struct Worker {
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
   Fd pipes[2];             // read ends: stdout, stderr (invalid once at EOF)
   std::unique_ptr<OutputStream> streams[2];
+  Timeline::Clock::time_point started;  // for the trace
 };
 
 class Agent {
@@ -71,6 +73,13 @@ class Agent {
   int run();
 
  private:
+  int run_job();
+  // cohort run --trace: the stop of the attempt, once, on this node's track.
+  void trace_stop();
+  // This node's events to whoever writes the file; or, here, every node's
+  // into the file.
+  void finish_trace(int exit_code);
+
   bool multi_node() const { return plan_.group.nnodes > 1; }
 
   // What this agent calls its node at the rendezvous (see AgentPlan).
@@ -160,6 +169,9 @@ class Agent {
   std::vector<Worker> workers_;
   // After the guardian: destroyed first, it SIGKILLs workers still running.
   std::unique_ptr<ProcessSet> processes_;
+  std::unique_ptr<Timeline> timeline_;  ///< with --trace
+  int attempt_ = 0;                     ///< the attempt under way
+  bool stop_traced_ = false;            ///< its stop is on the timeline
 };
 
 }  // namespace cohort::detail

@@ -59,11 +59,22 @@ bool Agent::restart_with_the_others(int attempt) {
               "; restarting: ", next, "\n"));
   }
   attempts_.push_back(cat("attempt ", attempt + 1, ": ", stop.summary, where));
+  if (timeline_) {
+    timeline_->instant("restart", Timeline::kAgentTrack,
+                       {{"next_attempt", cat(attempt + 1)}, {"reason", stop.summary + where}});
+  }
   try {
     if (group_->elastic()) {  // settled: the next round's placement
       // A new round: who takes part, and so every rank, may have changed.
       const int world = placement_.world_size;
       placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
+      if (timeline_) {
+        timeline_->instant("membership", Timeline::kAgentTrack,
+                           {{"nodes", cat(group_->round_size())},
+                            {"world_size", cat(placement_.world_size)},
+                            {"node_rank", cat(group_->node_rank())},
+                            {"ranks", my_ranks()}});
+      }
       if (placement_.world_size != world || group_->node_rank() == 0) {
         const int nodes = group_->round_size();
         print(cat("cohort run [", host_, "]: attempt ", attempt + 2, " runs on ", nodes, " ",

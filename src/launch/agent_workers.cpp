@@ -115,6 +115,7 @@ void Agent::spawn_all(int attempt) {
                                      guardian_.get())
             : detail::spawn_worker(detail::worker_argv(options_, local), env, write_ends[0].get(),
                                    write_ends[1].get(), -1, guardian_.get());
+    worker.started = Timeline::Clock::now();
     processes_->add(pid);  // index `local`, as in workers_
   }
 }

@@ -10,6 +10,7 @@
 
 #include <cohort/errors.hpp>
 
+#include "core/log.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "launch/node_group_keys.hpp"
@@ -323,6 +324,33 @@ void NodeGroup::linger(std::chrono::milliseconds at_most) {
     store_->wait(keys, at_most);
   } catch (const Error&) {  // a node that vanished unnoticed never reports; leave anyway
   }
+}
+
+void NodeGroup::publish_trace(const std::string& events) {
+  try {
+    store_->set(trace_key(id_), events);
+  } catch (const Error& error) {  // the store is gone: the trace lacks this node
+    log(LogLevel::warn, "run", cat("the trace lacks this node's events: ", error.what()));
+  }
+}
+
+std::vector<std::string> NodeGroup::gather_traces(const std::vector<int>& ids,
+                                                  std::chrono::milliseconds at_most) {
+  std::vector<std::string> keys;
+  for (int id : ids)
+    keys.push_back(trace_key(id));
+  try {
+    store_->wait(keys, at_most);
+  } catch (const Error&) {  // some never came: take those that did
+  }
+  std::vector<std::string> events;
+  for (const std::string& key : keys) {
+    try {
+      if (store_->check({key})) events.push_back(store_->get(key, at_most));
+    } catch (const Error&) {
+    }
+  }
+  return events;
 }
 
 }  // namespace cohort::detail

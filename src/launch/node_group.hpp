@@ -220,6 +220,14 @@ class NodeGroup {
   std::vector<int> members() const;
   void linger(std::chrono::milliseconds at_most);
 
+  /// cohort run --trace: this agent's events (timeline.hpp), for whoever
+  /// writes the file.
+  void publish_trace(const std::string& events);
+  /// The events that the agents `ids` published, as each arrives within
+  /// `at_most` (a node that never publishes is left out).
+  std::vector<std::string> gather_traces(const std::vector<int>& ids,
+                                         std::chrono::milliseconds at_most);
+
   /// This agent's node rank (assigned by now under kNodeRankAtJoin; with
   /// elastic membership, its place in the attempt under way).
   int node_rank() const noexcept { return options_.node_rank; }

@@ -52,6 +52,10 @@ inline std::string start_key(int attempt) {
 inline std::string heartbeat_key(int id) {
   return cat("agents/hb/", id);
 }
+// Each agent's timeline (cohort run --trace), for whoever writes the file.
+inline std::string trace_key(int id) {
+  return cat("agents/trace/", id);
+}
 inline std::string wake_key(int id) {
   return cat("agents/wake/", id);
 }

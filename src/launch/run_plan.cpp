@@ -26,6 +26,7 @@ void for_each_field(Options& o, Visit&& field) {
   field("timeout", o.timeout);
   field("signals", o.signals);
   field("log_dir", o.log_dir);
+  field("trace", o.trace);
   field("prefix", o.prefix);
   field("console_ranks", o.console_ranks);
   field("console_local_ranks", o.console_local_ranks);
@@ -58,7 +59,7 @@ void for_each_field(Options& o, Visit&& field) {
   field("forward_env", o.forward_env);
   field("forward_env_prefixes", o.forward_env_prefixes);
 }
-constexpr std::size_t kFieldsCarried = 41;
+constexpr std::size_t kFieldsCarried = 42;
 constexpr std::size_t kFieldsNotCarried = 1;  // entry
 
 // The number of fields of an aggregate: how many values brace-initialize it.

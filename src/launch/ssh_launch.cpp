@@ -21,6 +21,7 @@
 #include "launch/process_set.hpp"
 #include "launch/run_plan.hpp"
 #include "launch/spawn.hpp"
+#include "launch/timeline.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -214,6 +215,13 @@ class SshLauncher {
     group_->start_watching(options_.run_id);
 
     loop_->watch(group_->event_fd(), [this] { on_group_event(); });
+    if (!options_.trace.empty()) {
+      timeline_ = std::make_unique<Timeline>(-1, route.source_address);
+      std::vector<std::string> hosts;
+      for (const RunOptions::Host& host : options_.hosts)
+        hosts.push_back(host.name);
+      timeline_->instant("agents started", Timeline::kAgentTrack, {{"hosts", join(hosts, ",")}});
+    }
     start_agents({route.source_address, group_->store_port()});
     if (options_.timeout.count() > 0) {
       // Each agent keeps the time limit and reports what its ranks printed
@@ -232,6 +240,13 @@ class SshLauncher {
       console_write(STDERR_FILENO, cat("cohort run: the job stopped: ", record_->summary,
                                        "; exit status ", record_->exit_code, "\n"));
     }
+    const int code = exit_code();
+    if (timeline_) write_trace(code);
+    return code;
+  }
+
+ private:
+  int exit_code() {
     if (record_) return record_->exit_code;
     // Elastic: the agents of the last round only (the job went on without
     // the others; each one's id is its host's index).
@@ -247,7 +262,30 @@ class SshLauncher {
     return code;
   }
 
- private:
+  // Every agent has ended: their events are in the store, or never will be.
+  void write_trace(int code) {
+    timeline_->instant("exit", Timeline::kAgentTrack, {{"exit_status", cat(code)}});
+    std::vector<int> ids;
+    for (std::size_t node = 0; node < options_.hosts.size(); ++node)
+      ids.push_back(static_cast<int>(node));
+    std::vector<std::string> parts = group_->gather_traces(ids, std::chrono::seconds(1));
+    parts.push_back(timeline_->events());
+    write_trace_file(options_.trace,
+                     Timeline::merge(parts, {{"run_id", options_.run_id},
+                                             {"command", join(options_.command, " ")},
+                                             {"exit_status", cat(code)}}));
+  }
+
+  // Each attempt's stop, once.
+  void trace_stop(const StopRecord& record) {
+    if (!timeline_ || traced_stop_ == cat(group_->attempt(), record.encode())) return;
+    traced_stop_ = cat(group_->attempt(), record.encode());
+    timeline_->instant("stop", Timeline::kAgentTrack,
+                       {{"reason", record.summary},
+                        {"node", cat(record.node)},
+                        {"attempt", cat(group_->attempt())}});
+  }
+
   void start_agents(const StoreEndpoint& store) {
     const Environment env = process_environment();
     const std::string cwd = current_directory();
@@ -296,6 +334,7 @@ class SshLauncher {
     mine.exit_code = code;
     mine.summary = summary;
     record_ = group_->declare_stop(mine);
+    trace_stop(*record_);
     begin_stopping();
   }
 
@@ -321,6 +360,7 @@ class SshLauncher {
     (void)!::read(group_->event_fd(), &count, sizeof(count));
     auto record = group_->stop_record();
     if (!record) return;
+    trace_stop(*record);
     if (!record_ && !stopping_ && group_->elastic()) {
       // This launcher serves the store: it decides how the attempt ended
       // for every agent, and closes the next round (elastic membership).
@@ -375,6 +415,7 @@ class SshLauncher {
                                    " true` works without a password")
                              : std::string());
     record_ = group_->declare_stop(lost);
+    trace_stop(*record_);
     begin_stopping();
   }
 
@@ -386,6 +427,8 @@ class SshLauncher {
   std::unique_ptr<ProcessSet> processes_;
   std::optional<StopRecord> record_;
   bool stopping_ = false;
+  std::unique_ptr<Timeline> timeline_;  // with --trace
+  std::string traced_stop_;             // the attempt and stop last traced
 };
 
 }  // namespace

@@ -92,6 +92,11 @@ TEST(FuzzReplay, RunPlan) {
                     "local_rank_arg dash\ngrace 1\nagent_store 0\njob_token t\n", "x y\n"});
 }
 
+TEST(FuzzReplay, Timeline) {
+  replay(timeline, {"[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":2,\"ts\":17,\"dur\":5}]",
+                    "[{\"ph\":\"i\",\"ts\":\"x\"},3,null]", "{\"traceEvents\":[]}", "[[]]"});
+}
+
 TEST(FuzzReplay, ExchangeTable) {
   // A count byte, then the table: 2 values "ab" and ""; 3 values of which
   // two are the same; a length past the end; a count that does not match.

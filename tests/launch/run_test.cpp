@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <nlohmann/json.hpp>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -519,6 +521,109 @@ TEST_F(OverSshTest, EveryNodeRunsTheOptionsOfTheCommandLine) {
             (std::vector<std::string>{"<0> trainer job9 0/3 1 2", "<2> trainer job9 2/3 1 1"}));
   EXPECT_EQ(test::read_file(logs / "attempt_0" / "rank_1" / "stdout.log"),
             "trainer job9 1/3 1 2\n");
+}
+
+// cohort run --trace of a 2-node job whose rank 3 fails once, then
+// succeeds: one file of Chrome trace events (what ui.perfetto.dev and
+// chrome://tracing read) with every node's tracks, in the order it happened.
+TEST_F(OverSshTest, TheTraceOfATwoNodeJobWithARestartHasEveryNodeInOrder) {
+  const fs::path file = dir_ / "trace.json";
+  const auto result = run({"--hosts", "127.0.0.1:2,127.0.0.1:2", "--ssh", fake_ssh(),
+                           "--max-restarts", "1", "--trace", file.string(), "--", "sh", "-c",
+                           "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 3 ] && exit 3; "
+                           "sleep 0.2"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const auto trace = nlohmann::json::parse(test::read_file(file));
+  ASSERT_TRUE(trace["traceEvents"].is_array()) << trace;
+  EXPECT_EQ(trace["displayTimeUnit"], "ms");
+  // The Trace Event Format's fields, as its readers need them.
+  std::map<std::pair<int, int>, std::string> tracks;  // (pid, tid) -> name
+  std::map<int, std::string> processes;
+  using Event = nlohmann::json;
+  std::vector<Event> events;
+  for (const Event& event : trace["traceEvents"]) {
+    ASSERT_TRUE(event["name"].is_string() && event["pid"].is_number_integer() &&
+                event["tid"].is_number_integer() && event["ph"].is_string())
+        << event;
+    const std::string ph = event["ph"];
+    if (ph == "M") {
+      if (event["name"] == "thread_name")
+        tracks[{event["pid"], event["tid"]}] = event["args"]["name"];
+      if (event["name"] == "process_name") processes[event["pid"]] = event["args"]["name"];
+      continue;
+    }
+    ASSERT_TRUE(ph == "X" || ph == "i") << event;
+    ASSERT_TRUE(event["ts"].is_number_integer() && event["ts"] >= 0) << event;
+    if (ph == "X") {
+      ASSERT_TRUE(event["dur"].is_number_integer() && event["dur"] >= 0) << event;
+    }
+    events.push_back(event);
+  }
+  EXPECT_EQ(processes.size(), 3u) << "the launcher and two nodes";
+  EXPECT_NE(processes[0].find("cohort run --hostfile"), std::string::npos);
+  EXPECT_EQ(processes[2].rfind("node 1 (", 0), 0u) << processes[2];
+  EXPECT_EQ(tracks[std::make_pair(2, 4)], "rank 3");
+  // When each thing happened, by its track and name.
+  const auto find = [&events](int pid, int tid, const std::string& name,
+                              const std::string& arg = "", const std::string& value = "") {
+    for (const Event& event : events) {
+      if (event["pid"] == pid && event["tid"] == tid && event["name"] == name &&
+          (arg.empty() || event["args"][arg] == value)) {
+        return event;
+      }
+    }
+    ADD_FAILURE() << "no " << name << " on pid " << pid << " tid " << tid;
+    return Event();
+  };
+  const auto ts = [](const Event& event) { return event.value("ts", -1LL); };
+  const auto end = [](const Event& event) {
+    return event.value("ts", -1LL) + event.value("dur", 0LL);
+  };
+  const Event failed = find(2, 4, "attempt 0");
+  EXPECT_EQ(failed["args"]["exit"], "exited with code 3");
+  const Event stop = find(2, 0, "stop");
+  EXPECT_EQ(stop["args"]["reason"], "rank 3 failed: exited with code 3");
+  const Event launcher_stop = find(0, 0, "stop");
+  EXPECT_EQ(launcher_stop["args"]["reason"], "rank 3 failed: exited with code 3");
+  for (int pid : {1, 2}) {
+    const Event rendezvous = find(pid, 0, "rendezvous");
+    const Event first = find(pid, 0, "attempt 0");
+    const Event restart = find(pid, 0, "restart");
+    const Event second = find(pid, 0, "attempt 1");
+    const Event exit = find(pid, 0, "exit");
+    EXPECT_LE(end(rendezvous), ts(first)) << pid;
+    EXPECT_LE(ts(failed), ts(stop));
+    EXPECT_LE(end(failed), end(first)) << pid;
+    EXPECT_LE(end(first), ts(restart)) << pid;
+    EXPECT_LE(ts(restart), ts(second)) << pid;
+    EXPECT_LE(end(second), ts(exit)) << pid;
+    EXPECT_EQ(exit["args"]["exit_status"], "0");
+    // Every rank of the node: killed or failed in attempt 0, a success in 1.
+    for (int tid : {pid * 2 - 1, pid * 2}) {
+      EXPECT_LE(ts(find(pid, tid, "attempt 0")), ts(restart));
+      const Event again = find(pid, tid, "attempt 1");
+      EXPECT_GE(ts(again), ts(restart));
+      EXPECT_EQ(again["args"]["exit"], "exited with code 0");
+    }
+  }
+  EXPECT_LE(ts(find(1, 0, "exit")), ts(find(0, 0, "exit"))) << "the launcher ends last";
+}
+
+TEST_F(RunTest, TheTraceOfOneNodeNamesTheStopAndItsReason) {
+  const fs::path file = dir_ / "one.json";
+  const auto result =
+      run({"-n", "2", "--trace", file.string(), "sh", "-c", "[ $RANK = 1 ] && exit 4; sleep 30"});
+  EXPECT_EQ(result.exit_code, 4) << test::describe(result);
+  const auto trace = nlohmann::json::parse(test::read_file(file));
+  bool stop = false;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["name"] == "stop") {
+      EXPECT_EQ(event["args"]["reason"], "rank 1 failed: exited with code 4");
+      stop = true;
+    }
+  }
+  EXPECT_TRUE(stop) << trace.dump(1);
+  EXPECT_EQ(trace["otherData"]["exit_status"], "4");
 }
 
 // A console that stops reading (a pipe nobody drains) never freezes the

@@ -28,6 +28,7 @@ RunOptions every_field_set() {
   o.timeout = std::chrono::milliseconds(3000);
   o.signals = {"USR1", "TERM"};
   o.log_dir = "/tmp/logs dir";
+  o.trace = "job trace.json";
   o.prefix = "";
   o.console_ranks = {0, 2, 9};
   o.console_local_ranks = {1};
@@ -73,6 +74,7 @@ void expect_same(const RunOptions& a, const RunOptions& b) {
   EXPECT_EQ(a.timeout, b.timeout);
   EXPECT_EQ(a.signals, b.signals);
   EXPECT_EQ(a.log_dir, b.log_dir);
+  EXPECT_EQ(a.trace, b.trace);
   EXPECT_EQ(a.prefix, b.prefix);
   EXPECT_EQ(a.console_ranks, b.console_ranks);
   EXPECT_EQ(a.console_local_ranks, b.console_local_ranks);

@@ -1,0 +1,149 @@
+#include "launch/timeline.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "core/fd.hpp"
+#include "core/strings.hpp"
+#include "launch/console.hpp"
+
+namespace cohort::detail {
+namespace {
+
+using Json = nlohmann::json;
+
+Json args_of(const Timeline::Args& args) {
+  Json out = Json::object();
+  for (const auto& [key, value] : args)
+    out[key] = value;
+  return out;
+}
+
+long long ts_of(const Json& event) {
+  const auto ts = event.find("ts");
+  return ts != event.end() && ts->is_number_integer() ? ts->get<long long>() : -1;
+}
+
+// Text from outside (a command line, a worker's output, a host name) may be
+// no valid UTF-8, which JSON requires: such bytes become U+FFFD.
+std::string dump(const Json& json, int indent = -1) {
+  return json.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+int tid_of(int rank) {
+  return rank == Timeline::kAgentTrack ? 0 : rank + 1;
+}
+
+}  // namespace
+
+void write_trace_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) {
+    console_write(STDERR_FILENO, cat("cohort run: cannot write the trace to ", path, ": ",
+                                     errno_text(errno), " (check --trace's directory)\n"));
+  }
+}
+
+long long trace_microseconds(Timeline::Clock::time_point when) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(when.time_since_epoch()).count();
+}
+
+Timeline::Timeline(int node, std::string host) : node_(node), host_(std::move(host)) {
+  // Perfetto and chrome://tracing show these names on the tracks.
+  events_.push_back(dump(Json{{"ph", "M"},
+                              {"name", "process_name"},
+                              {"pid", pid()},
+                              {"tid", 0},
+                              {"args",
+                               {{"name", node_ < 0 ? cat("cohort run --hostfile (", host_, ")")
+                                                   : cat("node ", node_, " (", host_, ")")}}}}));
+  events_.push_back(dump(Json{{"ph", "M"},
+                              {"name", "process_sort_index"},
+                              {"pid", pid()},
+                              {"tid", 0},
+                              {"args", {{"sort_index", pid()}}}}));
+  name_track(kAgentTrack);
+}
+
+void Timeline::name_track(int rank) {
+  if (std::find(named_.begin(), named_.end(), rank) != named_.end()) return;
+  named_.push_back(rank);
+  events_.push_back(dump(Json{
+      {"ph", "M"},
+      {"name", "thread_name"},
+      {"pid", pid()},
+      {"tid", tid_of(rank)},
+      {"args", {{"name", rank == kAgentTrack ? std::string("cohort run") : cat("rank ", rank)}}}}));
+  events_.push_back(dump(Json{{"ph", "M"},
+                              {"name", "thread_sort_index"},
+                              {"pid", pid()},
+                              {"tid", tid_of(rank)},
+                              {"args", {{"sort_index", tid_of(rank)}}}}));
+}
+
+void Timeline::span(const std::string& name, int rank, Clock::time_point begin,
+                    Clock::time_point end, const Args& args) {
+  name_track(rank);
+  const long long start = trace_microseconds(begin);
+  events_.push_back(dump(Json{{"ph", "X"},
+                              {"name", name},
+                              {"cat", "cohort"},
+                              {"pid", pid()},
+                              {"tid", tid_of(rank)},
+                              {"ts", start},
+                              {"dur", std::max(0LL, trace_microseconds(end) - start)},
+                              {"args", args_of(args)}}));
+}
+
+void Timeline::instant(const std::string& name, int rank, const Args& args,
+                       Clock::time_point when) {
+  name_track(rank);
+  events_.push_back(dump(Json{{"ph", "i"},
+                              {"s", "t"},
+                              {"name", name},
+                              {"cat", "cohort"},
+                              {"pid", pid()},
+                              {"tid", tid_of(rank)},
+                              {"ts", trace_microseconds(when)},
+                              {"args", args_of(args)}}));
+}
+
+std::string Timeline::events() const {
+  return cat("[", join(events_, ","), "]");
+}
+
+std::string Timeline::merge(const std::vector<std::string>& node_events, const Args& about) {
+  Json events = Json::array();
+  for (const std::string& text : node_events) {
+    Json part = Json::parse(text, nullptr, false);
+    if (!part.is_array()) continue;  // a node's part that did not arrive whole
+    for (Json& event : part) {
+      if (event.is_object()) events.push_back(std::move(event));
+    }
+  }
+  long long first = std::numeric_limits<long long>::max();
+  for (const Json& event : events) {
+    if (ts_of(event) >= 0) first = std::min(first, ts_of(event));
+  }
+  for (Json& event : events) {
+    if (ts_of(event) >= 0) event["ts"] = ts_of(event) - first;
+  }
+  // In time order (metadata first), as a reader of the raw file expects.
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Json& a, const Json& b) { return ts_of(a) < ts_of(b); });
+  Json trace{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  trace["otherData"] = args_of(about);
+  if (first != std::numeric_limits<long long>::max()) {
+    trace["otherData"]["start_unix_us"] = std::to_string(first);
+  }
+  return dump(trace, 1) + "\n";
+}
+
+}  // namespace cohort::detail
