@@ -12,6 +12,7 @@
 #include "core/strings.hpp"
 #include "env/detectors/detectors.hpp"
 #include "env/env_reader.hpp"
+#include "env/launcher_names.hpp"
 
 extern char** environ;  // NOLINT(readability-identifier-naming): POSIX's name
 
@@ -169,6 +170,30 @@ std::string_view to_string(Launcher launcher) noexcept {
   }
   return "unknown";
 }
+
+namespace detail {
+
+std::string_view launcher_description(Launcher launcher) noexcept {
+  switch (launcher) {
+    case Launcher::single:
+      return "no launcher (a single process)";
+    case Launcher::cohort:
+      return "cohort run";
+    case Launcher::torchrun:
+      return "torchrun";
+    case Launcher::slurm:
+      return "Slurm's srun";
+    case Launcher::openmpi:
+      return "Open MPI's mpirun";
+    case Launcher::mpich:
+      return "MPICH's mpiexec";
+    case Launcher::pmix:
+      return "a PMIx launcher (srun --mpi=pmix)";
+  }
+  return "an unknown launcher";
+}
+
+}  // namespace detail
 
 LaunchInfo detect_launch(const Environment& environment) {
   const EnvReader env(environment);

@@ -337,6 +337,7 @@ void NodeGroup::publish_trace(const std::string& events) {
 std::vector<std::string> NodeGroup::gather_traces(const std::vector<int>& ids,
                                                   std::chrono::milliseconds at_most) {
   std::vector<std::string> keys;
+  keys.reserve(ids.size());
   for (int id : ids)
     keys.push_back(trace_key(id));
   try {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 
 #include <fcntl.h>
@@ -218,6 +219,7 @@ class SshLauncher {
     if (!options_.trace.empty()) {
       timeline_ = std::make_unique<Timeline>(-1, route.source_address);
       std::vector<std::string> hosts;
+      hosts.reserve(options_.hosts.size());
       for (const RunOptions::Host& host : options_.hosts)
         hosts.push_back(host.name);
       timeline_->instant("agents started", Timeline::kAgentTrack, {{"hosts", join(hosts, ",")}});
@@ -265,9 +267,8 @@ class SshLauncher {
   // Every agent has ended: their events are in the store, or never will be.
   void write_trace(int code) {
     timeline_->instant("exit", Timeline::kAgentTrack, {{"exit_status", cat(code)}});
-    std::vector<int> ids;
-    for (std::size_t node = 0; node < options_.hosts.size(); ++node)
-      ids.push_back(static_cast<int>(node));
+    std::vector<int> ids(options_.hosts.size());
+    std::iota(ids.begin(), ids.end(), 0);
     std::vector<std::string> parts = group_->gather_traces(ids, std::chrono::seconds(1));
     parts.push_back(timeline_->events());
     write_trace_file(options_.trace,

@@ -68,7 +68,7 @@ using DeadlineIndex = std::multimap<Deadline, std::uint64_t>;  // -> connection 
 }  // namespace
 
 struct StoreServer::Impl final : detail::StoreCore {
-  Options options_;
+  Options server_options;
   detail::Listener listener;
   detail::Listener torch_listener;  // fd invalid when there is none
   Fd epoll;
@@ -81,7 +81,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   std::atomic<std::size_t> open_connections{0};
   std::mutex idle_mutex;
   std::condition_variable idle;
-  const uid_t user_ = geteuid();
+  const uid_t uid = geteuid();
 
   // The protocol of each listener.
   detail::CohortProtocol cohort_protocol;
@@ -99,9 +99,9 @@ struct StoreServer::Impl final : detail::StoreCore {
   detail::LogLimiter refusals;           // peers refused or dropped
   detail::LogLimiter descriptors{1, std::chrono::seconds(10)};  // EMFILE
 
-  explicit Impl(Options opts) : options_(std::move(opts)) {
+  explicit Impl(Options opts) : server_options(std::move(opts)) {
     detail::raise_open_file_limit();
-    listener = detail::listen_tcp(options_.host, options_.port);
+    listener = detail::listen_tcp(server_options.host, server_options.port);
     epoll = Fd(epoll_create1(EPOLL_CLOEXEC));
     wake = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     task = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -109,10 +109,11 @@ struct StoreServer::Impl final : detail::StoreCore {
       throw Error(cat("store server: epoll/eventfd failed: ", detail::errno_text(errno)));
     }
     watch(listener.fd.get(), kListenerId, EPOLLIN);
-    if (options_.torch_port >= 0) {
+    if (server_options.torch_port >= 0) {
       try {
         torch_listener = detail::listen_tcp(
-            options_.torch_host.empty() ? options_.host : options_.torch_host, options_.torch_port);
+            server_options.torch_host.empty() ? server_options.host : server_options.torch_host,
+            server_options.torch_port);
       } catch (const Error& error) {
         throw detail::torch_wire::PortError(error.what());
       }
@@ -131,8 +132,8 @@ struct StoreServer::Impl final : detail::StoreCore {
 
   // --- StoreCore: what the protocols ask --------------------------------
   detail::KeySpace& keys() override { return key_space; }
-  const Options& options() const override { return options_; }
-  uid_t user() const override { return user_; }
+  const Options& options() const override { return server_options; }
+  uid_t user() const override { return uid; }
 
   void drop(std::uint64_t id, Connection& connection, const std::string& why) override {
     log_refusal(cat("closed the connection from ", connection.peer, ": ", why));
@@ -152,10 +153,10 @@ struct StoreServer::Impl final : detail::StoreCore {
   }
 
   void unservable(std::uint64_t id, Connection& connection, const std::string& why) override {
-    if (told_unservable || !options_.on_unservable) return drop(id, connection, why);
+    if (told_unservable || !server_options.on_unservable) return drop(id, connection, why);
     told_unservable = true;
     close_connection(id);
-    options_.on_unservable(why);  // whoever runs the job says it, in its report
+    server_options.on_unservable(why);  // whoever runs the job says it, in its report
   }
 
   // --- the loop -----------------------------------------------------------
@@ -238,7 +239,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   // Watches the listeners unless out of descriptors or too many handshakes
   // are under way; connections then wait in the kernel's backlog.
   void update_accepting() {
-    const bool wanted = !accept_again && pending_handshakes < options_.max_pending_handshakes;
+    const bool wanted = !accept_again && pending_handshakes < server_options.max_pending_handshakes;
     if (wanted == accepting) return;
     accepting = wanted;
     const std::uint32_t events = wanted ? EPOLLIN : 0u;
@@ -280,7 +281,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     const std::string peer = detail::peer_name(fd.get());
     const detail::PeerOwner owner = detail::owner_of_peer(fd.get());
     const std::string refusal =
-        detail::admission_refusal(owner, protocol.has_handshake(), options_, user_);
+        detail::admission_refusal(owner, protocol.has_handshake(), server_options, uid);
     if (!refusal.empty()) {
       log_refusal(cat("refused the connection from ", peer, ": ", refusal));
       const std::string answer = protocol.refusal(refusal);
@@ -297,7 +298,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     if (protocol.has_handshake()) {
       ++pending_handshakes;
       connection.handshake_deadline =
-          handshake_deadlines.emplace(detail::deadline_after(options_.handshake_timeout), id);
+          handshake_deadlines.emplace(detail::deadline_after(server_options.handshake_timeout), id);
       update_accepting();
     }
     watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
@@ -382,7 +383,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     while (!handshake_deadlines.empty() && handshake_deadlines.begin()->first <= now) {
       const std::uint64_t id = handshake_deadlines.begin()->second;
       drop(id, connections.at(id),
-           cat("no handshake within ", options_.handshake_timeout.count(), " ms"));
+           cat("no handshake within ", server_options.handshake_timeout.count(), " ms"));
     }
   }
 

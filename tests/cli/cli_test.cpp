@@ -170,6 +170,13 @@ TEST(CliEnv, TheBackendIsWhatInitWouldChooseOrRefuse) {
   EXPECT_NE(unknown["reason"].get<std::string>().find("unknown backend 'nccl' (COHORT_BACKEND)"),
             std::string::npos)
       << unknown;
+  // A backend this job cannot use says who started it, in words.
+  const auto mpi = backend({{"COHORT_BACKEND", "mpi"}});
+  EXPECT_TRUE(mpi["chosen"].is_null()) << mpi;
+  const std::string why = mpi["reason"];
+  EXPECT_TRUE(why.find("started by no launcher (a single process)") != std::string::npos ||
+              why.find("unknown backend 'mpi'") != std::string::npos)  // a build without MPI
+      << why;
 }
 
 TEST(CliBench, AllreduceTableAndJson) {

@@ -20,6 +20,7 @@
 #include "comm/local_mailbox.hpp"
 #include "comm/reduce.hpp"
 #include "core/strings.hpp"
+#include "env/launcher_names.hpp"
 
 namespace cohort::detail::mpi_backend {
 namespace {
@@ -405,7 +406,7 @@ std::string unviable_because(const BackendContext& context) {
 #endif
   if (!ours) {
     return cat("it needs a job started by ", starter, " (this build's MPI is ", library_name(),
-               "); this process was started by ", to_string(launcher));
+               "); this process was started by ", launcher_description(launcher));
   }
   return runtime_unusable_because();
 }
