@@ -126,6 +126,9 @@ class StoreServer {
 
   /// Connections currently open (for tests and diagnostics).
   std::size_t connection_count() const noexcept;
+  /// Requests waiting for keys (GET, WAIT, BARRIER), as of the server's
+  /// last turn (for tests and diagnostics).
+  std::size_t waiting_count() const noexcept;
 
   /// Waits until no client is connected, or `timeout` passes; returns whether
   /// none is. For a process that hosts the store and is done with it: its

@@ -74,7 +74,7 @@ constexpr std::array kOptions = {
     // --- output
     OptionSpec{"--log-dir,--log_dir", "--log-dir", "PET_LOG_DIR", Kind::value,
                "also write each rank's output to DIR/attempt_K/rank_R/{stdout,stderr}.log"},
-    OptionSpec{"--trace", "--trace", "COHORT_TRACE", Kind::value,
+    OptionSpec{"--trace", "--trace", "PET_TRACE", Kind::value,
                "write the job's timeline to FILE: every node and rank, attempts, stops and why "
                "(Chrome trace-event JSON: open it in ui.perfetto.dev or chrome://tracing)"},
     OptionSpec{"-r,--redirects", "--redirects", "PET_REDIRECTS", Kind::value,
@@ -174,11 +174,6 @@ constexpr std::array kOptions = {
                "pass every variable starting with this on to the hosts, e.g. NCCL_ (repeatable)"},
     OptionSpec{"--remote-cohort,--remote_cohort", "--remote-cohort", "PET_REMOTE_COHORT",
                Kind::value, "cohort's path on the hosts (default: this one's)"},
-    // --- set by --hostfile on the agents it starts; not for people
-    OptionSpec{"--rdzv-host,--rdzv_host", "--rdzv-host", "", Kind::value, ""},
-    OptionSpec{"--store-elsewhere,--store_elsewhere", "--store-elsewhere", "", Kind::flag, ""},
-    OptionSpec{"--stop-on-stdin-eof,--stop_on_stdin_eof", "--stop-on-stdin-eof", "", Kind::flag,
-               ""},
 };
 
 const OptionSpec& spec_of(std::string_view canonical) {
@@ -409,9 +404,6 @@ void place(const RunArguments& arguments, RunOptions& options,
     // own); the workers' MASTER_PORT is node 0's.
     if (options.rdzv_port == 0) options.rdzv_port = options.master_port;
     options.master_port = 0;
-    if (const Given rdzv_host = get(arguments, "--rdzv-host")) options.rdzv_host = rdzv_host.value;
-    options.store_served_elsewhere = arguments.flag("--store-elsewhere");
-    options.stop_on_stdin_eof = arguments.flag("--stop-on-stdin-eof");
   }
   if (const Given file = get(arguments, "--token-file")) {
     options.job_token = detail::read_token_file(file.value);

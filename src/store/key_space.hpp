@@ -97,6 +97,7 @@ class KeySpace {
   /// `deadline` passes (Deadline::max(): never).
   bool wait(Id id, Wait& wait, Deadline deadline);
   bool waiting(Id id) const { return waits_.count(id) != 0; }
+  std::size_t waiting_count() const noexcept { return waits_.size(); }
   /// Forgets `id`'s wait, if any.
   void cancel(Id id);
   /// Whether sets since the last resume_ready() may have completed waits.

@@ -79,6 +79,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   bool forget_requested = false;
   std::thread thread;
   std::atomic<std::size_t> open_connections{0};
+  std::atomic<std::size_t> waiting{0};  // key_space's waits, after each turn
   std::mutex idle_mutex;
   std::condition_variable idle;
   const uid_t uid = geteuid();
@@ -222,6 +223,7 @@ struct StoreServer::Impl final : detail::StoreCore {
         for (std::uint64_t id : batch)
           handle_frames(id);
       }
+      waiting = key_space.waiting_count();
     }
   }
 
@@ -438,6 +440,10 @@ void StoreServer::forget_torch_keys() {
 
 std::size_t StoreServer::connection_count() const noexcept {
   return impl_->open_connections;
+}
+
+std::size_t StoreServer::waiting_count() const noexcept {
+  return impl_->waiting;
 }
 
 bool StoreServer::wait_until_idle(std::chrono::milliseconds timeout) {

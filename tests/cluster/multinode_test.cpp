@@ -834,7 +834,7 @@ TEST_F(MultiNodeSecurity, TheHostfileTokenIsOnNoCommandLine) {
   const auto listing = as_nobody(
       "head", {"sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"});
   EXPECT_EQ(listing.exit_code, 0) << test::describe(listing);
-  EXPECT_NE(listing.out.find("store-elsewhere"), std::string::npos)  // the agents were seen
+  EXPECT_NE(listing.out.find("cohort agent"), std::string::npos)  // the agents were seen
       << listing.out;
   EXPECT_EQ(listing.out.find(secrets[0]), std::string::npos) << "the token is on a command line";
   // And with the token, nobody still cannot get in.

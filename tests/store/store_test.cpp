@@ -57,6 +57,13 @@ class StoreTest : public ::testing::Test {
     return std::make_unique<StoreClient>(client_options(server_->port(), timeout));
   }
   // Waits (bounded) until the server holds `count` connections.
+  bool waiting_becomes(std::size_t count) {
+    for (int i = 0; i < 500; ++i) {
+      if (server_->waiting_count() == count) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
   bool connections_become(std::size_t count) {
     for (int i = 0; i < 500; ++i) {
       if (server_->connection_count() == count) return true;
@@ -741,6 +748,8 @@ TEST_F(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
   // Two blocking pops: WAIT on the queue's name, then QUEUE_POP.
   send(a.get(), std::string(1, '\x06') + keys({"/q"}));
   send(b.get(), std::string(1, '\x06') + keys({"/q"}));
+  // Both wait before the item comes (else each would find it there).
+  ASSERT_TRUE(waiting_becomes(2));
   send(c.get(), std::string(1, '\x0e') + text("/q") + text("one"));  // QUEUE_PUSH
   send(c.get(), std::string(1, '\x10') + text("/q"));                // QUEUE_LEN
   EXPECT_EQ(receive(c.get(), 8), u64(1));
@@ -761,8 +770,9 @@ TEST_F(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
   // BARRIER of 3: the first two wait until the third arrives.
   send(a.get(), std::string(1, '\x12') + text("/b") + u64(3));
   send(b.get(), std::string(1, '\x12') + text("/b") + u64(3));
+  ASSERT_TRUE(waiting_becomes(2));
   pollfd early[2] = {{a.get(), POLLIN, 0}, {b.get(), POLLIN, 0}};
-  EXPECT_EQ(poll(early, 2, 200), 0);
+  EXPECT_EQ(poll(early, 2, 0), 0);
   send(c.get(), std::string(1, '\x12') + text("/b") + u64(3));
   for (const detail::Fd* fd : {&a, &b, &c})
     EXPECT_EQ(receive(fd->get(), 1), std::string(1, '\x00'));
