@@ -296,7 +296,14 @@ void Agent::trace_stop() {
 
 void Agent::finish_trace(int code) {
   timeline_->instant("exit", detail::Timeline::kAgentTrack, {{"exit_status", cat(code)}});
-  if (options_.store_served_elsewhere || (multi_node() && !group_->serves_store())) {
+  if (options_.store_served_elsewhere && !multi_node()) {
+    // One host of --hosts: this agent keeps a store of its own; the
+    // launcher's, which writes the file, is the plan's.
+    NodeGroup::publish_trace_to({options_.rdzv_host, options_.rdzv_port, options_.job_token},
+                                group_->member_id(), timeline_->events());
+    return;
+  }
+  if (multi_node() && !group_->serves_store()) {
     group_->publish_trace(timeline_->events());
     return;
   }

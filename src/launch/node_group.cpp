@@ -334,6 +334,19 @@ void NodeGroup::publish_trace(const std::string& events) {
   }
 }
 
+void NodeGroup::publish_trace_to(const StoreAddress& store, int id, const std::string& events) {
+  try {
+    StoreClient::Options client;
+    client.host = store.host;
+    client.port = store.port;
+    client.token = store.token;
+    client.timeout = std::chrono::seconds(5);
+    StoreClient(client).set(trace_key(id), events);
+  } catch (const Error& error) {
+    log(LogLevel::warn, "run", cat("the trace lacks this node's events: ", error.what()));
+  }
+}
+
 std::vector<std::string> NodeGroup::gather_traces(const std::vector<int>& ids,
                                                   std::chrono::milliseconds at_most) {
   std::vector<std::string> keys;

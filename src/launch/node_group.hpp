@@ -223,6 +223,9 @@ class NodeGroup {
   /// cohort run --trace: this agent's events (timeline.hpp), for whoever
   /// writes the file.
   void publish_trace(const std::string& events);
+  /// The same for an agent of one node whose launcher serves another store
+  /// (`--hosts` with one host): there, as agent `id`.
+  static void publish_trace_to(const StoreAddress& store, int id, const std::string& events);
   /// The events that the agents `ids` published, as each arrives within
   /// `at_most` (a node that never publishes is left out).
   std::vector<std::string> gather_traces(const std::vector<int>& ids,

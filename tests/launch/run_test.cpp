@@ -482,12 +482,24 @@ class OverSshTest : public RunTest {
 
 TEST_F(OverSshTest, TheTimeoutReachesTheRemoteAgents) {
   const auto start = std::chrono::steady_clock::now();
-  const auto result =
-      run({"--hosts", "127.0.0.1:1", "--ssh", fake_ssh(), "--timeout", "1", "--", "sleep", "20"});
+  const fs::path file = dir_ / "trace.json";
+  const auto result = run({"--hosts", "127.0.0.1:1", "--ssh", fake_ssh(), "--timeout", "1",
+                           "--trace", file.string(), "--", "sleep", "20"});
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(result.exit_code, 124) << test::describe(result);
   EXPECT_NE(result.err.find("the job ran past --timeout 1 s"), std::string::npos) << result.err;
   EXPECT_LT(took, 15s) << "the sleep ran to its end";
+  // The one host's agent keeps a store of its own; its events reach the
+  // launcher's file all the same.
+  bool stop = false;
+  const auto trace = nlohmann::json::parse(test::read_file(file));
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["pid"] == 1 && event["name"] == "stop") {
+      EXPECT_EQ(event["args"]["reason"], "the job ran past --timeout 1 s");
+      stop = true;
+    }
+  }
+  EXPECT_TRUE(stop) << test::read_file(file);
 }
 
 TEST_F(OverSshTest, EveryNodeRunsTheOptionsOfTheCommandLine) {
