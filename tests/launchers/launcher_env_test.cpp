@@ -175,8 +175,9 @@ TEST_F(LauncherEnv, MpichHydra) {
     // shm (or gloo) serves.
     EXPECT_EQ(report["backend"]["chosen"], test::kOneHostBackend);
     if (COHORT_WITH_MPI) {
-      EXPECT_NE(report["backend"]["refused"]["mpi"].get<std::string>().find("started by mpich"),
-                std::string::npos)
+      EXPECT_NE(
+          report["backend"]["refused"]["mpi"].get<std::string>().find("started by MPICH's mpiexec"),
+          std::string::npos)
           << report["backend"].dump();
     }
   }
