@@ -151,46 +151,43 @@ void apply_master_overrides(const EnvReader& env, Detection& detection) {
 
 }  // namespace
 
+namespace {
+
+// Each launcher's name for machines (to_string) and for people, by the
+// enum's order.
+struct LauncherNames {
+  Launcher launcher;
+  std::string_view name;
+  std::string_view description;
+};
+constexpr std::array<LauncherNames, 7> kLauncherNames{{
+    {Launcher::single, "single", "no launcher (a single process)"},
+    {Launcher::cohort, "cohort", "cohort run"},
+    {Launcher::torchrun, "torchrun", "torchrun"},
+    {Launcher::slurm, "slurm", "Slurm's srun"},
+    {Launcher::openmpi, "openmpi", "Open MPI's mpirun"},
+    {Launcher::mpich, "mpich", "MPICH's mpiexec"},
+    {Launcher::pmix, "pmix", "a PMIx launcher (srun --mpi=pmix)"},
+}};
+
+const LauncherNames* names_of(Launcher launcher) noexcept {
+  for (const LauncherNames& names : kLauncherNames)
+    if (names.launcher == launcher) return &names;
+  return nullptr;
+}
+
+}  // namespace
+
 std::string_view to_string(Launcher launcher) noexcept {
-  switch (launcher) {
-    case Launcher::single:
-      return "single";
-    case Launcher::cohort:
-      return "cohort";
-    case Launcher::torchrun:
-      return "torchrun";
-    case Launcher::slurm:
-      return "slurm";
-    case Launcher::openmpi:
-      return "openmpi";
-    case Launcher::mpich:
-      return "mpich";
-    case Launcher::pmix:
-      return "pmix";
-  }
-  return "unknown";
+  const LauncherNames* names = names_of(launcher);
+  return names != nullptr ? names->name : "unknown";
 }
 
 namespace detail {
 
 std::string_view launcher_description(Launcher launcher) noexcept {
-  switch (launcher) {
-    case Launcher::single:
-      return "no launcher (a single process)";
-    case Launcher::cohort:
-      return "cohort run";
-    case Launcher::torchrun:
-      return "torchrun";
-    case Launcher::slurm:
-      return "Slurm's srun";
-    case Launcher::openmpi:
-      return "Open MPI's mpirun";
-    case Launcher::mpich:
-      return "MPICH's mpiexec";
-    case Launcher::pmix:
-      return "a PMIx launcher (srun --mpi=pmix)";
-  }
-  return "an unknown launcher";
+  const LauncherNames* names = names_of(launcher);
+  return names != nullptr ? names->description : "an unknown launcher";
 }
 
 }  // namespace detail

@@ -114,11 +114,6 @@ Agent::Agent(const RunOptions& options, detail::AgentPlan plan)
   };
   if (options_.run_id.empty()) options_.run_id = detail::random_hex(8);
   host_ = options_.local_addr.empty() ? host_name() : options_.local_addr;
-  lifecycle_ = std::make_unique<detail::Lifecycle>(detail::Lifecycle::Facts{
-      0, host_, multi_node(), options_.timeout,
-      detail::RestartBudget{options_.max_restarts,
-                            plan_.group.min_nodes > 0 && plan_.group.min_nodes < plan_.group.nnodes,
-                            plan_.group.min_nodes}});
 }
 
 int Agent::run() {
@@ -155,6 +150,9 @@ int Agent::run_job() {
   };
   loop_->watch(unservable_event_.get(), [this] { on_unservable(); });
   group_ = std::make_unique<detail::NodeGroup>(plan_.group);
+  // Nothing reaches the lifecycle before the loop turns, after the join.
+  lifecycle_ = std::make_unique<detail::Lifecycle>(
+      detail::Lifecycle::Facts{0, host_, multi_node(), options_.timeout, group_->budget()});
   const auto joining = detail::Timeline::Clock::now();
   try {
     placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
@@ -317,11 +315,7 @@ void Agent::finish_trace(int code) {
         std::min<std::chrono::milliseconds>(options_.heartbeat_timeout, std::chrono::seconds(5)));
     parts.insert(parts.end(), theirs.begin(), theirs.end());
   }
-  detail::write_trace_file(
-      options_.trace,
-      detail::Timeline::merge(parts, {{"run_id", placement_.run_id},
-                                      {"command", detail::join(options_.command, " ")},
-                                      {"exit_status", cat(code)}}));
+  detail::write_job_trace(options_.trace, parts, placement_.run_id, options_.command, code);
 }
 
 void Agent::act(const detail::LifecycleActions& actions) {

@@ -271,10 +271,7 @@ class SshLauncher {
     std::iota(ids.begin(), ids.end(), 0);
     std::vector<std::string> parts = group_->gather_traces(ids, std::chrono::seconds(1));
     parts.push_back(timeline_->events());
-    write_trace_file(options_.trace,
-                     Timeline::merge(parts, {{"run_id", options_.run_id},
-                                             {"command", join(options_.command, " ")},
-                                             {"exit_status", cat(code)}}));
+    write_job_trace(options_.trace, parts, options_.run_id, options_.command, code);
   }
 
   // Each attempt's stop, once.

@@ -35,15 +35,25 @@ std::string dump(const Json& json, int indent = -1) {
   return json.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
+// A metadata event: a track's name or place.
+std::string metadata(int pid, int tid, const char* name, Json args) {
+  return dump(
+      Json{{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
+}
+
 int tid_of(int rank) {
   return rank == Timeline::kAgentTrack ? 0 : rank + 1;
 }
 
 }  // namespace
 
-void write_trace_file(const std::string& path, const std::string& text) {
+void write_job_trace(const std::string& path, const std::vector<std::string>& node_events,
+                     const std::string& run_id, const std::vector<std::string>& command,
+                     int exit_code) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
+  file << Timeline::merge(
+      node_events,
+      {{"run_id", run_id}, {"command", join(command, " ")}, {"exit_status", cat(exit_code)}});
   file.close();
   if (!file) {
     console_write(STDERR_FILENO, cat("cohort run: cannot write the trace to ", path, ": ",
@@ -57,35 +67,21 @@ long long trace_microseconds(Timeline::Clock::time_point when) {
 
 Timeline::Timeline(int node, std::string host) : node_(node), host_(std::move(host)) {
   // Perfetto and chrome://tracing show these names on the tracks.
-  events_.push_back(dump(Json{{"ph", "M"},
-                              {"name", "process_name"},
-                              {"pid", pid()},
-                              {"tid", 0},
-                              {"args",
-                               {{"name", node_ < 0 ? cat("cohort run --hostfile (", host_, ")")
-                                                   : cat("node ", node_, " (", host_, ")")}}}}));
-  events_.push_back(dump(Json{{"ph", "M"},
-                              {"name", "process_sort_index"},
-                              {"pid", pid()},
-                              {"tid", 0},
-                              {"args", {{"sort_index", pid()}}}}));
+  events_.push_back(metadata(pid(), 0, "process_name",
+                             {{"name", node_ < 0 ? cat("cohort run --hostfile (", host_, ")")
+                                                 : cat("node ", node_, " (", host_, ")")}}));
+  events_.push_back(metadata(pid(), 0, "process_sort_index", {{"sort_index", pid()}}));
   name_track(kAgentTrack);
 }
 
 void Timeline::name_track(int rank) {
   if (std::find(named_.begin(), named_.end(), rank) != named_.end()) return;
   named_.push_back(rank);
-  events_.push_back(dump(Json{
-      {"ph", "M"},
-      {"name", "thread_name"},
-      {"pid", pid()},
-      {"tid", tid_of(rank)},
-      {"args", {{"name", rank == kAgentTrack ? std::string("cohort run") : cat("rank ", rank)}}}}));
-  events_.push_back(dump(Json{{"ph", "M"},
-                              {"name", "thread_sort_index"},
-                              {"pid", pid()},
-                              {"tid", tid_of(rank)},
-                              {"args", {{"sort_index", tid_of(rank)}}}}));
+  const int tid = tid_of(rank);
+  events_.push_back(
+      metadata(pid(), tid, "thread_name",
+               {{"name", rank == kAgentTrack ? std::string("cohort run") : cat("rank ", rank)}}));
+  events_.push_back(metadata(pid(), tid, "thread_sort_index", {{"sort_index", tid}}));
 }
 
 void Timeline::span(const std::string& name, int rank, Clock::time_point begin,

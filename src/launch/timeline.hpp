@@ -52,8 +52,12 @@ class Timeline {
   std::vector<int> named_;           // tracks named so far
 };
 
-/// Writes the trace file, or says on standard error why it could not.
-void write_trace_file(const std::string& path, const std::string& text);
+/// Writes the trace file of a job: every node's events (Timeline::merge),
+/// with the job's run id, command and exit status as its metadata; or says
+/// on standard error why it could not.
+void write_job_trace(const std::string& path, const std::vector<std::string>& node_events,
+                     const std::string& run_id, const std::vector<std::string>& command,
+                     int exit_code);
 
 /// Microseconds since the epoch, as trace events count time.
 long long trace_microseconds(Timeline::Clock::time_point when);
