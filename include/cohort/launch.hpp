@@ -99,7 +99,6 @@ struct RunOptions {
   int rdzv_port = 0;      ///< 0: 29500, or under Slurm a port derived from the job
   /// This host's address for the other nodes' messages (torchrun --local-addr).
   std::string local_addr;
-  bool store_served_elsewhere = false;
   /// The secret every agent and worker of the job presents to the store
   /// (cohort run --token-file, COHORT_JOB_TOKEN); "": one made for the job
   /// where cohort can hand it out unseen (one node, --hostfile, mpirun's
@@ -113,11 +112,6 @@ struct RunOptions {
   std::chrono::milliseconds rendezvous_timeout{300000};
   /// A node whose agent sends no heartbeat for this long is lost: the job stops.
   std::chrono::milliseconds heartbeat_timeout{10000};
-  /// The host expected at each node rank, for messages (Slurm's nodelist, a hostfile).
-  std::vector<std::string> node_hosts;
-  /// Stop the job when standard input ends: set for agents started over ssh,
-  /// whose launcher holds the other end.
-  bool stop_on_stdin_eof = false;
 
   // --- many hosts from one command (cohort run --hostfile / --hosts) --------
   /// Non-empty: this process starts one agent per host over `ssh` (node rank
@@ -137,10 +131,6 @@ struct RunOptions {
   /// workers), by name and by prefix ("NCCL_").
   std::vector<std::string> forward_env;
   std::vector<std::string> forward_env_prefixes;
-
-  /// Set by cohort::spawn: workers are forks of this process that run it,
-  /// not a PROGRAM (`command` then only names them in reports).
-  std::function<int()> entry;
 };
 
 /// Runs the job to its end and returns its exit status, shell convention:

@@ -9,6 +9,7 @@
 #include <cohort/launch.hpp>
 
 #include "cli/commands.hpp"
+#include "launch/agent_role.hpp"
 #include "launch/run_plan.hpp"
 
 namespace cohort::cli {
@@ -25,7 +26,8 @@ void add_agent_command(CLI::App& app, Runner& run) {
             "its plan from standard input; to run a job, use cohort run");
       }
       try {
-        return cohort::run(detail::read_run_plan(STDIN_FILENO, "the plan on standard input"));
+        detail::RunPlan plan = detail::read_run_plan(STDIN_FILENO, "the plan on standard input");
+        return detail::run_agent_job(plan.options, std::move(plan.role));
       } catch (const InvalidArgument& error) {
         throw UsageError(error.what());
       }

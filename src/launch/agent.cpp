@@ -82,8 +82,8 @@ std::string host_name() {
 
 }  // namespace
 
-Agent::Agent(const RunOptions& options, detail::AgentPlan plan)
-    : options_(options), plan_(std::move(plan)) {
+Agent::Agent(const RunOptions& options, AgentRole role, detail::AgentPlan plan)
+    : options_(options), role_(std::move(role)), plan_(std::move(plan)) {
   if (options_.nproc_per_node < 1) {
     throw InvalidArgument(
         cat("cohort run: --nproc-per-node ", options_.nproc_per_node, " must be at least 1"));
@@ -174,7 +174,7 @@ int Agent::run_job() {
                      {"node_rank", cat(group_->node_rank())}});
   }
   if (multi_node()) loop_->watch(group_->event_fd(), [this] { on_group_event(); });
-  if (options_.stop_on_stdin_eof) loop_->watch(STDIN_FILENO, [this] { on_stdin(); });
+  if (role_.stop_on_stdin_eof) loop_->watch(STDIN_FILENO, [this] { on_stdin(); });
   choose_prefix();
   for (int rank : options_.console_ranks) {
     if (rank >= placement_.world_size) {
@@ -183,7 +183,7 @@ int Agent::run_job() {
     }
   }
   const Environment env = process_environment();
-  if (multi_node() && !options_.entry) {
+  if (multi_node() && !role_.entry) {
     // Each node checks PROGRAM where it runs; a node that cannot run it
     // stops the job for everyone at once.
     try {
@@ -294,7 +294,7 @@ void Agent::trace_stop() {
 
 void Agent::finish_trace(int code) {
   timeline_->instant("exit", detail::Timeline::kAgentTrack, {{"exit_status", cat(code)}});
-  if (options_.store_served_elsewhere && !multi_node()) {
+  if (role_.store_served_elsewhere && !multi_node()) {
     // One host of --hosts: this agent keeps a store of its own; the
     // launcher's, which writes the file, is the plan's.
     NodeGroup::publish_trace_to({options_.rdzv_host, options_.rdzv_port, options_.job_token},
@@ -429,36 +429,44 @@ int Agent::exit_code() const {
 using detail::cat;
 
 int run(const RunOptions& options) {
-  if (options.command.empty()) throw InvalidArgument("cohort run: no PROGRAM to run");
-  if (!options.hosts.empty()) {
-    if (options.entry) {
-      throw InvalidArgument(
-          "cohort::spawn: workers are forks of this process, so they cannot "
-          "start on other hosts; start one process per host instead");
-    }
-    return detail::run_over_ssh(options);
-  }
-  // Started by another launcher (srun, mpirun): one agent per task, placed
-  // by it; else alone, or one of several nodes placed by flags or at the
-  // rendezvous.
-  const Environment env = process_environment();
-  detail::AgentPlan plan = detail::plan_agent(options, detect_launch(env), env);
-  // PROGRAM is checked here on one node, on each node after the rendezvous
-  // on several (so that the others hear of it at once).
-  if (plan.group.nnodes == 1 && !options.entry) detail::check_program(options, env);
-  const int code = detail::Agent(options, std::move(plan)).run();
-  // The workers' last lines and the report reach a console that reads; one
-  // that stalls gets --grace to take them, then the job ends regardless.
-  detail::console_flush(options.grace + std::chrono::seconds(1));
-  return code;
+  return detail::run_agent_job(options, {});
 }
 
 int spawn(int nprocs, std::function<int()> fn, RunOptions options) {
   if (!fn) throw InvalidArgument("cohort::spawn: no function to run");
   options.nproc_per_node = nprocs;
-  options.entry = std::move(fn);
   if (options.command.empty()) options.command = {"cohort::spawn"};
-  return run(options);
+  detail::AgentRole role;
+  role.entry = std::move(fn);
+  return detail::run_agent_job(options, std::move(role));
 }
 
+namespace detail {
+
+int run_agent_job(const RunOptions& options, AgentRole role) {
+  if (options.command.empty()) throw InvalidArgument("cohort run: no PROGRAM to run");
+  if (!options.hosts.empty()) {
+    if (role.entry) {
+      throw InvalidArgument(
+          "cohort::spawn: workers are forks of this process, so they cannot "
+          "start on other hosts; start one process per host instead");
+    }
+    return run_over_ssh(options);
+  }
+  // Started by another launcher (srun, mpirun): one agent per task, placed
+  // by it; else alone, or one of several nodes placed by flags or at the
+  // rendezvous.
+  const Environment env = process_environment();
+  AgentPlan plan = plan_agent(options, role, detect_launch(env), env);
+  // PROGRAM is checked here on one node, on each node after the rendezvous
+  // on several (so that the others hear of it at once).
+  if (plan.group.nnodes == 1 && !role.entry) check_program(options, env);
+  const int code = Agent(options, std::move(role), std::move(plan)).run();
+  // The workers' last lines and the report reach a console that reads; one
+  // that stalls gets --grace to take them, then the job ends regardless.
+  console_flush(options.grace + std::chrono::seconds(1));
+  return code;
+}
+
+}  // namespace detail
 }  // namespace cohort

@@ -21,6 +21,7 @@
 #include <cohort/launch.hpp>
 
 #include "core/fd.hpp"
+#include "launch/agent_role.hpp"
 #include "launch/console.hpp"
 #include "launch/event_loop.hpp"
 #include "launch/guardian.hpp"
@@ -63,7 +64,7 @@ struct Worker {
 
 class Agent {
  public:
-  Agent(const RunOptions& options, AgentPlan plan);
+  Agent(const RunOptions& options, AgentRole role, AgentPlan plan);
 
   // With workers still running only when the agent itself fails (an
   // exception): the process set SIGKILLs them, none outlives the agent.
@@ -150,6 +151,7 @@ class Agent {
   int exit_code() const;
 
   RunOptions options_;
+  AgentRole role_;
   AgentPlan plan_;
   std::vector<int> signals_;
   std::string host_;

@@ -109,12 +109,11 @@ void Agent::spawn_all(int attempt) {
       detail::describe_worker_to_launchers(env, place, placement_.layout);
     }
     // The worker announces its group to the guardian itself (see spawn_worker).
-    const pid_t pid =
-        options_.entry
-            ? detail::spawn_function(options_.entry, env, write_ends[0].get(), write_ends[1].get(),
-                                     guardian_.get())
-            : detail::spawn_worker(detail::worker_argv(options_, local), env, write_ends[0].get(),
-                                   write_ends[1].get(), -1, guardian_.get());
+    const pid_t pid = role_.entry ? detail::spawn_function(role_.entry, env, write_ends[0].get(),
+                                                           write_ends[1].get(), guardian_.get())
+                                  : detail::spawn_worker(detail::worker_argv(options_, local), env,
+                                                         write_ends[0].get(), write_ends[1].get(),
+                                                         -1, guardian_.get());
     worker.started = Timeline::Clock::now();
     processes_->add(pid);  // index `local`, as in workers_
   }
@@ -169,7 +168,7 @@ detail::ReportInput Agent::report_input(int attempt, bool restarting) const {
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0)
     input.open_files_limit = static_cast<long>(files.rlim_cur);
-  if (!options_.entry && detail::runs_with_python(options_)) input.interpreter = options_.python;
+  if (!role_.entry && detail::runs_with_python(options_)) input.interpreter = options_.python;
   if (first_failure >= 0) {
     input.recorded = detail::read_error_file(
         workers_[static_cast<std::size_t>(first_failure)].error_file, kRecordedFrames);

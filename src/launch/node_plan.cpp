@@ -236,14 +236,15 @@ int visible_gpus(const Environment& env) {
   return -1;
 }
 
-AgentPlan plan_agent(const RunOptions& options, const LaunchInfo& outer, const Environment& env) {
+AgentPlan plan_agent(const RunOptions& options, const AgentRole& role, const LaunchInfo& outer,
+                     const Environment& env) {
   AgentPlan plan;
   NodeGroupOptions& group = plan.group;
   group.rendezvous_timeout = options.rendezvous_timeout;
   group.heartbeat_timeout = options.heartbeat_timeout;
   group.min_nodes = options.min_nodes;
   group.last_call = options.last_call;
-  group.node_hosts = options.node_hosts;
+  group.node_hosts = role.node_hosts;
   group.torch_port = options.agent_store ? 0 : -1;
   const bool under_launcher = options.node_rank < 0 && outer.world_size.value > 1 &&
                               outer.launcher.value != Launcher::single;
@@ -289,7 +290,7 @@ AgentPlan plan_agent(const RunOptions& options, const LaunchInfo& outer, const E
     // torchrun's static form: node 0 serves (unless whoever started the
     // agents does: --hostfile), and its address is everyone's MASTER_ADDR.
     group.node_rank = options.node_rank;
-    group.serve_store = options.node_rank == 0 && !options.store_served_elsewhere;
+    group.serve_store = options.node_rank == 0 && !role.store_served_elsewhere;
     group.bind_host = listen_address(group.store_host);
     plan.master_addr = options.master_addr;
     return plan;

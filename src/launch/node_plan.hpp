@@ -16,6 +16,7 @@
 #include <cohort/launch.hpp>
 #include <cohort/launch_env.hpp>
 
+#include "launch/agent_role.hpp"
 #include "launch/node_group.hpp"
 
 namespace cohort::detail {
@@ -39,11 +40,12 @@ struct AgentPlan {
   bool used_mpi_service = false;
 };
 
-/// The plan for `options` in a process whose own launch environment is
+/// The plan for `options` (and `role`) in a process whose own launch environment is
 /// `outer`. Throws InvalidArgument for a geometry that makes no sense (several
 /// tasks per node and -n > 1; more workers than the GPUs Slurm gave a node;
 /// --nnodes that disagrees with the launcher), naming the forms that work.
-AgentPlan plan_agent(const RunOptions& options, const LaunchInfo& outer, const Environment& env);
+AgentPlan plan_agent(const RunOptions& options, const AgentRole& role, const LaunchInfo& outer,
+                     const Environment& env);
 
 /// GPUs this node may use, when the environment says: CUDA_VISIBLE_DEVICES,
 /// else SLURM_GPUS_ON_NODE; -1 when unknown.

@@ -12,10 +12,12 @@
 namespace cohort::detail {
 namespace {
 
-// RunOptions' fields, each once: the plan's whole vocabulary. `entry` (a
-// function) cannot travel and is checked apart.
-template <class Options, class Visit>
-void for_each_field(Options& o, Visit&& field) {
+// RunOptions' fields, then the role's, each once: the plan's whole
+// vocabulary. The role's `entry` (a function) cannot travel and is checked
+// apart.
+template <class Plan, class Visit>
+void for_each_field(Plan& plan, Visit&& field) {
+  auto& o = plan.options;
   field("command", o.command);
   field("nproc_per_node", o.nproc_per_node);
   field("master_addr", o.master_addr);
@@ -46,21 +48,23 @@ void for_each_field(Options& o, Visit&& field) {
   field("rdzv_host", o.rdzv_host);
   field("rdzv_port", o.rdzv_port);
   field("local_addr", o.local_addr);
-  field("store_served_elsewhere", o.store_served_elsewhere);
   field("job_token", o.job_token);
   field("insecure", o.insecure);
   field("rendezvous_timeout", o.rendezvous_timeout);
   field("heartbeat_timeout", o.heartbeat_timeout);
-  field("node_hosts", o.node_hosts);
-  field("stop_on_stdin_eof", o.stop_on_stdin_eof);
   field("hosts", o.hosts);
   field("ssh", o.ssh);
   field("remote_cohort", o.remote_cohort);
   field("forward_env", o.forward_env);
   field("forward_env_prefixes", o.forward_env_prefixes);
+  auto& role = plan.role;
+  field("store_served_elsewhere", role.store_served_elsewhere);
+  field("node_hosts", role.node_hosts);
+  field("stop_on_stdin_eof", role.stop_on_stdin_eof);
 }
-constexpr std::size_t kFieldsCarried = 42;
-constexpr std::size_t kFieldsNotCarried = 1;  // entry
+constexpr std::size_t kOptionsCarried = 39;
+constexpr std::size_t kRoleCarried = 3;
+constexpr std::size_t kRoleNotCarried = 1;  // entry
 
 // The number of fields of an aggregate: how many values brace-initialize it.
 struct AnyField {
@@ -77,9 +81,9 @@ constexpr std::size_t aggregate_field_count() {
 }
 
 std::size_t table_size() {
-  RunOptions options;
+  RunPlan plan;
   std::size_t count = 0;
-  for_each_field(options, [&count](const char*, const auto&) { ++count; });
+  for_each_field(plan, [&count](const char*, const auto&) { ++count; });
   return count;
 }
 
@@ -273,33 +277,36 @@ constexpr std::size_t kMaxPlanBytes = 16 << 20;
 
 }  // namespace
 
-// A field added to RunOptions stops the build here until the table lists
-// it (and a test checks that the table holds kFieldsCarried).
-static_assert(aggregate_field_count<RunOptions>() == kFieldsCarried + kFieldsNotCarried,
+// A field added to RunOptions or AgentRole stops the build here until the
+// table lists it (and a test checks that the table holds them all).
+static_assert(aggregate_field_count<RunOptions>() == kOptionsCarried,
               "RunOptions gained or lost a field: list it in for_each_field (run_plan.cpp) "
-              "and count it in kFieldsCarried");
+              "and count it in kOptionsCarried");
+static_assert(aggregate_field_count<AgentRole>() == kRoleCarried + kRoleNotCarried,
+              "AgentRole gained or lost a field: list it in for_each_field (run_plan.cpp) "
+              "and count it in kRoleCarried");
 
 std::size_t run_plan_field_count() {
   return table_size();
 }
 
 std::size_t run_options_field_count() {
-  return aggregate_field_count<RunOptions>() - kFieldsNotCarried;
+  return aggregate_field_count<RunOptions>() + aggregate_field_count<AgentRole>() - kRoleNotCarried;
 }
 
-std::string encode_run_plan(const RunOptions& options) {
-  if (options.entry) {
+std::string encode_run_plan(const RunPlan& plan) {
+  if (plan.role.entry) {
     throw InvalidArgument(
         "cohort run: a job whose workers are forks of this process (cohort::spawn) cannot "
         "start agents on other hosts: run a PROGRAM with --hostfile or --hosts");
   }
   std::string body;
-  for_each_field(options, Writer(body));
+  for_each_field(plan, Writer(body));
   return cat(kMagic, " ", kRunPlanVersion, " ", body.size(), "\n", body);
 }
 
-RunOptions decode_run_plan(std::string_view text, std::string_view source) {
-  RunOptions options;
+RunPlan decode_run_plan(std::string_view text, std::string_view source) {
+  RunPlan plan;
   int number = 0;
   for (std::size_t start = 0; start < text.size();) {
     const std::size_t end = std::min(text.find('\n', start), text.size());
@@ -311,7 +318,7 @@ RunOptions decode_run_plan(std::string_view text, std::string_view source) {
     const std::string_view value =
         space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
     Reader reader(name, value);
-    for_each_field(options, reader);
+    for_each_field(plan, reader);
     if (!reader.matched()) {
       throw InvalidArgument(cat(source, " line ", number, ": the option '", name,
                                 "' is not one this cohort knows: the launcher's host runs a "
@@ -321,10 +328,10 @@ RunOptions decode_run_plan(std::string_view text, std::string_view source) {
       throw InvalidArgument(cat(source, " line ", number, ": '", line, "' is not a valid ", name));
     }
   }
-  return options;
+  return plan;
 }
 
-RunOptions read_run_plan(int fd, std::string_view source) {
+RunPlan read_run_plan(int fd, std::string_view source) {
   // The header, byte by byte: what follows the plan must stay unread.
   std::string header;
   for (;;) {

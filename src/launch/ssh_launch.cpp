@@ -127,9 +127,10 @@ std::vector<RunOptions::Host> parse_host_list(std::string_view list) {
   return hosts;
 }
 
-RunOptions remote_agent_plan(const RunOptions& options, int node_rank, const StoreEndpoint& store) {
+RunPlan remote_agent_plan(const RunOptions& options, int node_rank, const StoreEndpoint& store) {
   const auto index = static_cast<std::size_t>(node_rank);
-  RunOptions plan = options;
+  RunPlan whole{options, {}};
+  RunOptions& plan = whole.options;
   if (options.hosts[index].slots > 0) plan.nproc_per_node = options.hosts[index].slots;
   plan.nnodes = static_cast<int>(options.hosts.size());
   plan.node_rank = node_rank;
@@ -137,11 +138,11 @@ RunOptions remote_agent_plan(const RunOptions& options, int node_rank, const Sto
   plan.master_port = 0;  // node 0's agent picks the workers' MASTER_PORT
   plan.rdzv_host = store.host;
   plan.rdzv_port = store.port;
-  plan.store_served_elsewhere = true;
-  plan.stop_on_stdin_eof = true;
-  plan.node_hosts.clear();
+  whole.role.store_served_elsewhere = true;
+  whole.role.stop_on_stdin_eof = true;
+  whole.role.node_hosts.reserve(options.hosts.size());
   for (const RunOptions::Host& host : options.hosts)
-    plan.node_hosts.push_back(host.name);
+    whole.role.node_hosts.push_back(host.name);
   plan.local_addr.clear();  // this host's, not the remote one's
   // The remote agent starts workers, not more agents.
   plan.hosts.clear();
@@ -149,7 +150,7 @@ RunOptions remote_agent_plan(const RunOptions& options, int node_rank, const Sto
   plan.remote_cohort.clear();
   plan.forward_env.clear();
   plan.forward_env_prefixes.clear();
-  return plan;
+  return whole;
 }
 
 std::string remote_agent_command(const RunOptions& options, const std::string& cwd,
@@ -305,10 +306,10 @@ class SshLauncher {
       std::vector<std::string> argv = ssh;
       argv.push_back(agent.host);
       argv.push_back(remote_agent_command(options_, cwd, cohort, env));
-      RunOptions plan = remote_agent_plan(options_, static_cast<int>(node), store);
+      RunPlan plan = remote_agent_plan(options_, static_cast<int>(node), store);
       // On the agent's standard input only, never on a command line, which
       // every local user can read.
-      plan.job_token = group_->token();
+      plan.options.job_token = group_->token();
       const std::string text = encode_run_plan(plan);
       processes_->add(spawn_worker(argv, env, STDOUT_FILENO, STDERR_FILENO, read_end.get()));
       write_plan(agent.stdin_pipe.get(), text);

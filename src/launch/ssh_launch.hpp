@@ -13,6 +13,8 @@
 #include <cohort/launch.hpp>
 #include <cohort/launch_env.hpp>
 
+#include "launch/run_plan.hpp"
+
 namespace cohort::detail {
 
 /// Lines "host [slots=N]" ('#' starts a comment, blank lines are skipped),
@@ -32,7 +34,7 @@ struct StoreEndpoint {
 /// The plan of the agent on host `node_rank`: the job's options, that
 /// host's share of them, and where the store is (run_plan.hpp carries it to
 /// `cohort agent` on the agent's standard input). Pure, for tests.
-RunOptions remote_agent_plan(const RunOptions& options, int node_rank, const StoreEndpoint& store);
+RunPlan remote_agent_plan(const RunOptions& options, int node_rank, const StoreEndpoint& store);
 
 /// The shell command line ssh runs on every host: cd to `cwd`, set the
 /// variables `options` forwards (from `env`), exec `cohort agent`, which

@@ -13,12 +13,15 @@ namespace cohort::fuzz {
 COHORT_FUZZ_TARGET(run_plan) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    const RunOptions options = detail::decode_run_plan(text, "fuzz");
+    const detail::RunPlan plan = detail::decode_run_plan(text, "fuzz");
     // What was read is written back and read again alike.
-    const std::string again = detail::encode_run_plan(options);
-    const RunOptions back = detail::decode_run_plan(again.substr(again.find('\n') + 1), "fuzz");
-    if (back.command != options.command || back.job_token != options.job_token ||
-        back.hosts.size() != options.hosts.size() || back.timeout != options.timeout) {
+    const std::string again = detail::encode_run_plan(plan);
+    const detail::RunPlan back =
+        detail::decode_run_plan(again.substr(again.find('\n') + 1), "fuzz");
+    const RunOptions& a = plan.options;
+    const RunOptions& b = back.options;
+    if (b.command != a.command || b.job_token != a.job_token || b.hosts.size() != a.hosts.size() ||
+        b.timeout != a.timeout || back.role.node_hosts != plan.role.node_hosts) {
       std::abort();
     }
   } catch (const InvalidArgument&) {

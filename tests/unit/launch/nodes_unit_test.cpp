@@ -33,7 +33,7 @@ AgentPlan planned(Environment env, int nproc, int gpus = -1) {
   options.command = {"./train"};
   options.nproc_per_node = nproc;
   if (gpus >= 0) env["CUDA_VISIBLE_DEVICES"] = gpus == 0 ? "" : gpus == 1 ? "0" : "0,1";
-  return plan_agent(options, detect_launch(env), env);
+  return plan_agent(options, {}, detect_launch(env), env);
 }
 
 // What Open MPI's mpirun gives rank `rank` of `size`, `local_size` per node.
@@ -158,7 +158,7 @@ TEST(PlanAgent, StaticAndRendezvousForms) {
   options.nnodes = 2;
   options.master_addr = "localhost";
   options.node_rank = 1;
-  AgentPlan plan = plan_agent(options, detect_launch(Environment{}), {});
+  AgentPlan plan = plan_agent(options, {}, detect_launch(Environment{}), {});
   EXPECT_EQ(plan.group.node_rank, 1);
   EXPECT_EQ(plan.group.store_port, 29500);
   EXPECT_FALSE(plan.group.serve_store);
@@ -166,7 +166,7 @@ TEST(PlanAgent, StaticAndRendezvousForms) {
   options.node_rank = -1;
   options.rdzv_host = "localhost";
   options.rdzv_port = 5972;
-  plan = plan_agent(options, detect_launch(Environment{}), {});
+  plan = plan_agent(options, {}, detect_launch(Environment{}), {});
   EXPECT_EQ(plan.group.node_rank, kNodeRankAtJoin);
   EXPECT_TRUE(plan.group.serve_if_bindable);
   EXPECT_EQ(plan.group.bind_host, "127.0.0.1");
@@ -174,7 +174,7 @@ TEST(PlanAgent, StaticAndRendezvousForms) {
   // --nnodes under srun must agree with srun.
   options.nnodes = 3;
   const Environment env = srun_task(0, 2, 1);
-  EXPECT_THROW(plan_agent(options, detect_launch(env), env), InvalidArgument);
+  EXPECT_THROW(plan_agent(options, {}, detect_launch(env), env), InvalidArgument);
 }
 
 TEST(SrunForAllocation, OnlyInABatchScriptOrSallocShellOfSeveralNodes) {
@@ -260,7 +260,8 @@ TEST(RemoteAgent, ThePlanIsTheJobWithThisHostsShare) {
   options.timeout = std::chrono::seconds(3);
   options.forward_env = {"BAR"};
   options.local_addr = "10.0.0.9";
-  const RunOptions node1 = remote_agent_plan(options, 1, {"10.0.0.1", 4242});
+  const RunPlan plan1 = remote_agent_plan(options, 1, {"10.0.0.1", 4242});
+  const RunOptions& node1 = plan1.options;
   EXPECT_EQ(node1.command, options.command);
   EXPECT_EQ(node1.nproc_per_node, 3);
   EXPECT_EQ(node1.nnodes, 2);
@@ -268,17 +269,17 @@ TEST(RemoteAgent, ThePlanIsTheJobWithThisHostsShare) {
   EXPECT_EQ(node1.master_addr, "n1");
   EXPECT_EQ(node1.rdzv_host, "10.0.0.1");
   EXPECT_EQ(node1.rdzv_port, 4242);
-  EXPECT_TRUE(node1.store_served_elsewhere);
-  EXPECT_TRUE(node1.stop_on_stdin_eof);
+  EXPECT_TRUE(plan1.role.store_served_elsewhere);
+  EXPECT_TRUE(plan1.role.stop_on_stdin_eof);
   EXPECT_EQ(node1.timeout, std::chrono::seconds(3));
   EXPECT_EQ(node1.run_id, "r1");
-  EXPECT_EQ(node1.node_hosts, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(plan1.role.node_hosts, (std::vector<std::string>{"n1", "n2"}));
   // It starts workers, not more agents; this host's address is not its.
   EXPECT_TRUE(node1.hosts.empty());
   EXPECT_TRUE(node1.forward_env.empty());
   EXPECT_EQ(node1.local_addr, "");
   // A host without slots runs nproc_per_node workers.
-  EXPECT_EQ(remote_agent_plan(options, 0, {"h", 1}).nproc_per_node, 2);
+  EXPECT_EQ(remote_agent_plan(options, 0, {"h", 1}).options.nproc_per_node, 2);
 }
 
 }  // namespace

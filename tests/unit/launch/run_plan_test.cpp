@@ -16,8 +16,9 @@ namespace cohort::detail {
 namespace {
 
 // Every field away from its default, with the bytes a careless codec loses.
-RunOptions every_field_set() {
-  RunOptions o;
+RunPlan every_field_set() {
+  RunPlan plan;
+  RunOptions& o = plan.options;
   o.command = {"./train", "a b", "new\nline", "back\\slash", std::string("nul\0x", 5), ""};
   o.nproc_per_node = 7;
   o.master_addr = "10.1.2.3";
@@ -48,22 +49,24 @@ RunOptions every_field_set() {
   o.rdzv_host = "head";
   o.rdzv_port = 4242;
   o.local_addr = "10.0.0.7";
-  o.store_served_elsewhere = true;
+  plan.role.store_served_elsewhere = true;
   o.job_token = "0123456789abcdef0123";
   o.insecure = true;
   o.rendezvous_timeout = std::chrono::milliseconds(5000);
   o.heartbeat_timeout = std::chrono::milliseconds(2500);
-  o.node_hosts = {"n1", "n2", "n3", "n4"};
-  o.stop_on_stdin_eof = true;
+  plan.role.node_hosts = {"n1", "n2", "n3", "n4"};
+  plan.role.stop_on_stdin_eof = true;
   o.hosts = {{"n1", 2}, {"odd host", 0}};
   o.ssh = "ssh -p 2222";
   o.remote_cohort = "/opt/cohort/bin/cohort";
   o.forward_env = {"BAR"};
   o.forward_env_prefixes = {"NCCL_"};
-  return o;
+  return plan;
 }
 
-void expect_same(const RunOptions& a, const RunOptions& b) {
+void expect_same(const RunPlan& plan_a, const RunPlan& plan_b) {
+  const RunOptions& a = plan_a.options;
+  const RunOptions& b = plan_b.options;
   EXPECT_EQ(a.command, b.command);
   EXPECT_EQ(a.nproc_per_node, b.nproc_per_node);
   EXPECT_EQ(a.master_addr, b.master_addr);
@@ -94,13 +97,10 @@ void expect_same(const RunOptions& a, const RunOptions& b) {
   EXPECT_EQ(a.rdzv_host, b.rdzv_host);
   EXPECT_EQ(a.rdzv_port, b.rdzv_port);
   EXPECT_EQ(a.local_addr, b.local_addr);
-  EXPECT_EQ(a.store_served_elsewhere, b.store_served_elsewhere);
   EXPECT_EQ(a.job_token, b.job_token);
   EXPECT_EQ(a.insecure, b.insecure);
   EXPECT_EQ(a.rendezvous_timeout, b.rendezvous_timeout);
   EXPECT_EQ(a.heartbeat_timeout, b.heartbeat_timeout);
-  EXPECT_EQ(a.node_hosts, b.node_hosts);
-  EXPECT_EQ(a.stop_on_stdin_eof, b.stop_on_stdin_eof);
   ASSERT_EQ(a.hosts.size(), b.hosts.size());
   for (std::size_t i = 0; i < a.hosts.size(); ++i) {
     EXPECT_EQ(a.hosts[i].name, b.hosts[i].name);
@@ -110,6 +110,9 @@ void expect_same(const RunOptions& a, const RunOptions& b) {
   EXPECT_EQ(a.remote_cohort, b.remote_cohort);
   EXPECT_EQ(a.forward_env, b.forward_env);
   EXPECT_EQ(a.forward_env_prefixes, b.forward_env_prefixes);
+  EXPECT_EQ(plan_a.role.store_served_elsewhere, plan_b.role.store_served_elsewhere);
+  EXPECT_EQ(plan_a.role.node_hosts, plan_b.role.node_hosts);
+  EXPECT_EQ(plan_a.role.stop_on_stdin_eof, plan_b.role.stop_on_stdin_eof);
 }
 
 std::string body_of(const std::string& plan) {
@@ -121,7 +124,7 @@ TEST(RunPlan, TheTableListsEveryOptionButTheFunction) {
 }
 
 TEST(RunPlan, EveryOptionSurvivesTheTrip) {
-  const RunOptions sent = every_field_set();
+  const RunPlan sent = every_field_set();
   const std::string plan = encode_run_plan(sent);
   // Every field of the table is in the text (so every_field_set sets each).
   std::set<std::string> names;
@@ -134,10 +137,10 @@ TEST(RunPlan, EveryOptionSurvivesTheTrip) {
   EXPECT_EQ(names.size(), run_plan_field_count()) << plan;
   expect_same(decode_run_plan(body, "test"), sent);
   // Defaults too: an empty optional and empty lists stay so.
-  const RunOptions defaults;
-  const RunOptions back = decode_run_plan(body_of(encode_run_plan(defaults)), "test");
+  const RunPlan defaults;
+  const RunPlan back = decode_run_plan(body_of(encode_run_plan(defaults)), "test");
   expect_same(back, defaults);
-  EXPECT_FALSE(back.prefix.has_value());
+  EXPECT_FALSE(back.options.prefix.has_value());
 }
 
 TEST(RunPlan, IsReadFromADescriptorWithoutTakingWhatFollows) {
@@ -145,7 +148,7 @@ TEST(RunPlan, IsReadFromADescriptorWithoutTakingWhatFollows) {
   ASSERT_EQ(pipe2(ends, O_CLOEXEC), 0);
   Fd read_end(ends[0]);
   Fd write_end(ends[1]);
-  const RunOptions sent = every_field_set();
+  const RunPlan sent = every_field_set();
   const std::string plan = encode_run_plan(sent) + "after";
   ASSERT_EQ(::write(write_end.get(), plan.data(), plan.size()), static_cast<ssize_t>(plan.size()));
   expect_same(read_run_plan(read_end.get(), "the pipe"), sent);
@@ -183,9 +186,9 @@ TEST(RunPlan, APlanFromAnotherCohortOrNoPlanIsRefusedWithWhatToDo) {
 }
 
 TEST(RunPlan, AForkedWorkerFunctionCannotTravel) {
-  RunOptions options;
-  options.entry = [] { return 0; };
-  EXPECT_THROW(encode_run_plan(options), InvalidArgument);
+  RunPlan plan;
+  plan.role.entry = [] { return 0; };
+  EXPECT_THROW(encode_run_plan(plan), InvalidArgument);
 }
 
 }  // namespace
