@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
+#include "env/launchers/launcher.hpp"
 
 namespace cohort {
 
@@ -193,7 +194,8 @@ World init(const InitOptions& options) {
     client.host = info.master_addr.value;
     client.port = info.master_port.value;
     client.token = has_secret ? secret->second : info.job_id.value;
-    client.munge = !has_secret && info.launcher.value == Launcher::slurm;
+    client.munge = !has_secret && detail::launcher_entry(info.launcher.value).store_proof ==
+                                      detail::StoreProof::munge;
     if (info.rank.value == 0) {
       StoreServer::Options server;
       server.host = rank0_listen_address(info);

@@ -1,8 +1,8 @@
-// detect_launch: tries the detectors innermost launcher first, then applies
-// what holds under every launcher (MASTER_ADDR/MASTER_PORT overrides and the
-// consistency checks).
-#include <array>
+// detect_launch: tries the launchers' detectors innermost first (the
+// registry's order, env/launchers), then applies what holds under every
+// launcher (MASTER_ADDR/MASTER_PORT overrides and the consistency checks).
 #include <cctype>
+#include <span>
 
 #include <unistd.h>
 
@@ -10,9 +10,8 @@
 #include <cohort/launch_env.hpp>
 
 #include "core/strings.hpp"
-#include "env/detectors/detectors.hpp"
 #include "env/env_reader.hpp"
-#include "env/launcher_names.hpp"
+#include "env/launchers/launcher.hpp"
 
 extern char** environ;  // NOLINT(readability-identifier-naming): POSIX's name
 
@@ -22,16 +21,7 @@ namespace {
 using detail::cat;
 using detail::Detection;
 using detail::EnvReader;
-
-// The order is the contract: innermost launcher first. torchrun inside a
-// Slurm step, and mpirun inside an sbatch job, both also carry SLURM_*.
-constexpr std::array<detail::Detector, 5> kDetectors{{
-    {"cohort/torchrun", "", detail::torchrun_evidence, detail::read_torchrun},
-    {"Open MPI", "PMIx", detail::openmpi_evidence, detail::read_openmpi},
-    {"MPICH", "", detail::mpich_evidence, detail::read_mpich},
-    {"PMIx", "Slurm", detail::pmix_evidence, detail::read_pmix},
-    {"Slurm", "", detail::slurm_step_evidence, detail::read_slurm_step},
-}};
+using detail::LauncherEntry;
 
 bool is_variable_name(std::string_view text) {
   if (text.empty()) return false;
@@ -151,75 +141,35 @@ void apply_master_overrides(const EnvReader& env, Detection& detection) {
 
 }  // namespace
 
-namespace {
-
-// Each launcher's name for machines (to_string) and for people, by the
-// enum's order.
-struct LauncherNames {
-  Launcher launcher;
-  std::string_view name;
-  std::string_view description;
-};
-constexpr std::array<LauncherNames, 7> kLauncherNames{{
-    {Launcher::single, "single", "no launcher (a single process)"},
-    {Launcher::cohort, "cohort", "cohort run"},
-    {Launcher::torchrun, "torchrun", "torchrun"},
-    {Launcher::slurm, "slurm", "Slurm's srun"},
-    {Launcher::openmpi, "openmpi", "Open MPI's mpirun"},
-    {Launcher::mpich, "mpich", "MPICH's mpiexec"},
-    {Launcher::pmix, "pmix", "a PMIx launcher (srun --mpi=pmix)"},
-}};
-
-const LauncherNames* names_of(Launcher launcher) noexcept {
-  for (const LauncherNames& names : kLauncherNames)
-    if (names.launcher == launcher) return &names;
-  return nullptr;
-}
-
-}  // namespace
-
-std::string_view to_string(Launcher launcher) noexcept {
-  const LauncherNames* names = names_of(launcher);
-  return names != nullptr ? names->name : "unknown";
-}
-
-namespace detail {
-
-std::string_view launcher_description(Launcher launcher) noexcept {
-  const LauncherNames* names = names_of(launcher);
-  return names != nullptr ? names->description : "an unknown launcher";
-}
-
-}  // namespace detail
-
 LaunchInfo detect_launch(const Environment& environment) {
   const EnvReader env(environment);
-  std::size_t chosen = kDetectors.size();
-  for (std::size_t i = 0; i < kDetectors.size(); ++i) {
-    if (!kDetectors[i].evidence(env).empty()) {
-      chosen = i;
-      break;
-    }
-  }
-  Detection detection =
-      chosen < kDetectors.size() ? kDetectors[chosen].read(env) : detail::read_single(env);
+  const std::span<const LauncherEntry> rows = detail::launchers();
+  std::size_t chosen = 0;
+  while (rows[chosen].evidence != nullptr && rows[chosen].evidence(env).empty())
+    ++chosen;
+  const LauncherEntry& launcher = rows[chosen];
+  Detection detection = launcher.read(env);
   validate(env, detection.info);
-  if (chosen == 0) check_against_mpi(env, detection.info);
+  if (launcher.hand_settable) check_against_mpi(env, detection.info);
   apply_master_overrides(env, detection);
 
   // Say which outer launchers' variables were set aside, e.g. the SLURM_* of
   // mpirun's helper step.
-  for (std::size_t i = chosen + 1; i < kDetectors.size(); ++i) {
-    const bool slurm = kDetectors[i].name == "Slurm";
-    if (kDetectors[i].name == kDetectors[chosen].also_sets) continue;
-    std::string_view evidence = kDetectors[i].evidence(env);
+  for (std::size_t i = chosen + 1; i < rows.size(); ++i) {
+    const LauncherEntry& outer = rows[i];
+    if (outer.evidence == nullptr || outer.family == launcher.family ||
+        outer.family == launcher.also_sets) {
+      continue;
+    }
+    std::string_view evidence = outer.evidence(env);
     // Ranks that mpirun starts on an sbatch job's first node inherit the batch
     // script's SLURM_PROCID without any step variable: worth a note too.
-    if (evidence.empty() && slurm && env.has("SLURM_PROCID")) evidence = "SLURM_PROCID";
+    if (evidence.empty() && outer.launcher == Launcher::slurm && env.has("SLURM_PROCID")) {
+      evidence = "SLURM_PROCID";
+    }
     if (evidence.empty()) continue;
-    detection.info.notes.push_back(cat(kDetectors[i].name, " variables are set too (",
-                                       env.show(evidence),
-                                       ") and were ignored: ", kDetectors[chosen].name,
+    detection.info.notes.push_back(cat(outer.family, " variables are set too (", env.show(evidence),
+                                       ") and were ignored: ", launcher.family,
                                        " is the innermost launcher and describes this process"));
   }
   return detection.info;

@@ -15,13 +15,14 @@
 
 namespace cohort::detail {
 
-/// Rewrites Slurm's SLURM_PROCID SLURM_LOCALID SLURM_NTASKS SLURM_NPROCS
-/// SLURM_STEP_NUM_TASKS SLURM_TASKS_PER_NODE SLURM_STEP_TASKS_PER_NODE
-/// SLURM_NTASKS_PER_NODE SLURM_GTIDS; Open MPI's OMPI_COMM_WORLD_{RANK,SIZE,
-/// LOCAL_RANK,LOCAL_SIZE,NODE_RANK}; MPICH's PMI_RANK PMI_SIZE MPI_LOCALRANKID
-/// MPI_LOCALNRANKS; PMIX_RANK, for the worker at `place` in `layout`. Adds
-/// SLURM_OVERCOMMIT=1 next to a rewritten SLURM_NTASKS (unless set), so that
-/// a nested srun, which takes SLURM_NTASKS for its -n, still starts.
+/// Rewrites, for the worker at `place` in `layout`, what each launcher's row
+/// (env/launchers) rewrites: Slurm's SLURM_PROCID SLURM_LOCALID SLURM_NTASKS
+/// SLURM_NPROCS SLURM_STEP_NUM_TASKS SLURM_TASKS_PER_NODE
+/// SLURM_STEP_TASKS_PER_NODE SLURM_NTASKS_PER_NODE SLURM_GTIDS (and
+/// SLURM_OVERCOMMIT=1 next to a rewritten SLURM_NTASKS, unless set, so that
+/// a nested srun, which takes SLURM_NTASKS for its -n, still starts); Open
+/// MPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE,NODE_RANK}; MPICH's
+/// PMI_RANK PMI_SIZE MPI_LOCALRANKID MPI_LOCALNRANKS; PMIX_RANK.
 void describe_worker_to_launchers(Environment& env, const WorkerPlace& place,
                                   const WorkerLayout& layout);
 

@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
+#include "env/launchers/launcher.hpp"
 #include "launch/user_secret.hpp"
 
 namespace cohort::detail {
@@ -35,28 +36,13 @@ std::optional<std::string> gpu_request(const Environment& env) {
   return std::nullopt;
 }
 
-bool is_slurm(Launcher launcher) {
-  return launcher == Launcher::slurm || launcher == Launcher::pmix;
-}
-
 // The commands that work for this geometry, for refusals.
 std::string working_forms(const LaunchInfo& outer, int nproc) {
   const int per_node = outer.local_world_size.value > 0 ? outer.local_world_size.value : 1;
   const int nodes = outer.num_nodes.value > 0 ? outer.num_nodes.value
                                               : std::max(1, outer.world_size.value / per_node);
-  const int workers = per_node * nproc;
-  if (is_slurm(outer.launcher.value)) {
-    return cat("The forms that work: `srun -N", nodes, " --ntasks-per-node=", workers,
-               " cohort run PROGRAM` (one worker per task), or `srun -N", nodes,
-               " --ntasks-per-node=1 cohort run -n ", workers,
-               " PROGRAM` (one agent per node, starting the workers)");
-  }
-  const std::string one_per_node = outer.launcher.value == Launcher::mpich
-                                       ? cat("mpirun -np ", nodes, " -ppn 1")
-                                       : cat("mpirun -np ", nodes, " --map-by ppr:1:node");
-  return cat("The forms that work: `mpirun -np ", nodes * workers,
-             " cohort run PROGRAM` (one worker per rank), or `", one_per_node, " cohort run -n ",
-             workers, " PROGRAM` (one agent per node, starting the workers)");
+  const LauncherEntry& launcher = launcher_entry(outer.launcher.value);
+  return launcher.working_forms != nullptr ? launcher.working_forms(nodes, per_node * nproc) : "";
 }
 
 // The IPv4 address `host` names, or "" when it does not resolve.
@@ -132,11 +118,11 @@ void check_geometry(const RunOptions& options, const LaunchInfo& outer, const En
 // One agent per task of srun or mpirun.
 void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const LaunchInfo& outer,
                          const Environment& env) {
-  const Launcher launcher = outer.launcher.value;
-  if (launcher == Launcher::cohort || launcher == Launcher::torchrun) {
+  const LauncherEntry& launcher = launcher_entry(outer.launcher.value);
+  if (launcher.agents == AgentForm::refused) {
     throw InvalidArgument(
         cat("cohort run: started as rank ", outer.rank.value, " of ", outer.world_size.value,
-            " by ", to_string(launcher), " (", outer.world_size.source,
+            " by ", launcher.name, " (", outer.world_size.source,
             "): every copy would start its own workers. Start one cohort run per node instead, "
             "with --nnodes and --node-rank, or with --hostfile"));
   }
@@ -148,7 +134,7 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
   const int tasks_here = outer.local_world_size.value;
   plan.one_worker_per_task = options.nproc_per_node == 1;
   group.unit = tasks_here == 1 ? "node" : "task";
-  if (is_slurm(launcher)) {
+  if (launcher.agents == AgentForm::job_step) {
     plan.node_name = AgentPlan::NodeName::launcher_node;
     plan.launcher_node = outer.node_rank.value;
     group.store_host = options.rdzv_host.empty() ? outer.master_addr.value : options.rdzv_host;
@@ -172,7 +158,7 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
     // other nodes prove with MUNGE that they run as this user, unless the
     // user gave the job a secret.
     group.token = cat("slurm:", outer.job_id.value, ":", group.store_port);
-    group.munge = true;
+    group.munge = launcher.store_proof == StoreProof::munge;
     use_secret(group, options);
     const std::string nodelist = value_of(env, "SLURM_STEP_NODELIST");
     if (!nodelist.empty() && tasks_here == 1) {
@@ -187,7 +173,7 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
   // tells the others through the launcher's key-value service.
   plan.node_name = AgentPlan::NodeName::host;
   const bool one_node = outer.num_nodes.value == 1;
-  group.token = cat(to_string(launcher), ":", outer.job_id.value);
+  group.token = cat(launcher.name, ":", outer.job_id.value);
   if (!key_value_service(env).empty()) {
     group.bind_host = one_node ? "127.0.0.1" : choose_interface(outer, env).address;
     group.store_host = group.bind_host;
@@ -206,7 +192,7 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
   if (outer.master_addr.value.empty() || outer.master_port.value == 0) {
     throw InvalidArgument(
         cat("cohort run: rank ", outer.rank.value, " of ", outer.world_size.value, " under ",
-            to_string(launcher),
+            launcher.name,
             " cannot find rank 0's agent: no key-value service (PMI_FD, "
             "PMIX_NAMESPACE) and ",
             outer.master_addr.value.empty() ? outer.master_addr.source : outer.master_port.source,
@@ -247,7 +233,7 @@ AgentPlan plan_agent(const RunOptions& options, const AgentRole& role, const Lau
   group.node_hosts = role.node_hosts;
   group.torch_port = options.agent_store ? 0 : -1;
   const bool under_launcher = options.node_rank < 0 && outer.world_size.value > 1 &&
-                              outer.launcher.value != Launcher::single;
+                              launcher_entry(outer.launcher.value).agents != AgentForm::alone;
   if (under_launcher) {
     plan_under_launcher(plan, options, outer, env);
     return plan;

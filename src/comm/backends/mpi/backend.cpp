@@ -20,7 +20,7 @@
 #include "comm/local_mailbox.hpp"
 #include "comm/reduce.hpp"
 #include "core/strings.hpp"
-#include "env/launcher_names.hpp"
+#include "env/launchers/launcher.hpp"
 
 namespace cohort::detail::mpi_backend {
 namespace {
@@ -393,22 +393,22 @@ class MpiBackend final : public Backend {
 }  // namespace
 
 std::string unviable_because(const BackendContext& context) {
-  const Launcher launcher = context.info->launcher.value;
+  // The launchers whose ranks this build's MPI library can be initialised in.
 #if defined(OMPI_MAJOR_VERSION)
-  const bool ours = launcher == Launcher::openmpi || launcher == Launcher::pmix;
-  const char* starter = "Open MPI's mpirun or mpiexec, or srun --mpi=pmix";
+  constexpr unsigned kThisMpi = kOpenMpi;
 #elif defined(MPICH_VERSION)
-  const bool ours = launcher == Launcher::mpich;
-  const char* starter = "MPICH's mpiexec";
+  constexpr unsigned kThisMpi = kMpich;
 #else
-  const bool ours = launcher == Launcher::openmpi || launcher == Launcher::mpich;
-  const char* starter = "mpirun";
+  constexpr unsigned kThisMpi = kOpenMpi | kMpich;
 #endif
-  if (!ours) {
-    return cat("it needs a job started by ", starter, " (this build's MPI is ", library_name(),
-               "); this process was started by ", launcher_description(launcher));
+  const Launcher launcher = context.info->launcher.value;
+  if ((launcher_entry(launcher).starts_mpi & kThisMpi) != 0) return runtime_unusable_because();
+  std::vector<std::string> starters;
+  for (const LauncherEntry& entry : launchers()) {
+    if ((entry.starts_mpi & kThisMpi) != 0) starters.emplace_back(entry.description);
   }
-  return runtime_unusable_because();
+  return cat("it needs a job started by ", join(starters, " or "), " (this build's MPI is ",
+             library_name(), "); this process was started by ", launcher_description(launcher));
 }
 
 std::unique_ptr<Communicator> create(const BackendContext& context) {

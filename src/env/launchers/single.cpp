@@ -1,6 +1,6 @@
 // No launcher: one process on its own.
 #include "core/strings.hpp"
-#include "env/detectors/detectors.hpp"
+#include "env/launchers/launcher.hpp"
 
 namespace cohort::detail {
 
@@ -29,6 +29,16 @@ Detection read_single(const EnvReader& env) {
                              " describe the allocation, not this process; start ranks with srun"));
   }
   return out;
+}
+
+LauncherEntry single_launcher() {
+  LauncherEntry entry;
+  entry.launcher = Launcher::single;
+  entry.name = "single";
+  entry.description = "no launcher (a single process)";
+  entry.read = read_single;
+  entry.agents = AgentForm::alone;
+  return entry;
 }
 
 }  // namespace cohort::detail

@@ -5,7 +5,7 @@
 #include <cohort/errors.hpp>
 
 #include "core/strings.hpp"
-#include "env/detectors/detectors.hpp"
+#include "env/launchers/launcher.hpp"
 #include "env/master_port.hpp"
 #include "env/slurm_counts.hpp"
 
@@ -142,6 +142,55 @@ Detection read_slurm_step(const EnvReader& env) {
   info.restart_count = env.first_int({"SLURM_RESTART_COUNT"})
                            .value_or(Sourced<int>{0, "default: SLURM_RESTART_COUNT unset"});
   return out;
+}
+
+std::string srun_forms(int nodes, int workers) {
+  return cat("The forms that work: `srun -N", nodes, " --ntasks-per-node=", workers,
+             " cohort run PROGRAM` (one worker per task), or `srun -N", nodes,
+             " --ntasks-per-node=1 cohort run -n ", workers,
+             " PROGRAM` (one agent per node, starting the workers)");
+}
+
+namespace {
+
+void describe_worker(Environment& env, const WorkerSeat& seat) {
+  const std::string world = cat(seat.world_size);
+  rewrite_present(env, "SLURM_PROCID", cat(seat.rank));
+  rewrite_present(env, "SLURM_LOCALID", cat(seat.local_rank));
+  for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS"})
+    rewrite_present(env, name, world);
+  const std::string counts = format_slurm_counts(seat.workers_per_node);
+  rewrite_present(env, "SLURM_TASKS_PER_NODE", counts);
+  rewrite_present(env, "SLURM_STEP_TASKS_PER_NODE", counts);
+  rewrite_present(env, "SLURM_NTASKS_PER_NODE", cat(seat.local_world_size));
+  std::vector<std::string> ranks;
+  ranks.reserve(seat.ranks_on_my_node.size());
+  for (int other : seat.ranks_on_my_node)
+    ranks.push_back(cat(other));
+  rewrite_present(env, "SLURM_GTIDS", join(ranks, ","));
+  // srun reads SLURM_NTASKS as its -n: a nested srun in a worker now asks for
+  // as many tasks as there are workers, more than the CPUs the allocation
+  // counted for the agent tasks. Let it, as a per-task srun's would run.
+  if (env.count("SLURM_NTASKS") != 0 && env.count("SLURM_OVERCOMMIT") == 0) {
+    env["SLURM_OVERCOMMIT"] = "1";
+  }
+}
+
+}  // namespace
+
+LauncherEntry slurm_launcher() {
+  LauncherEntry entry;
+  entry.launcher = Launcher::slurm;
+  entry.name = "slurm";
+  entry.description = "Slurm's srun";
+  entry.family = "Slurm";
+  entry.evidence = slurm_step_evidence;
+  entry.read = read_slurm_step;
+  entry.agents = AgentForm::job_step;
+  entry.working_forms = srun_forms;
+  entry.store_proof = StoreProof::munge;
+  entry.describe_worker = describe_worker;
+  return entry;
 }
 
 }  // namespace cohort::detail

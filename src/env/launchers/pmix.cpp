@@ -1,9 +1,11 @@
 // PMIx without an MPI launcher: Slurm's `srun --mpi=pmix`, which sets PMIX_RANK
 // next to the usual SLURM_* step variables (and no OMPI_COMM_WORLD_*).
 #include "core/strings.hpp"
-#include "env/detectors/detectors.hpp"
+#include "env/launchers/launcher.hpp"
 
 namespace cohort::detail {
+
+namespace {
 
 std::string_view pmix_evidence(const EnvReader& env) {
   return env.has("PMIX_RANK") ? std::string_view("PMIX_RANK") : std::string_view();
@@ -30,6 +32,30 @@ Detection read_pmix(const EnvReader& env) {
   out.info.rank = rank;
   out.info.launcher = {Launcher::pmix, "PMIX_RANK with Slurm step variables"};
   return out;
+}
+
+void describe_worker(Environment& env, const WorkerSeat& seat) {
+  rewrite_present(env, "PMIX_RANK", cat(seat.rank));
+}
+
+}  // namespace
+
+LauncherEntry pmix_launcher() {
+  LauncherEntry entry;
+  entry.launcher = Launcher::pmix;
+  entry.name = "pmix";
+  entry.description = "a PMIx launcher (srun --mpi=pmix)";
+  entry.family = "PMIx";
+  entry.also_sets = "Slurm";
+  entry.evidence = pmix_evidence;
+  entry.read = read_pmix;
+  // srun's step, with PMIx beside it: found, placed and proven as Slurm's.
+  entry.agents = AgentForm::job_step;
+  entry.working_forms = srun_forms;
+  entry.store_proof = StoreProof::munge;
+  entry.describe_worker = describe_worker;
+  entry.starts_mpi = kOpenMpi;
+  return entry;
 }
 
 }  // namespace cohort::detail

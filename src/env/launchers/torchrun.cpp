@@ -1,7 +1,7 @@
 // cohort run and torchrun (also torch.distributed.launch, Kubeflow's
 // PyTorchJob and hand-set variables): RANK, WORLD_SIZE and friends.
 #include "core/strings.hpp"
-#include "env/detectors/detectors.hpp"
+#include "env/launchers/launcher.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -27,8 +27,6 @@ constexpr std::string_view kTriggers[] = {
           missing, ", or unset the others to run as a single process"),
       std::move(variables));
 }
-
-}  // namespace
 
 std::string_view torchrun_evidence(const EnvReader& env) {
   for (std::string_view name : kTriggers) {
@@ -106,6 +104,39 @@ Detection read_torchrun(const EnvReader& env) {
   info.restart_count = env.first_int({"TORCHELASTIC_RESTART_COUNT"})
                            .value_or(Sourced<int>{0, "default: TORCHELASTIC_RESTART_COUNT unset"});
   return out;
+}
+
+std::string_view cohort_evidence(const EnvReader& env) {
+  return env.has("COHORT_RUN_ID") ? std::string_view("COHORT_RUN_ID") : std::string_view();
+}
+
+// Both start workers of their own: a copy per task would each start some.
+LauncherEntry starts_workers(LauncherEntry entry) {
+  entry.family = "cohort/torchrun";
+  entry.read = read_torchrun;
+  entry.hand_settable = true;
+  entry.agents = AgentForm::refused;
+  return entry;
+}
+
+}  // namespace
+
+LauncherEntry cohort_launcher() {
+  LauncherEntry entry;
+  entry.launcher = Launcher::cohort;
+  entry.name = "cohort";
+  entry.description = "cohort run";
+  entry.evidence = cohort_evidence;
+  return starts_workers(entry);
+}
+
+LauncherEntry torchrun_launcher() {
+  LauncherEntry entry;
+  entry.launcher = Launcher::torchrun;
+  entry.name = "torchrun";
+  entry.description = "torchrun";
+  entry.evidence = torchrun_evidence;
+  return starts_workers(entry);
 }
 
 }  // namespace cohort::detail

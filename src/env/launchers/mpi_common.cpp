@@ -1,6 +1,6 @@
 // What every MPI launcher's ranks derive alike once rank and sizes are read.
 #include "core/strings.hpp"
-#include "env/detectors/detectors.hpp"
+#include "env/launchers/launcher.hpp"
 #include "env/master_port.hpp"
 
 namespace cohort::detail {
@@ -34,6 +34,16 @@ void fill_mpi_common(LaunchInfo& info, std::string_view launcher_name,
                                " exports no job id to derive it from; set MASTER_PORT")};
   }
   info.restart_count = {0, cat("default: ", launcher_name, " does not restart ranks")};
+}
+
+std::string mpirun_forms(int nodes, int workers, std::string_view one_per_node) {
+  return cat("The forms that work: `mpirun -np ", nodes * workers,
+             " cohort run PROGRAM` (one worker per rank), or `", one_per_node, " cohort run -n ",
+             workers, " PROGRAM` (one agent per node, starting the workers)");
+}
+
+void rewrite_present(Environment& env, std::string_view name, const std::string& value) {
+  if (auto found = env.find(name); found != env.end()) found->second = value;
 }
 
 }  // namespace cohort::detail

@@ -1,8 +1,10 @@
 // MPICH's Hydra (mpiexec.hydra, mpirun.mpich; also Intel MPI): PMI_RANK, PMI_SIZE.
 #include "core/strings.hpp"
-#include "env/detectors/detectors.hpp"
+#include "env/launchers/launcher.hpp"
 
 namespace cohort::detail {
+
+namespace {
 
 std::string_view mpich_evidence(const EnvReader& env) {
   for (std::string_view name : {"PMI_RANK", "PMI_SIZE"}) {
@@ -41,6 +43,34 @@ Detection read_mpich(const EnvReader& env) {
   }
   fill_mpi_common(info, "MPICH", env.first({"PMI_JOBID"}));
   return out;
+}
+
+std::string forms(int nodes, int workers) {
+  return mpirun_forms(nodes, workers, cat("mpirun -np ", nodes, " -ppn 1"));
+}
+
+void describe_worker(Environment& env, const WorkerSeat& seat) {
+  rewrite_present(env, "PMI_RANK", cat(seat.rank));
+  rewrite_present(env, "PMI_SIZE", cat(seat.world_size));
+  rewrite_present(env, "MPI_LOCALRANKID", cat(seat.local_rank));
+  rewrite_present(env, "MPI_LOCALNRANKS", cat(seat.local_world_size));
+}
+
+}  // namespace
+
+LauncherEntry mpich_launcher() {
+  LauncherEntry entry;
+  entry.launcher = Launcher::mpich;
+  entry.name = "mpich";
+  entry.description = "MPICH's mpiexec";
+  entry.family = "MPICH";
+  entry.evidence = mpich_evidence;
+  entry.read = read_mpich;
+  entry.agents = AgentForm::mpi_job;
+  entry.working_forms = forms;
+  entry.describe_worker = describe_worker;
+  entry.starts_mpi = kMpich;
+  return entry;
 }
 
 }  // namespace cohort::detail
