@@ -1,0 +1,239 @@
+// NodeGroup in one process: several agents' groups, each on its own
+// thread, meeting in node 0's real store on loopback — the rendezvous, a
+// stop declared anywhere, the restart budget shared by every node, a node
+// lost by heartbeat and a late joiner taken in at the next round, in well
+// under a second each (short heartbeats), without a cluster. The namespace
+// cluster tests run the same code between real hosts.
+#include "launch/node_group.hpp"
+
+#include <future>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cohort/errors.hpp>
+
+namespace cohort::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A stop (or every node done) reaches `group`'s eventfd within `at_most`;
+// taken, so that the next call waits for the next.
+bool woken(NodeGroup& group, milliseconds at_most) {
+  pollfd fd{group.event_fd(), POLLIN, 0};
+  if (::poll(&fd, 1, static_cast<int>(at_most.count())) != 1) return false;
+  std::uint64_t count = 0;
+  (void)!::read(group.event_fd(), &count, sizeof(count));
+  return true;
+}
+
+class NodeGroupTest : public ::testing::Test {
+ protected:
+  // Node 0 serves the store on a free loopback port; the others reach it.
+  NodeGroupOptions options(int nnodes, int node_rank) {
+    NodeGroupOptions o;
+    o.nnodes = nnodes;
+    o.node_rank = node_rank;
+    o.serve_store = node_rank == 0;
+    o.store_host = "127.0.0.1";
+    o.store_port = node_rank == 0 ? 0 : port_;
+    o.bind_host = "127.0.0.1";
+    o.token = "node-group-test";
+    o.rendezvous_timeout = milliseconds(5000);
+    o.heartbeat_interval = milliseconds(20);
+    o.heartbeat_timeout = milliseconds(3000);
+    o.node_hosts = {"n0", "n1", "n2"};
+    return o;
+  }
+
+  std::unique_ptr<NodeGroup> first(NodeGroupOptions o) {
+    auto group = std::make_unique<NodeGroup>(std::move(o));
+    port_ = group->store_port();
+    return group;
+  }
+
+  // Every group joins at once, as every node's agent does; group i runs
+  // nproc[i] workers.
+  static std::vector<Placement> join_all(const std::vector<NodeGroup*>& groups,
+                                         const std::vector<int>& nproc) {
+    std::vector<std::future<Placement>> joins;
+    joins.reserve(groups.size());
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      joins.push_back(std::async(std::launch::async, [&groups, &nproc, i] {
+        const std::string host = "n" + std::to_string(i);
+        return groups[i]->join(nproc[i], host, host, "run-" + std::to_string(i));
+      }));
+    }
+    std::vector<Placement> placements;
+    placements.reserve(joins.size());
+    for (auto& join : joins)
+      placements.push_back(join.get());
+    return placements;
+  }
+
+  static StopRecord failure(int node, int rank) {
+    StopRecord record;
+    record.node = node;
+    record.host = "n" + std::to_string(node);
+    record.rank = rank;
+    record.exit_code = 3;
+    record.summary = "rank " + std::to_string(rank) + " exited with status 3";
+    return record;
+  }
+
+  int port_ = 0;
+};
+
+TEST_F(NodeGroupTest, NodesMeetAndEachLearnsItsRanksAndNodeZerosRunId) {
+  auto node0 = first(options(3, 0));
+  NodeGroup node1(options(3, 1));
+  NodeGroup node2(options(3, 2));
+  const std::vector<Placement> placed = join_all({node0.get(), &node1, &node2}, {2, 1, 3});
+  const int bases[] = {0, 2, 3};
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    EXPECT_EQ(placed[i].rank_base, bases[i]) << "node " << i;
+    EXPECT_EQ(placed[i].world_size, 6);
+    EXPECT_EQ(placed[i].run_id, "run-0");
+    EXPECT_EQ(placed[i].hosts, (std::vector<std::string>{"n0", "n1", "n2"}));
+    EXPECT_EQ(placed[i].master_port, placed[0].master_port);
+  }
+  EXPECT_GT(placed[0].master_port, 0);
+}
+
+TEST_F(NodeGroupTest, TheFirstStopAnywhereWinsAndWakesEveryNode) {
+  auto node0 = first(options(2, 0));
+  NodeGroup node1(options(2, 1));
+  join_all({node0.get(), &node1}, {1, 1});
+  EXPECT_FALSE(node0->stop_record());
+  const StopRecord won = node1.declare_stop(failure(1, 1));
+  EXPECT_EQ(won.rank, 1);
+  // A second declaration, later or elsewhere, gets the first back.
+  EXPECT_EQ(node0->declare_stop(failure(0, 0)).rank, 1);
+  ASSERT_TRUE(woken(*node0, milliseconds(5000)));
+  const auto heard = node0->stop_record();
+  ASSERT_TRUE(heard);
+  EXPECT_EQ(heard->rank, 1);
+  EXPECT_EQ(heard->host, "n1");
+}
+
+TEST_F(NodeGroupTest, TheRestartBudgetIsTheJobsNotEachNodes) {
+  NodeGroupOptions o0 = options(2, 0);
+  o0.max_restarts = 1;
+  o0.heartbeat_timeout = milliseconds(500);
+  auto node0 = first(o0);
+  NodeGroupOptions o1 = options(2, 1);
+  o1.max_restarts = 1;
+  o1.heartbeat_timeout = milliseconds(500);
+  NodeGroup node1(o1);
+  join_all({node0.get(), &node1}, {1, 1});
+
+  // Node 1's worker fails: both nodes restart, with one restart used for both.
+  const StopRecord stop = node1.declare_stop(failure(1, 1));
+  EXPECT_TRUE(node0->restartable(stop));
+  EXPECT_TRUE(node1.restartable(stop));
+  auto next0 = std::async(std::launch::async,
+                          [&] { return node0->begin_next_attempt(stop, milliseconds(100)); });
+  const int port1 = node1.begin_next_attempt(stop, milliseconds(100));
+  EXPECT_EQ(next0.get(), port1);  // node 0 picked the next attempt's MASTER_PORT for all
+  EXPECT_EQ(node0->attempt(), 1);
+  EXPECT_EQ(node1.attempt(), 1);
+  EXPECT_EQ(node0->restarts(), 1);
+  EXPECT_EQ(node1.restarts(), 1);
+  woken(*node0, milliseconds(0));  // attempt 0's stop
+  // The new attempt starts without the old one's stop, and node 1 keeps
+  // beating although that restart was the last: node 0 loses no one. (The
+  // narrow interleaving in which its heartbeat thread once ended is pinned
+  // by heartbeats_test.cpp, on the pure decision.)
+  EXPECT_FALSE(woken(*node0, milliseconds(1500)));
+  EXPECT_FALSE(node0->stop_record());
+  EXPECT_FALSE(node1.stop_record());
+
+  // Now node 0's fails: the budget is spent, on both nodes alike.
+  const StopRecord again = node0->declare_stop(failure(0, 0));
+  EXPECT_FALSE(node0->restartable(again));
+  EXPECT_FALSE(node1.restartable(again));
+  EXPECT_FALSE(node1.may_restart());
+}
+
+TEST_F(NodeGroupTest, ANodeWhoseHeartbeatStopsIsLostAndNamed) {
+  NodeGroupOptions o0 = options(2, 0);
+  o0.heartbeat_timeout = milliseconds(300);
+  auto node0 = first(o0);
+  NodeGroupOptions o1 = options(2, 1);
+  o1.heartbeat_timeout = milliseconds(300);
+  auto node1 = std::make_unique<NodeGroup>(o1);
+  join_all({node0.get(), node1.get()}, {1, 1});
+  // Its agent goes away without a word (killed): its beats stop.
+  node1.reset();
+  ASSERT_TRUE(woken(*node0, milliseconds(5000)));
+  const auto lost = node0->stop_record();
+  ASSERT_TRUE(lost);
+  EXPECT_TRUE(lost->node_lost);
+  EXPECT_EQ(lost->node, 1);
+  EXPECT_EQ(lost->host, "n1");
+  EXPECT_NE(lost->summary.find("node 1 (n1) stopped answering"), std::string::npos)
+      << lost->summary;
+  EXPECT_FALSE(node0->restartable(*lost));  // no restarts, no elastic membership
+}
+
+TEST_F(NodeGroupTest, ANodeThatFinishedIsNotLostWhenItGoes) {
+  NodeGroupOptions o0 = options(2, 0);
+  o0.heartbeat_timeout = milliseconds(300);
+  auto node0 = first(o0);
+  NodeGroupOptions o1 = options(2, 1);
+  o1.heartbeat_timeout = milliseconds(300);
+  auto node1 = std::make_unique<NodeGroup>(o1);
+  join_all({node0.get(), node1.get()}, {1, 1});
+  node1->finished();
+  node1.reset();
+  node0->finished();
+  ASSERT_TRUE(woken(*node0, milliseconds(5000)));
+  EXPECT_TRUE(node0->all_done());
+  EXPECT_FALSE(node0->stop_record());
+}
+
+TEST_F(NodeGroupTest, ALateJoinerWaitsAndIsTakenInAtTheNextRound) {
+  // Elastic: 1 to 2 nodes. Node 0 starts alone after the last call.
+  NodeGroupOptions o0 = options(2, 0);
+  o0.min_nodes = 1;
+  o0.last_call = milliseconds(50);
+  auto node0 = first(o0);
+  const Placement alone = node0->join(1, "n0", "n0", "run-0");
+  EXPECT_EQ(alone.world_size, 1);
+  EXPECT_EQ(node0->round_size(), 1);
+
+  NodeGroupOptions o1 = options(2, kNodeRankAtJoin);
+  o1.min_nodes = 1;
+  o1.last_call = milliseconds(50);
+  std::vector<std::string> said;
+  o1.say = [&said](const std::string& text) { said.push_back(text); };
+  NodeGroup node1(o1);
+  auto late = std::async(std::launch::async, [&] { return node1.join(1, "n1", "n1", "run-1"); });
+
+  // Node 0's watcher sees it waiting, and stops the attempt to take it in:
+  // a change of membership, which uses no restart.
+  ASSERT_TRUE(woken(*node0, milliseconds(5000)));
+  const auto stop = node0->stop_record();
+  ASSERT_TRUE(stop);
+  EXPECT_TRUE(stop->membership) << stop->summary;
+  EXPECT_NE(stop->summary.find("waiting to join"), std::string::npos) << stop->summary;
+  const NodeGroup::Verdict verdict = node0->settle(*stop, milliseconds(100));
+  EXPECT_TRUE(verdict.restart);
+  const Placement both = node0->join(1, "n0", "n0", "run-0");
+  const Placement joined = late.get();
+  EXPECT_EQ(both.world_size, 2);
+  EXPECT_EQ(joined.world_size, 2);
+  EXPECT_EQ(node1.node_rank(), 1);
+  EXPECT_EQ(joined.rank_base, 1);
+  EXPECT_EQ(joined.run_id, "run-0");
+  EXPECT_EQ(node0->restarts(), 0);
+  EXPECT_EQ(node0->attempt(), 1);
+  ASSERT_EQ(said.size(), 1U);
+}
+
+}  // namespace
+}  // namespace cohort::detail
