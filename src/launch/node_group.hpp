@@ -170,8 +170,9 @@ class NodeGroup {
   bool restartable(const StopRecord& record) const;
   /// Where this process serves the store: forgets what the workers' PyTorch
   /// clients set there (StoreServer::forget_torch_keys), so that the next
-  /// attempt's start afresh. begin_next_attempt() and settle() do it on node
-  /// 0 once every node's workers are gone; one node calls it itself.
+  /// attempt's start afresh. begin_next_attempt() and settle() do it where
+  /// the store is served once every node's workers are gone, before the
+  /// next attempt starts; one node calls it itself.
   void forget_torch_keys();
   /// Whether a stop of this attempt may still restart the job (restarts
   /// left, or elastic membership): then every agent waits for the others at
@@ -257,6 +258,7 @@ class NodeGroup {
   void begin_round(std::vector<int> ids, std::vector<std::string> hosts);
   // How long node 0 waits for every node to stop its workers.
   std::chrono::milliseconds restart_bound(std::chrono::milliseconds grace) const;
+  void await_every_node_ended(std::chrono::milliseconds bound);
   bool start_server(bool required);
   void await_server_or_serve();
   StoreClient::Options client_options() const;

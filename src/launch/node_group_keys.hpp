@@ -48,6 +48,12 @@ inline std::string verdict_key(int attempt) {
 inline std::string start_key(int attempt) {
   return cat("agents/start/", attempt);
 }
+// Written by whoever serves the store once it forgot the PyTorch keys of
+// the attempt before `attempt` (when that is not node 0: the --hostfile
+// launcher, or the agent on --rdzv-endpoint's host under srun).
+inline std::string forgotten_key(int attempt) {
+  return cat("agents/forgotten/", attempt);
+}
 // Heartbeats and wake-ups go to an agent (its id), whatever its node rank.
 inline std::string heartbeat_key(int id) {
   return cat("agents/hb/", id);

@@ -22,28 +22,52 @@ std::chrono::milliseconds NodeGroup::restart_bound(std::chrono::milliseconds gra
   return grace + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
 }
 
+// Waits for every node's end of the attempt under way, naming those that
+// did not end it within `bound`.
+void NodeGroup::await_every_node_ended(std::chrono::milliseconds bound) {
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<std::size_t>(options_.nnodes));
+  for (int node = 0; node < options_.nnodes; ++node)
+    keys.push_back(ended_key(attempt_, node));
+  try {
+    store_->wait(keys, bound);
+  } catch (const Timeout&) {
+    std::vector<std::string> missing;
+    for (int node = 0; node < options_.nnodes; ++node) {
+      if (!store_->check({ended_key(attempt_, node)})) missing.push_back(node_name(node));
+    }
+    throw Timeout(cat("cohort run: cannot restart the job: ", detail::join(missing, ", "),
+                      " did not stop its workers of attempt ", attempt_ + 1, " within ",
+                      seconds(bound)));
+  }
+}
+
 int NodeGroup::begin_next_attempt(const StopRecord& stop, std::chrono::milliseconds grace) {
   const auto bound = restart_bound(grace);
   const int next = attempt_ + 1;
   if (options_.node_rank >= 0) store_->set(ended_key(attempt_, options_.node_rank), "");
-  if (options_.node_rank == 0) {
-    // Every node's workers of this attempt are gone before any of the next
-    // starts: then no rank of the old attempt meets one of the new.
-    std::vector<std::string> keys;
-    keys.reserve(static_cast<std::size_t>(options_.nnodes));
-    for (int node = 0; node < options_.nnodes; ++node)
-      keys.push_back(ended_key(attempt_, node));
-    try {
-      store_->wait(keys, bound);
-    } catch (const Timeout&) {
-      std::vector<std::string> missing;
-      for (int node = 0; node < options_.nnodes; ++node) {
-        if (!store_->check({ended_key(attempt_, node)})) missing.push_back(node_name(node));
-      }
-      throw Timeout(cat("cohort run: cannot restart the job: ", detail::join(missing, ", "),
-                        " did not stop its workers of attempt ", next, " within ", seconds(bound)));
-    }
+  // Every node's workers of this attempt are gone before any of the next
+  // starts: then no rank of the old attempt meets one of the new, and the
+  // PyTorch keys the old ones set are forgotten before a new one sets any.
+  // Whoever serves the store forgets them; node 0 starts the next attempt.
+  if (server_ && options_.node_rank != 0) {
+    await_every_node_ended(bound);
     forget_torch_keys();
+    store_->set(forgotten_key(next), "");
+  }
+  if (options_.node_rank == 0) {
+    await_every_node_ended(bound);
+    if (server_) {
+      forget_torch_keys();
+    } else {
+      try {
+        (void)store_->get(forgotten_key(next), bound);
+      } catch (const Timeout&) {
+        throw Timeout(cat("cohort run: cannot restart the job: the process serving its store at ",
+                          options_.store_host, ":", port_, " did not follow into attempt ",
+                          next + 1, " within ", seconds(bound), " (is it stopping?)"));
+      }
+    }
     // A MASTER_PORT free now on node 0, for workers whose rank 0 listens.
     store_->set(start_key(next), std::to_string(pick_free_port()));
   }

@@ -16,6 +16,8 @@
 
 #include <cohort/errors.hpp>
 
+#include "core/socket.hpp"
+
 namespace cohort::detail {
 namespace {
 
@@ -157,6 +159,67 @@ TEST_F(NodeGroupTest, TheRestartBudgetIsTheJobsNotEachNodes) {
   EXPECT_FALSE(node0->restartable(again));
   EXPECT_FALSE(node1.restartable(again));
   EXPECT_FALSE(node1.may_restart());
+}
+
+// PyTorch 1.13's ADD on a TCPStore connection: the counter's new value.
+std::int64_t torch_add(int fd, const std::string& key, std::int64_t by) {
+  std::string query(1, '\x03');
+  const auto u64 = [&query](std::uint64_t value) {
+    for (int i = 0; i < 8; ++i)
+      query.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  };
+  u64(key.size());
+  query += key;
+  u64(static_cast<std::uint64_t>(by));
+  std::string error;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  EXPECT_TRUE(send_all(fd, query.data(), query.size(), deadline, &error)) << error;
+  unsigned char answer[8] = {};
+  EXPECT_TRUE(recv_all(fd, answer, sizeof(answer), deadline, &error)) << error;
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i)
+    value = (value << 8) | answer[i];
+  return static_cast<std::int64_t>(value);
+}
+
+TEST_F(NodeGroupTest, ALauncherServingTheStoreForgetsTheWorkersKeysBeforeARestart) {
+  // cohort run --hostfile: the launcher serves the store (and PyTorch's
+  // protocol for the workers) and runs no workers; nodes 0 and 1 do.
+  NodeGroupOptions launcher = options(2, -1);
+  launcher.serve_store = true;
+  launcher.store_port = 0;
+  launcher.torch_port = 0;
+  launcher.max_restarts = 1;
+  auto coordinator = first(launcher);
+  coordinator->start_watching("run-l");
+  NodeGroupOptions o0 = options(2, 0);
+  o0.serve_store = false;
+  o0.store_port = port_;
+  o0.max_restarts = 1;
+  NodeGroupOptions o1 = options(2, 1);
+  o1.max_restarts = 1;
+  NodeGroup node0(o0);
+  NodeGroup node1(o1);
+  join_all({&node0, &node1}, {1, 1});
+
+  // Attempt 0's workers leave a key in PyTorch's space.
+  std::string error;
+  Fd torch = connect_tcp("127.0.0.1", coordinator->torch_port(),
+                         Clock::now() + std::chrono::seconds(5), &error);
+  ASSERT_TRUE(torch.valid()) << error;
+  EXPECT_EQ(torch_add(torch.get(), "/default_pg/count", 2), 2);
+
+  const StopRecord stop = node1.declare_stop(failure(1, 1));
+  auto follows = std::async(
+      std::launch::async, [&] { return coordinator->begin_next_attempt(stop, milliseconds(100)); });
+  auto next0 = std::async(std::launch::async,
+                          [&] { return node0.begin_next_attempt(stop, milliseconds(100)); });
+  const int port = node1.begin_next_attempt(stop, milliseconds(100));
+  EXPECT_EQ(next0.get(), port);
+  EXPECT_EQ(follows.get(), port);
+  EXPECT_EQ(coordinator->attempt(), 1);
+  // Attempt 1's workers start afresh: the old count is gone.
+  EXPECT_EQ(torch_add(torch.get(), "/default_pg/count", 0), 0);
 }
 
 TEST_F(NodeGroupTest, ANodeWhoseHeartbeatStopsIsLostAndNamed) {
