@@ -139,16 +139,10 @@ int Agent::run_job() {
     loop_->set_deadline(kJobDeadline, options_.timeout, [this] { on_job_timeout(); });
   }
 
-  unservable_event_ = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   plan_.group.on_unservable = [this](const std::string& why) {  // on the store's thread
-    {
-      const std::lock_guard<std::mutex> lock(unservable_mutex_);
-      unservable_ = why;
-    }
-    const std::uint64_t one = 1;
-    (void)!::write(unservable_event_.get(), &one, sizeof(one));
+    unservable_.post(why);
   };
-  loop_->watch(unservable_event_.get(), [this] { on_unservable(); });
+  loop_->watch(unservable_.fd(), [this] { act(lifecycle_->unservable(unservable_.take())); });
   group_ = std::make_unique<detail::NodeGroup>(plan_.group);
   // Nothing reaches the lifecycle before the loop turns, after the join.
   lifecycle_ = std::make_unique<detail::Lifecycle>(
@@ -395,17 +389,6 @@ void Agent::on_group_event() {
   std::uint64_t count = 0;
   (void)!::read(group_->event_fd(), &count, sizeof(count));
   if (auto record = group_->stop_record()) act(lifecycle_->stopped_elsewhere(*record));
-}
-
-void Agent::on_unservable() {
-  std::uint64_t count = 0;
-  (void)!::read(unservable_event_.get(), &count, sizeof(count));
-  std::string why;
-  {
-    const std::lock_guard<std::mutex> lock(unservable_mutex_);
-    why = unservable_;
-  }
-  act(lifecycle_->unservable(why));
 }
 
 void Agent::on_stdin() {

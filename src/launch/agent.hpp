@@ -33,6 +33,7 @@
 #include "launch/process_set.hpp"
 #include "launch/report.hpp"
 #include "launch/thread_budget.hpp"
+#include "launch/thread_message.hpp"
 #include "launch/timeline.hpp"
 
 namespace cohort::detail {
@@ -114,7 +115,6 @@ class Agent {
   // The store met a worker's PyTorch client that it cannot serve: that
   // worker would retry until its own timeout (30 minutes), so the job ends
   // now, saying why.
-  void on_unservable();
 
   // --timeout passed: the job is hung or too slow. What each rank still
   // running printed last goes into the report, then every worker is stopped.
@@ -157,9 +157,7 @@ class Agent {
   std::string host_;
   std::unique_ptr<EventLoop> loop_;
   // Before group_, whose store's thread writes them: they outlive it.
-  Fd unservable_event_;          ///< readable once the store met a client it cannot serve
-  std::mutex unservable_mutex_;  ///< guards unservable_, written on the store's thread
-  std::string unservable_;
+  ThreadMessage unservable_;  ///< from the store's thread: a client it cannot serve
   std::unique_ptr<NodeGroup> group_;
   Placement placement_;
   std::unique_ptr<Lifecycle> lifecycle_;  ///< what this attempt's events mean

@@ -22,6 +22,7 @@
 #include "launch/process_set.hpp"
 #include "launch/run_plan.hpp"
 #include "launch/spawn.hpp"
+#include "launch/thread_message.hpp"
 #include "launch/timeline.hpp"
 
 namespace cohort::detail {
@@ -213,6 +214,13 @@ class SshLauncher {
     group.max_restarts = options_.max_restarts;
     group.min_nodes = options_.min_nodes;
     group.last_call = options_.last_call;
+    // A worker whose PyTorch this store cannot serve would wait out the
+    // rendezvous timeout: stop the job now, saying why.
+    group.on_unservable = [this](const std::string& why) { unservable_.post(why); };
+    loop_->watch(unservable_.fd(), [this] {
+      const std::string why = unservable_.take();
+      if (!stopping_) stop(1, cat("a worker can never rendezvous: ", why));
+    });
     group_ = std::make_unique<NodeGroup>(group);
     group_->start_watching(options_.run_id);
 
@@ -420,6 +428,7 @@ class SshLauncher {
 
   RunOptions options_;
   std::unique_ptr<EventLoop> loop_;
+  ThreadMessage unservable_;  // from the store's thread; before group_, which it outlives
   std::unique_ptr<NodeGroup> group_;
   std::vector<Agent> agents_;
   // Destroyed first: it SIGKILLs the ssh processes still running.

@@ -535,6 +535,29 @@ TEST_F(OverSshTest, EveryNodeRunsTheOptionsOfTheCommandLine) {
             "trainer job9 1/3 1 2\n");
 }
 
+// The --hostfile launcher serves the workers' PyTorch store: a client it
+// cannot serve (here a PyTorch newer than cohort: query type 99) ends the
+// job at once, saying why, rather than leaving every rank to wait out its
+// own timeout.
+TEST_F(OverSshTest, AWorkerThatCanNeverRendezvousEndsTheJobAtOnce) {
+  const fs::path client = dir_ / "newer_pytorch.py";
+  std::ofstream(client) << "import os, socket, struct, time\n"
+                           "address = (os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']))\n"
+                           "connection = socket.create_connection(address)\n"
+                           "connection.sendall(b'\\x00' + struct.pack('<I', 0x3C85F7CE) + "
+                           "bytes([99]))\n"
+                           "time.sleep(120)\n";
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = run({"--hosts", "127.0.0.1:1,127.0.0.1:1", "--ssh", fake_ssh(), "--timeout",
+                           "60", "--", "python3", client.string()});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
+  EXPECT_NE(result.err.find("a worker can never rendezvous: a PyTorch TCPStore client at "),
+            std::string::npos)
+      << result.err;
+  EXPECT_LT(took, 50s) << "the job waited for its --timeout";
+}
+
 // cohort run --trace of a 2-node job whose rank 3 fails once, then
 // succeeds: one file of Chrome trace events (what ui.perfetto.dev and
 // chrome://tracing read) with every node's tracks, in the order it happened.
