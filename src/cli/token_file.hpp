@@ -6,14 +6,11 @@
 
 namespace cohort::detail {
 
-/// Tokens shorter than this are refused: they can be guessed.
-inline constexpr std::size_t kMinTokenLength = 16;
-
 /// The first line of `path` ("-": standard input, read up to its first
 /// newline and no further: what follows belongs to someone else). Throws
 /// cohort::InvalidArgument naming the file and what to do when it cannot be
 /// read, is readable by its group or others, or holds fewer than
-/// kMinTokenLength characters.
+/// kMinSecretLength (core/secret_file.hpp) characters.
 std::string read_token_file(const std::string& path);
 
 }  // namespace cohort::detail

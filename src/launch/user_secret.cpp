@@ -1,7 +1,6 @@
 #include "launch/user_secret.hpp"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 
 #include <fcntl.h>
@@ -12,12 +11,11 @@
 #include <cohort/errors.hpp>
 
 #include "core/fd.hpp"
+#include "core/secret_file.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {
 namespace {
-
-constexpr std::size_t kMinSecretLength = 16;
 
 std::string home_directory() {
   if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') return home;
@@ -29,12 +27,6 @@ std::string home_directory() {
       "cohort run: a job on several hosts needs a secret, and with none given it uses the "
       "per-user one in ~/.cohort/secret, but this user has no home directory (HOME is unset): "
       "set HOME, or give every node --token-file FILE (docs/security.md)");
-}
-
-std::string mode_text(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode & 07777));
-  return text;
 }
 
 // Like ssh with ~/.ssh: what others may read or write is refused, not used.
@@ -68,7 +60,7 @@ void make_directory(const std::string& dir) {
 
 // Writes a new secret beside `path`, then links it there: link() fails if
 // another process made one first (over NFS too), and that one is used.
-bool make_secret(const std::string& path) {
+void make_secret(const std::string& path) {
   std::string temporary = path + ".XXXXXX";
   Fd fd(::mkstemp(temporary.data()));  // mode 0600
   if (!fd.valid()) {
@@ -85,7 +77,6 @@ bool make_secret(const std::string& path) {
     throw InvalidArgument(cat("cohort run: cannot write the per-user secret ", path, ": ",
                               errno_text(written ? link_error : errno)));
   }
-  return link_error == 0;
 }
 
 }  // namespace
@@ -97,7 +88,7 @@ UserSecret user_secret() {
   make_directory(dir);
   Fd fd(::open(secret.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
   if (!fd.valid() && errno == ENOENT) {
-    secret.created = make_secret(secret.path);
+    make_secret(secret.path);
     fd = Fd(::open(secret.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
   }
   if (!fd.valid()) {
@@ -109,12 +100,7 @@ UserSecret user_secret() {
     throw InvalidArgument(cat("cohort run: ", secret.path, " is not a regular file"));
   }
   check_private(info, secret.path, false);
-  char buffer[256];
-  const ssize_t n = retry_eintr([&] { return ::read(fd.get(), buffer, sizeof(buffer)); });
-  std::string text(buffer, n > 0 ? static_cast<std::size_t>(n) : 0);
-  text = text.substr(0, text.find('\n'));
-  while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
-    text.pop_back();
+  const std::string text = read_secret_line(fd.get(), cat("cohort run: ", secret.path));
   if (text.size() < kMinSecretLength) {
     throw InvalidArgument(cat("cohort run: the per-user secret ", secret.path, " holds ",
                               text.size(), " characters, fewer than ", kMinSecretLength,

@@ -12,8 +12,7 @@ namespace cohort::detail {
 
 struct UserSecret {
   std::string token;
-  std::string path;      ///< the file it was read from, for messages
-  bool created = false;  ///< this call made it
+  std::string path;  ///< the file it was read from, for messages
 };
 
 /// Reads the per-user secret at `$HOME/.cohort/secret`, making it (32 random

@@ -1,0 +1,39 @@
+#include "core/secret_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+
+#include <unistd.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/fd.hpp"
+#include "core/strings.hpp"
+
+namespace cohort::detail {
+
+std::string read_secret_line(int fd, const std::string& name) {
+  std::string line;
+  for (;;) {
+    char c = 0;
+    const ssize_t n = retry_eintr([&] { return ::read(fd, &c, 1); });
+    if (n < 0) throw InvalidArgument(cat(name, ": ", errno_text(errno)));
+    if (n == 0 || c == '\n') break;
+    if (line.size() == kMaxSecretLength) {
+      throw InvalidArgument(cat(name, ": the first line is longer than ", kMaxSecretLength,
+                                " bytes; a secret is one short line"));
+    }
+    line.push_back(c);
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+    line.pop_back();
+  return line;
+}
+
+std::string mode_text(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+}  // namespace cohort::detail
