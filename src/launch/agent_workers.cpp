@@ -10,6 +10,7 @@
 
 #include <cohort/errors.hpp>
 
+#include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 #include "launch/agent.hpp"
 #include "launch/console.hpp"
@@ -33,12 +34,25 @@ int streams_for(const std::map<int, int>& spec, int local_rank) {
   return 0;
 }
 
+// The interface through which the workers' libraries should reach each
+// other (WorkerIdentity::socket_interface): COHORT_IFNAME when set; else
+// the one holding --local-addr; else the one the kernel takes to
+// MASTER_ADDR ("lo" when every worker is on this node). "" when unknown.
+std::string workers_interface(const Environment& env, const std::string& local_addr,
+                              const std::string& master_addr) {
+  if (auto named = env.find("COHORT_IFNAME"); named != env.end() && !named->second.empty()) {
+    return named->second;
+  }
+  return route_to(local_addr.empty() ? master_addr : local_addr).interface;
+}
+
 }  // namespace
 
 void Agent::spawn_all(int attempt) {
   const auto [master_addr, master_port] = master_of();
   master_port_ = master_port;
   const Environment base = process_environment();
+  const std::string interface = workers_interface(base, options_.local_addr, master_addr);
   workers_.clear();
   processes_->clear();
   workers_.resize(static_cast<std::size_t>(options_.nproc_per_node));
@@ -67,6 +81,7 @@ void Agent::spawn_all(int attempt) {
     identity.store_munge = group_->munge();
     identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
     identity.omp_threads = threads_.threads;
+    identity.socket_interface = interface;
 
     Fd write_ends[2];
     for (int stream = 0; stream < 2; ++stream) {

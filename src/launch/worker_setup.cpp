@@ -66,6 +66,14 @@ Environment worker_environment(const Environment& base, const WorkerIdentity& wo
   if (env.count("OMP_NUM_THREADS") == 0 && worker.omp_threads > 0) {
     put("OMP_NUM_THREADS", worker.omp_threads);
   }
+  // Without them gloo, NCCL and TensorPipe each guess from the host name,
+  // and fall back to loopback when it does not resolve to a local address:
+  // across nodes, a hang or "connection refused". A user's own value wins.
+  if (!worker.socket_interface.empty()) {
+    for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"}) {
+      if (env.count(name) == 0) put(name, worker.socket_interface);
+    }
+  }
   return env;
 }
 

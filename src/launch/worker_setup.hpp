@@ -31,6 +31,10 @@ struct WorkerIdentity {
   bool store_munge = false;  ///< workers prove themselves with MUNGE (COHORT_STORE_MUNGE=1)
   std::string error_file;    ///< TORCHELASTIC_ERROR_FILE; "" for none
   int omp_threads = 0;       ///< OMP_NUM_THREADS when it is unset; 0 leaves it unset
+  /// The network interface that reaches the job's other nodes (the one
+  /// cohort uses to reach MASTER_ADDR): GLOO_SOCKET_IFNAME,
+  /// NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME, each when unset; "" leaves them.
+  std::string socket_interface;
 };
 
 /// PROGRAM ARGS: `python PROGRAM ARGS` for a .py program (or with
@@ -48,7 +52,8 @@ bool runs_with_python(const RunOptions& options);
 /// TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_ERROR_FILE, and
 /// NCCL_ASYNC_ERROR_HANDLING=1 with TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless
 /// either is set) and cohort's (COHORT_RUN_ID COHORT_STORE_ADDR
-/// COHORT_STORE_PORT COHORT_JOB_TOKEN COHORT_STORE_MUNGE); OMP_NUM_THREADS when unset.
+/// COHORT_STORE_PORT COHORT_JOB_TOKEN COHORT_STORE_MUNGE); OMP_NUM_THREADS and
+/// the *_SOCKET_IFNAME variables when unset.
 Environment worker_environment(const Environment& base, const WorkerIdentity& worker);
 
 }  // namespace cohort::detail

@@ -579,6 +579,38 @@ TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
   }
 }
 
+// gloo, NCCL and TensorPipe are told the interface that reaches the other
+// nodes (not loopback, whatever the host name resolves to), under srun and
+// over ssh; a user's own choice is kept.
+TEST_F(MultiNode, TheWorkersAreToldTheInterfaceBetweenNodes) {
+  const std::string show =
+      "echo $(hostname) $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME $TP_SOCKET_IFNAME";
+  for (const auto& command :
+       {std::vector<std::string>{"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1", kCohort,
+                                 "run", "-n", "1", "--", "sh", "-c", show},
+        std::vector<std::string>{kCohort, "run", "--hosts", "n1:1,n2:1", "--ssh", ssh(), "--", "sh",
+                                 "-c", show}}) {
+    SCOPED_TRACE(command.front());
+    const auto result = on("head", command);
+    ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+    for (const std::string node : {"n1", "n2"}) {
+      const auto lines = lines_with(result.out, "] " + node + " ");
+      ASSERT_EQ(lines.size(), 1u) << result.out;
+      const std::vector<std::string> words = detail::split_at(
+          lines[0].substr(lines[0].find("] " + node + " ") + node.size() + 3), ' ');
+      ASSERT_EQ(words.size(), 3u) << lines[0];
+      EXPECT_NE(words[0], "lo") << lines[0];
+      EXPECT_EQ(words[1], words[0]) << lines[0];
+      EXPECT_EQ(words[2], words[0]) << lines[0];
+    }
+  }
+  const auto own = on("head", {"srun", "-N2", "-w", "n[1-2]", "--ntasks-per-node=1",
+                               "--export=ALL,GLOO_SOCKET_IFNAME=mine", kCohort, "run", "-n", "1",
+                               "--", "sh", "-c", "echo gloo=$GLOO_SOCKET_IFNAME"});
+  ASSERT_EQ(own.exit_code, 0) << test::describe(own);
+  EXPECT_EQ(lines_with(own.out, "gloo=mine").size(), 2u) << own.out;
+}
+
 // "[n2:3] [n1:40271] [n2:gloo] process 3/4 has data tensor([4.]) (local rank 1)"
 // -> "n2/1": where each rank of a reduction example ran, and its local rank.
 std::multiset<std::string> places_of(const std::vector<std::string>& lines) {

@@ -183,6 +183,26 @@ TEST_F(PyTorch, TheAgentStoreServesTorchsTcpStoreClients) {
   }
 }
 
+// On a host whose name does not resolve to one of its addresses, gloo (and
+// NCCL, TensorPipe) would guess loopback, with a warning on every rank, and
+// across hosts hang or be refused: cohort names the interface it reaches
+// the other nodes with (GLOO_SOCKET_IFNAME ...), here loopback on purpose.
+TEST_F(PyTorch, GlooNeedsNoGuessWhenTheHostNameDoesNotResolve) {
+  const test::ProcessResult result = test::run_process(
+      {"unshare", "--uts", "sh", "-c", "hostname cohort-unresolvable-host && exec \"$@\"", "sh",
+       COHORT_CLI_PATH, "run", "--python", kPython, "-n", "2", example("hello.py"), "--backend",
+       "gloo"},
+      options());
+  if (result.exit_code != 0 && result.err.find("unshare") != std::string::npos) {
+    COHORT_SKIP_MISSING("unshare --uts failed (it needs root): " << result.err);
+  }
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(lines_with(result.out, "hello from [cohort-unresolvable-host:gloo]").size(), 2u)
+      << result.out;
+  EXPECT_EQ(result.err.find("Using the loopback address as fallback"), std::string::npos)
+      << result.err;
+}
+
 // A worker whose client the agent's store cannot serve could never
 // rendezvous: the job ends at once (the worker would wait 10 minutes), and
 // the report says why.

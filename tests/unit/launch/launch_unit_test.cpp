@@ -121,6 +121,22 @@ TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
   EXPECT_EQ(worker_environment({}, worker).at("TORCHELASTIC_USE_AGENT_STORE"), "True");
 }
 
+TEST(WorkerEnvironment, TheLibrariesAreToldTheInterfaceThatReachesTheOtherNodes) {
+  WorkerIdentity worker;
+  worker.socket_interface = "eth1";
+  const Environment env = worker_environment({}, worker);
+  EXPECT_EQ(env.at("GLOO_SOCKET_IFNAME"), "eth1");
+  EXPECT_EQ(env.at("NCCL_SOCKET_IFNAME"), "eth1");
+  EXPECT_EQ(env.at("TP_SOCKET_IFNAME"), "eth1");
+  // A user's own choice wins, variable by variable.
+  const Environment own = worker_environment({{"NCCL_SOCKET_IFNAME", "ib"}}, worker);
+  EXPECT_EQ(own.at("NCCL_SOCKET_IFNAME"), "ib");
+  EXPECT_EQ(own.at("GLOO_SOCKET_IFNAME"), "eth1");
+  // Unknown: left to the libraries.
+  worker.socket_interface.clear();
+  EXPECT_EQ(worker_environment({}, worker).count("GLOO_SOCKET_IFNAME"), 0U);
+}
+
 TEST(ExitStatus, ShellConvention) {
   EXPECT_EQ(shell_exit_code(exited(0)), 0);
   EXPECT_EQ(shell_exit_code(exited(3)), 3);
