@@ -43,4 +43,59 @@ int cpus_in_lists(const std::vector<std::string>& lists) {
   return std::max<int>(1, static_cast<int>(cpus.size()));
 }
 
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.remove_suffix(1);
+  if (text.empty()) return std::vector<int>{};
+  std::vector<char> named(kMaxCpus, 0);  // a set of many ranges costs no more than one
+  const auto number = [](std::string_view item) -> std::optional<int> {
+    int value = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (error != std::errc() || end != item.data() + item.size() || value < 0 ||
+        value >= kMaxCpus) {
+      return std::nullopt;
+    }
+    return value;
+  };
+  for (const std::string& item : split_at(std::string(text), ',')) {
+    const std::size_t dash = item.find('-');
+    const auto low = number(std::string_view(item).substr(0, dash));
+    const auto high =
+        dash == std::string::npos ? low : number(std::string_view(item).substr(dash + 1));
+    if (!low || !high || *high < *low) return std::nullopt;
+    std::fill(named.begin() + *low, named.begin() + *high + 1, 1);
+  }
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
+    if (named[static_cast<std::size_t>(cpu)] != 0) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+std::string format_cpu_list(const std::vector<int>& cpus) {
+  std::vector<std::string> ranges;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t last = i;
+    while (last + 1 < cpus.size() && cpus[last + 1] == cpus[last] + 1)
+      ++last;
+    ranges.push_back(last == i ? cat(cpus[i]) : cat(cpus[i], "-", cpus[last]));
+    i = last + 1;
+  }
+  return join(ranges, ",");
+}
+
+std::vector<int> affinity_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+  } else {
+    for (int cpu = 0; cpu < usable_cpus(); ++cpu)
+      cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
 }  // namespace cohort::detail

@@ -1,7 +1,9 @@
 // How many CPUs this process may run on.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cohort::detail {
@@ -18,5 +20,17 @@ std::string affinity_list();
 /// How many distinct CPUs `lists` (affinity_list()'s form) name together;
 /// at least 1. Numbers that do not parse are skipped.
 int cpus_in_lists(const std::vector<std::string>& lists);
+
+/// The Linux CPU list form ("0-3,8,10-11", as in sysfs's cpulist files and
+/// taskset -c): every CPU it names, ascending and without repeats; nullopt
+/// when it does not parse, or names a CPU beyond kMaxCpus. "" is no CPU.
+inline constexpr int kMaxCpus = 1 << 16;
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
+
+/// The inverse: ascending CPUs as "0-3,8,10-11".
+std::string format_cpu_list(const std::vector<int>& cpus);
+
+/// This process's affinity mask as CPU numbers, ascending.
+std::vector<int> affinity_cpus();
 
 }  // namespace cohort::detail
