@@ -28,6 +28,13 @@ struct RunOptions {
   /// TORCHELASTIC_USE_AGENT_STORE=True: the agent's store serves the workers'
   /// PyTorch rendezvous (every rank a client, so none races rank 0's listen).
   bool agent_store = true;
+  /// GPUs of its own for each worker (cohort run --gpus-per-proc): its
+  /// CUDA_VISIBLE_DEVICES is its slice of what the node allows. 0: every
+  /// worker sees them all, as under torchrun (set_device(LOCAL_RANK)).
+  int gpus_per_proc = 0;
+  /// "none", "numa", "gpu" or "cores" (cohort run --cpu-bind): the CPUs each
+  /// worker is bound to, near its GPU or a fair share of this task's.
+  std::string cpu_bind = "none";
   /// Restarts of the whole worker group after a failure, for the whole job.
   int max_restarts = 0;
   /// Between SIGTERM and SIGKILL, on every stop path.

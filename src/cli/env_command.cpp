@@ -1,4 +1,5 @@
 // cohort env [--json]: what a worker started here would see.
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -15,14 +16,25 @@
 #include "cli/commands.hpp"
 #include "cli/host_probe.hpp"
 #include "comm/registry.hpp"
+#include "core/cpus.hpp"
+#include "core/gpus/gpus.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
+#include "launch/gpu_placement.hpp"
+#include "launch/node_devices.hpp"
 #include "launch/thread_budget.hpp"
 
 namespace cohort::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// What `cohort env` was asked to place, as cohort run would.
+struct Asked {
+  int workers = 0;  // 0: the launcher's local size, else one per usable GPU
+  int gpus_per_proc = 0;
+  detail::CpuBind cpu_bind = detail::CpuBind::none;
+};
 
 Json number_or_null(int value) {
   return value == kUnknown ? Json(nullptr) : Json(value);
@@ -61,7 +73,70 @@ Json backend_choice(const LaunchInfo& info, const Environment& env) {
   }
 }
 
-Json build_report(const Environment& env) {
+// The node's GPUs, NUMA nodes and what each local rank would get: one
+// worker per GPU unless -n says otherwise (or the launcher's local size).
+Json gpu_report(const Environment& env, const LaunchInfo& info, const Asked& asked) {
+  detail::NodeDevices node;
+  node.inventory = detail::discover_gpus(detail::gpu_sources(env));
+  node.visible = detail::visible_gpus(node.inventory, env);
+  Json gpus = Json::array();
+  for (std::size_t i = 0; i < node.inventory.gpus.size(); ++i) {
+    const detail::Gpu& gpu = node.inventory.gpus[i];
+    const auto ordinal =
+        std::find(node.visible.gpus.begin(), node.visible.gpus.end(), static_cast<int>(i));
+    gpus.push_back({{"index", gpu.index},
+                    {"name", gpu.name},
+                    {"bus_id", gpu.bus_id},
+                    {"uuid", gpu.uuid},
+                    {"memory_mib", gpu.memory_bytes > 0 ? Json(gpu.memory_bytes >> 20) : Json()},
+                    {"numa_node", gpu.numa_node >= 0 ? Json(gpu.numa_node) : Json()},
+                    {"local_cpus", detail::format_cpu_list(gpu.local_cpus)},
+                    {"cuda_ordinal", ordinal == node.visible.gpus.end()
+                                         ? Json()
+                                         : Json(ordinal - node.visible.gpus.begin())}});
+  }
+  Json numa = Json::object();
+  for (const auto& [number, cpus] : node.inventory.numa_cpus)
+    numa[std::to_string(number)] = detail::format_cpu_list(cpus);
+  Json out = {{"source", node.inventory.source},
+              {"driver", node.inventory.driver},
+              {"devices", gpus},
+              {"usable", node.visible.gpus.size()},
+              {"visible_by", node.visible.source},
+              {"visibility_notes", node.visible.notes},
+              {"numa_nodes", numa}};
+  if (!node.inventory.absent.empty()) out["absent"] = node.inventory.absent;
+  const int usable = static_cast<int>(node.visible.gpus.size());
+  const int workers = asked.workers > 0                 ? asked.workers
+                      : info.local_world_size.value > 1 ? info.local_world_size.value
+                                                        : std::max(1, usable);
+  detail::PlacementRequest request{workers, asked.gpus_per_proc, asked.cpu_bind,
+                                   detail::affinity_cpus()};
+  Json ranks = Json::array();
+  try {
+    const auto placed = detail::place_workers(node.inventory, node.visible, request);
+    for (std::size_t local = 0; local < placed.size(); ++local) {
+      std::vector<std::string> used;
+      for (int gpu : placed[local].gpus)
+        used.push_back(detail::cat(node.inventory.gpus[static_cast<std::size_t>(gpu)].index));
+      ranks.push_back({{"local_rank", local},
+                       {"gpus", detail::join(used, ",")},
+                       {"cuda_visible_devices", placed[local].cuda_visible_devices},
+                       {"cpus", detail::format_cpu_list(placed[local].cpus)},
+                       {"cpus_why", placed[local].why}});
+    }
+    out["placement"] = {{"workers", workers},
+                        {"task_cpus", detail::format_cpu_list(request.allowed_cpus)},
+                        {"gpus_per_proc", asked.gpus_per_proc},
+                        {"cpu_bind", std::string(detail::to_string(asked.cpu_bind))},
+                        {"local_ranks", ranks}};
+  } catch (const InvalidArgument& error) {
+    out["placement"] = {{"workers", workers}, {"error", error.what()}};
+  }
+  return out;
+}
+
+Json build_report(const Environment& env, const Asked& asked) {
   const LaunchInfo info = detect_launch(env);
   Json report;
   report["rank"] = number_or_null(info.rank.value);
@@ -134,9 +209,7 @@ Json build_report(const Environment& env) {
   const int here = info.local_world_size.value > 0 ? info.local_world_size.value : 1;
   const detail::ThreadBudget budget = detail::thread_budget(env, facts, 1, here);
   report["threads"] = {{"per_worker", budget.threads}, {"source", budget.source}};
-  const GpuInfo gpus = probe_gpus();
-  report["gpus"] = {{"driver", gpus.driver}, {"devices", gpus.devices}};
-  if (!gpus.absent_reason.empty()) report["gpus"]["absent"] = gpus.absent_reason;
+  report["gpus"] = gpu_report(env, info, asked);
 
   Json settings_json = Json::object();
   for (const auto& [name, value] : settings(env)) {
@@ -162,6 +235,51 @@ void row(std::ostream& out, const std::string& name, const std::string& value,
     out << value << "\n";
   } else {
     out << std::setw(22) << value << " " << note << "\n";
+  }
+}
+
+void print_gpus(const Json& gpus, std::ostream& out) {
+  out << "gpus\n";
+  if (gpus.contains("absent")) {
+    row(out, "gpus", "none: " + text(gpus["absent"]));
+  } else {
+    row(out, "found by", text(gpus["source"]),
+        gpus["driver"].get<std::string>().empty() ? "" : "driver " + text(gpus["driver"]));
+    for (const Json& gpu : gpus["devices"]) {
+      row(out, detail::cat("gpu ", text(gpu["index"])),
+          detail::cat(text(gpu["bus_id"]), " ", text(gpu["name"]),
+                      gpu["memory_mib"].is_null()
+                          ? ""
+                          : detail::cat(", ", text(gpu["memory_mib"]), " MiB")),
+          detail::cat("NUMA node ", gpu["numa_node"].is_null() ? "none" : text(gpu["numa_node"]),
+                      ", CPUs ", text(gpu["local_cpus"]),
+                      gpu["cuda_ordinal"].is_null()
+                          ? ", not usable here"
+                          : detail::cat(", cuda:", text(gpu["cuda_ordinal"]))));
+    }
+  }
+  for (const auto& [number, cpus] : gpus["numa_nodes"].items())
+    row(out, "numa node " + number, "CPUs " + text(cpus));
+  row(out, "usable", text(gpus["usable"]), detail::cat("(", text(gpus["visible_by"]), ")"));
+  for (const Json& note : gpus["visibility_notes"])
+    row(out, "  note", text(note));
+  const Json& placement = gpus["placement"];
+  if (placement.contains("error")) {
+    row(out, "placement", text(placement["error"]));
+    return;
+  }
+  row(out, "placement",
+      detail::cat(text(placement["workers"]), placement["workers"] == 1 ? " worker" : " workers"),
+      detail::cat("(--gpus-per-proc ", text(placement["gpus_per_proc"]), ", --cpu-bind ",
+                  text(placement["cpu_bind"]), ")"));
+  for (const Json& rank : placement["local_ranks"]) {
+    const std::string visible = text(rank["cuda_visible_devices"]);
+    row(out, detail::cat("local rank ", text(rank["local_rank"])),
+        detail::cat("gpu ", text(rank["gpus"]).empty() ? "none" : text(rank["gpus"]),
+                    visible.empty() ? "" : " (CUDA_VISIBLE_DEVICES=" + visible + ")"),
+        text(rank["cpus"]).empty()
+            ? detail::cat("CPUs ", text(placement["task_cpus"]), ": not bound (this task's)")
+            : detail::cat("CPUs ", text(rank["cpus"]), ": ", text(rank["cpus_why"])));
   }
 }
 
@@ -208,14 +326,7 @@ void print_text(const Json& report, std::ostream& out) {
   row(out, "threads per worker", text(report["threads"]["per_worker"]),
       detail::cat("OMP_NUM_THREADS from cohort run when unset: ",
                   text(report["threads"]["source"])));
-  const Json& gpus = report["gpus"];
-  if (gpus.contains("absent")) {
-    row(out, "gpus", "none: " + text(gpus["absent"]));
-  } else {
-    row(out, "gpu driver", text(gpus["driver"]));
-    for (const Json& device : gpus["devices"])
-      row(out, "gpu", text(device));
-  }
+  print_gpus(report["gpus"], out);
 
   out << "settings\n";
   for (const auto& [name, value] : report["settings"].items()) {
@@ -243,14 +354,26 @@ void print_text(const Json& report, std::ostream& out) {
 
 void add_env_command(CLI::App& app, Runner& run) {
   auto json = std::make_shared<bool>(false);
+  auto asked = std::make_shared<Asked>();
+  auto bind = std::make_shared<std::string>("none");
   CLI::App* env = app.add_subcommand(
       "env",
       "Show what a worker started here would see: rank, sizes, master, launcher (each with "
       "the variable it came from), network interfaces, CPUs, GPUs, settings");
   env->add_flag("--json", *json, "print one JSON object instead of text");
-  env->callback([&run, json] {
-    run = [json] {
-      const Json report = build_report(process_environment());
+  env->add_option("-n,--nproc-per-node", asked->workers,
+                  "show the GPUs and CPUs of this many local ranks (default: the launcher's "
+                  "local size, else one per usable GPU)")
+      ->check(CLI::Range(1, 4096));
+  env->add_option("--gpus-per-proc", asked->gpus_per_proc,
+                  "as cohort run --gpus-per-proc: each rank's own GPUs")
+      ->check(CLI::Range(0, 64));
+  env->add_option("--cpu-bind", *bind, "as cohort run --cpu-bind: none, numa, gpu or cores")
+      ->check(CLI::IsMember({"none", "numa", "gpu", "cores"}));
+  env->callback([&run, json, asked, bind] {
+    asked->cpu_bind = *detail::parse_cpu_bind(*bind);
+    run = [json, asked] {
+      const Json report = build_report(process_environment(), *asked);
       if (*json) {
         std::cout << report.dump() << "\n";
       } else {

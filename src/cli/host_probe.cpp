@@ -2,31 +2,13 @@
 
 #include <algorithm>
 #include <climits>
-#include <fstream>
 
-#include <dirent.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include "core/strings.hpp"
 
 namespace cohort::cli {
-namespace {
-
-std::string first_line_with(const std::string& path, std::string_view key) {
-  std::ifstream file(path);
-  std::string line;
-  while (std::getline(file, line)) {
-    if (line.rfind(key, 0) == 0) {
-      std::string value = line.substr(key.size());
-      value.erase(0, value.find_first_not_of(" \t"));
-      return value;
-    }
-  }
-  return {};
-}
-
-}  // namespace
 
 CpuInfo probe_cpus() {
   CpuInfo info;
@@ -45,28 +27,6 @@ CpuInfo probe_cpus() {
     cpu = last;
   }
   info.affinity = detail::join(ranges, ",");
-  return info;
-}
-
-GpuInfo probe_gpus() {
-  GpuInfo info;
-  const std::string root = "/proc/driver/nvidia";
-  std::string version = first_line_with(root + "/version", "NVRM version:");
-  if (version.empty()) {
-    info.absent_reason = "no NVIDIA driver loaded (" + root + "/version is absent)";
-    return info;
-  }
-  info.driver = version;
-  if (DIR* dir = opendir((root + "/gpus").c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      std::string bus = entry->d_name;
-      if (bus == "." || bus == "..") continue;
-      info.devices.push_back(detail::cat(
-          bus, " ", first_line_with(detail::cat(root, "/gpus/", bus, "/information"), "Model:")));
-    }
-    closedir(dir);
-  }
-  std::sort(info.devices.begin(), info.devices.end());
   return info;
 }
 

@@ -1,6 +1,5 @@
-// Facts about this machine for `cohort env`: CPUs this process may use, GPUs
-// the NVIDIA driver reports, and the settings variables that change how
-// cohort and its backends behave.
+// Facts about this machine for `cohort env`: CPUs this process may use, and
+// the settings variables that change how cohort and its backends behave.
 #pragma once
 
 #include <string>
@@ -18,12 +17,6 @@ struct CpuInfo {
 };
 CpuInfo probe_cpus();
 
-struct GpuInfo {
-  std::string driver;                ///< "NVIDIA 535.104.05", or "" with no driver loaded
-  std::vector<std::string> devices;  ///< "0000:3b:00.0 NVIDIA H100 80GB HBM3"
-  std::string absent_reason;         ///< why `driver` is empty
-};
-GpuInfo probe_gpus();
 
 /// OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES (set or not, in that order), then
 /// every variable set in `env` whose name starts with COHORT_, GLOO_ or NCCL_.

@@ -15,6 +15,7 @@
 
 #include "cli/token_file.hpp"
 #include "core/strings.hpp"
+#include "launch/gpu_placement.hpp"
 #include "launch/ssh_launch.hpp"
 
 namespace cohort::cli {
@@ -49,6 +50,13 @@ constexpr std::array kOptions = {
     OptionSpec{"--use-env,--use_env", "--use-env", "PET_USE_ENV", Kind::flag,
                "torch.distributed.launch's: read the local rank from LOCAL_RANK, which is "
                "cohort's default"},
+    OptionSpec{"--gpus-per-proc,--gpus_per_proc", "--gpus-per-proc", "PET_GPUS_PER_PROC",
+               Kind::value,
+               "give each worker N GPUs of its own: CUDA_VISIBLE_DEVICES is its slice of what "
+               "the node allows (default: every worker sees them all, as under torchrun)"},
+    OptionSpec{"--cpu-bind,--cpu_bind", "--cpu-bind", "PET_CPU_BIND", Kind::value,
+               "bind each worker's CPUs: none (default), numa (the NUMA node of its GPU), gpu "
+               "(the CPUs near its GPU) or cores (a fair share of this task's CPUs)"},
     OptionSpec{"--role", "--role", "PET_ROLE", Kind::value, "ROLE_NAME of the workers (default)"},
     OptionSpec{"--max-restarts,--max_restarts", "--max-restarts", "PET_MAX_RESTARTS", Kind::value,
                "restart all workers up to N times after a failure (default 0)"},
@@ -515,6 +523,13 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
   }
   if (const Given port = get(arguments, "--master-port")) {
     options.master_port = integer(port, 0, 65535, "expected a TCP port from 1 to 65535");
+  }
+  if (const Given gpus = get(arguments, "--gpus-per-proc")) {
+    options.gpus_per_proc = integer(gpus, 0, 64, "expected a number of GPUs from 0 to 64");
+  }
+  if (const Given bind = get(arguments, "--cpu-bind")) {
+    if (!detail::parse_cpu_bind(bind.value)) bad(bind, "expected none, numa, gpu or cores");
+    options.cpu_bind = bind.value;
   }
   if (const Given restarts = get(arguments, "--max-restarts")) {
     options.max_restarts = integer(restarts, 0, 1000000, "expected a number, 0 or more");

@@ -19,6 +19,7 @@
 #include "cli/host_probe.hpp"
 #include "cli/run_arguments.hpp"
 #include "core/fd.hpp"
+#include "core/gpus/gpus.hpp"
 #include "core/strings.hpp"
 #include "launch/node_plan.hpp"
 
@@ -27,9 +28,18 @@ namespace {
 
 using detail::cat;
 
+// -n gpu: the GPUs this process may use (sysfs, CUDA_VISIBLE_DEVICES,
+// Slurm's); where sysfs shows none (a container without it), what the
+// environment says.
 int gpu_count() {
-  const int visible = detail::visible_gpus(process_environment());
-  return visible >= 0 ? visible : static_cast<int>(probe_gpus().devices.size());
+  const Environment env = process_environment();
+  detail::GpuSources sources = detail::gpu_sources(env);
+  sources.nvml = "none";  // sysfs suffices to count, and costs no driver start
+  const detail::GpuInventory inventory = detail::discover_gpus(sources);
+  if (!inventory.gpus.empty()) {
+    return static_cast<int>(detail::visible_gpus(inventory, env).gpus.size());
+  }
+  return std::max(0, detail::gpus_in_environment(env));
 }
 
 // This process's own command line, to run it again under srun.

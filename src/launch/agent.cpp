@@ -34,6 +34,7 @@
 #include "launch/job_files.hpp"
 #include "launch/launcher_variables.hpp"
 #include "launch/lifecycle.hpp"
+#include "launch/node_devices.hpp"
 #include "launch/node_group.hpp"
 #include "launch/node_plan.hpp"
 #include "launch/orphans.hpp"
@@ -87,6 +88,14 @@ Agent::Agent(const RunOptions& options, AgentRole role, detail::AgentPlan plan)
   if (options_.nproc_per_node < 1) {
     throw InvalidArgument(
         cat("cohort run: --nproc-per-node ", options_.nproc_per_node, " must be at least 1"));
+  }
+  if (!detail::parse_cpu_bind(options_.cpu_bind)) {
+    throw InvalidArgument(cat("cohort run: --cpu-bind '", options_.cpu_bind,
+                              "': expected none, numa, gpu or cores"));
+  }
+  if (options_.gpus_per_proc < 0) {
+    throw InvalidArgument(cat("cohort run: --gpus-per-proc ", options_.gpus_per_proc,
+                              " must be 0 or more"));
   }
   if (options_.signals.empty()) options_.signals = {"TERM", "INT", "HUP", "QUIT", "USR1", "USR2"};
   for (const std::string& name : options_.signals) {
@@ -197,6 +206,21 @@ int Agent::run_job() {
   const detail::WorkerPlace& first = placement_.layout.mine.front();
   threads_ = detail::thread_budget(env, detail::probe_cpu_facts(), options_.nproc_per_node,
                                    first.local_world_size);
+  const detail::CpuBind bind = *detail::parse_cpu_bind(options_.cpu_bind);
+  if (detail::placement_asked(options_.gpus_per_proc, bind)) {
+    // Before any worker starts: a node that cannot meet the request stops
+    // the job for everyone at once.
+    try {
+      devices_ = detail::node_devices(
+                     env, {first.local_world_size, options_.gpus_per_proc, bind, {}}, false)
+                     .workers;
+    } catch (const InvalidArgument& error) {
+      if (!multi_node()) throw;
+      print(cat(error.what(), " (on ", host_, ")\n"));
+      act(lifecycle_->program_unrunnable(2, cat(error.what(), " (on ", host_, ")")));
+      return finish_node();
+    }
+  }
   guardian_ = std::make_unique<detail::Guardian>();
   const SubreaperScope subreaper;
 

@@ -24,6 +24,7 @@
 #include "launch/agent_role.hpp"
 #include "launch/console.hpp"
 #include "launch/event_loop.hpp"
+#include "launch/gpu_placement.hpp"
 #include "launch/guardian.hpp"
 #include "launch/job_files.hpp"
 #include "launch/lifecycle.hpp"
@@ -163,6 +164,7 @@ class Agent {
   std::unique_ptr<Lifecycle> lifecycle_;  ///< what this attempt's events mean
   std::vector<std::string> attempts_;     ///< why each earlier attempt stopped
   int master_port_ = 0;                   ///< the workers' MASTER_PORT
+  std::vector<WorkerDevices> devices_;  ///< by local rank (--gpus-per-proc, --cpu-bind); or none
   std::unique_ptr<JobFiles> files_;
   ThreadBudget threads_;
   std::unique_ptr<Guardian> guardian_;

@@ -10,6 +10,7 @@
 
 #include <cohort/errors.hpp>
 
+#include "core/cpus.hpp"
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 #include "launch/agent.hpp"
@@ -82,6 +83,17 @@ void Agent::spawn_all(int attempt) {
     identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
     identity.omp_threads = threads_.threads;
     identity.socket_interface = interface;
+    const std::vector<int>* cpus = nullptr;
+    if (!devices_.empty()) {
+      const WorkerDevices& devices = devices_.at(static_cast<std::size_t>(place.local_rank));
+      identity.cuda_visible_devices = devices.cuda_visible_devices;
+      identity.cpus = format_cpu_list(devices.cpus);
+      if (!devices.cpus.empty()) {
+        cpus = &devices.cpus;
+        identity.omp_threads =
+            std::min(identity.omp_threads, static_cast<int>(devices.cpus.size()));
+      }
+    }
 
     Fd write_ends[2];
     for (int stream = 0; stream < 2; ++stream) {
@@ -124,11 +136,14 @@ void Agent::spawn_all(int attempt) {
       detail::describe_worker_to_launchers(env, place, placement_.layout);
     }
     // The worker announces its group to the guardian itself (see spawn_worker).
-    const pid_t pid = role_.entry ? detail::spawn_function(role_.entry, env, write_ends[0].get(),
-                                                           write_ends[1].get(), guardian_.get())
-                                  : detail::spawn_worker(detail::worker_argv(options_, local), env,
-                                                         write_ends[0].get(), write_ends[1].get(),
-                                                         -1, guardian_.get());
+    const std::vector<int> no_binding;
+    const std::vector<int>& bound = cpus != nullptr ? *cpus : no_binding;
+    const pid_t pid =
+        role_.entry ? detail::spawn_function(role_.entry, env, write_ends[0].get(),
+                                             write_ends[1].get(), guardian_.get(), bound)
+                    : detail::spawn_worker(detail::worker_argv(options_, local), env,
+                                           write_ends[0].get(), write_ends[1].get(), -1,
+                                           guardian_.get(), bound);
     worker.started = Timeline::Clock::now();
     processes_->add(pid);  // index `local`, as in workers_
   }

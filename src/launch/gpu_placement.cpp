@@ -48,8 +48,10 @@ std::vector<int> near(const GpuInventory& inventory, const Gpu& gpu, CpuBind bin
   }
   std::vector<int> usable = within(cpus, allowed);
   if (usable.empty()) {
-    throw InvalidArgument(cat("cohort run: --cpu-bind ", to_string(bind), ": ", why, " are ",
-                              format_cpu_list(cpus), ", none of them among this process's CPUs (",
+    throw InvalidArgument(cat("cohort run: --cpu-bind ", to_string(bind), ": none of the CPUs ",
+                              bind == CpuBind::numa ? "of " : "near ", gpu_name(gpu),
+                              bind == CpuBind::numa ? cat("'s NUMA node ", gpu.numa_node) : "",
+                              " (", format_cpu_list(cpus), ") is among this process's CPUs (",
                               format_cpu_list(allowed),
                               "; the launcher's binding, taskset or the cgroup): use --cpu-bind "
                               "cores or none, or bind the task near its GPU"));
@@ -77,13 +79,14 @@ std::vector<WorkerDevices> place_workers(const GpuInventory& inventory,
   const int per_proc = request.gpus_per_proc;
   const int allowed_gpus = static_cast<int>(visible.gpus.size());
   if (per_proc > 0 && workers * per_proc > allowed_gpus) {
-    throw InvalidArgument(
-        cat("cohort run: ", workers, " workers with --gpus-per-proc ", per_proc, " need ",
-            workers * per_proc, " GPUs on this node, but it allows ", allowed_gpus, " (",
-            visible.source, inventory.gpus.empty() ? cat("; ", inventory.absent) : std::string(),
-            "): start at most ", allowed_gpus / per_proc,
-            " workers here, or ask the launcher for more GPUs (srun --gpus-per-node, "
-            "CUDA_VISIBLE_DEVICES)"));
+    throw InvalidArgument(cat("cohort run: ", workers, " workers with --gpus-per-proc ", per_proc,
+                              " need ", workers * per_proc, " GPUs on this node, but it allows ",
+                              allowed_gpus, " (", visible.source,
+                              inventory.gpus.empty() ? cat("; ", inventory.absent) : std::string(),
+                              "): start at most ", allowed_gpus / per_proc,
+                              allowed_gpus / per_proc == 1 ? " worker" : " workers",
+                              " here, or ask the launcher for more GPUs (srun --gpus-per-node, "
+                              "CUDA_VISIBLE_DEVICES)"));
   }
   std::vector<WorkerDevices> out(static_cast<std::size_t>(workers));
   for (int local = 0; local < workers; ++local) {

@@ -98,7 +98,7 @@ void check_geometry(const RunOptions& options, const LaunchInfo& outer, const En
                 : std::string(),
             ". ", working_forms(outer, nproc)));
   }
-  const int gpus = visible_gpus(env);
+  const int gpus = gpus_in_environment(env);
   if (auto request = gpu_request(env); request && gpus >= 0 && nproc > gpus) {
     throw InvalidArgument(cat("cohort run: -n ", nproc, " workers but Slurm gave this node ", gpus,
                               " GPU", gpus == 1 ? "" : "s", " (", *request,
@@ -206,7 +206,7 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
 
 }  // namespace
 
-int visible_gpus(const Environment& env) {
+int gpus_in_environment(const Environment& env) {
   if (auto visible = env.find("CUDA_VISIBLE_DEVICES"); visible != env.end()) {
     int count = 0;
     std::size_t start = 0;

@@ -49,7 +49,7 @@ AgentPlan plan_agent(const RunOptions& options, const AgentRole& role, const Lau
 
 /// GPUs this node may use, when the environment says: CUDA_VISIBLE_DEVICES,
 /// else SLURM_GPUS_ON_NODE; -1 when unknown.
-int visible_gpus(const Environment& env);
+int gpus_in_environment(const Environment& env);
 
 /// Inside a Slurm allocation of several nodes but outside a job step (an
 /// sbatch script, an salloc shell): the srun command line that runs

@@ -23,6 +23,8 @@ void for_each_field(Plan& plan, Visit&& field) {
   field("master_addr", o.master_addr);
   field("master_port", o.master_port);
   field("agent_store", o.agent_store);
+  field("gpus_per_proc", o.gpus_per_proc);
+  field("cpu_bind", o.cpu_bind);
   field("max_restarts", o.max_restarts);
   field("grace", o.grace);
   field("timeout", o.timeout);
@@ -62,7 +64,7 @@ void for_each_field(Plan& plan, Visit&& field) {
   field("node_hosts", role.node_hosts);
   field("stop_on_stdin_eof", role.stop_on_stdin_eof);
 }
-constexpr std::size_t kOptionsCarried = 39;
+constexpr std::size_t kOptionsCarried = 41;
 constexpr std::size_t kRoleCarried = 3;
 constexpr std::size_t kRoleNotCarried = 1;  // entry
 

@@ -1,5 +1,7 @@
 #include "launch/spawn.hpp"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -31,9 +34,42 @@ void write_error(const char* what, const char* detail) {
 
 namespace {
 
+// A CPU set for sched_setaffinity, made before fork (the child may not
+// allocate); empty `cpus`: none.
+class CpuMask {
+ public:
+  explicit CpuMask(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    const int count = *std::max_element(cpus.begin(), cpus.end()) + 1;
+    set_ = CPU_ALLOC(count);
+    size_ = CPU_ALLOC_SIZE(count);
+    if (set_ == nullptr) throw Error("cohort run: out of memory for a CPU mask");
+    CPU_ZERO_S(size_, set_);
+    for (int cpu : cpus)
+      CPU_SET_S(cpu, size_, set_);
+  }
+  ~CpuMask() {
+    if (set_ != nullptr) CPU_FREE(set_);
+  }
+  CpuMask(const CpuMask&) = delete;
+  CpuMask& operator=(const CpuMask&) = delete;
+  // In the child: async-signal-safe.
+  void apply() const {
+    if (set_ != nullptr && sched_setaffinity(0, size_, set_) != 0) {
+      write_error("sched_setaffinity (--cpu-bind)", std::strerror(errno));
+    }
+  }
+
+ private:
+  cpu_set_t* set_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // Fork with the worker's process group, parent-death signal, standard
-// streams and default signals; returns 0 in the worker, its pid in the parent.
-pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd, Guardian* guardian) {
+// streams, default signals and CPUs; returns 0 in the worker, its pid in
+// the parent.
+pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd, Guardian* guardian,
+                  const CpuMask& cpus) {
   Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   const pid_t parent = getpid();
   const pid_t pid = fork();
@@ -63,6 +99,7 @@ pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd, Guardian* guardian
   for (int signal = 1; signal < NSIG; ++signal) {
     if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
   }
+  cpus.apply();
   return 0;
 }
 
@@ -90,8 +127,9 @@ void close_what_exec_would_close() {
 }  // namespace
 
 pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,
-                     int stderr_fd, Guardian* guardian) {
-  const pid_t pid = fork_worker(stdout_fd, stderr_fd, -1, guardian);
+                     int stderr_fd, Guardian* guardian, const std::vector<int>& cpus) {
+  const CpuMask mask(cpus);
+  const pid_t pid = fork_worker(stdout_fd, stderr_fd, -1, guardian, mask);
   if (pid > 0) return pid;
   // The worker: a copy of this process, with only the forking thread.
   close_what_exec_would_close();
@@ -112,7 +150,7 @@ pid_t spawn_function(const std::function<int()>& entry, const Environment& env, 
 }
 
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
-                   int stderr_fd, int stdin_fd, Guardian* guardian) {
+                   int stderr_fd, int stdin_fd, Guardian* guardian, const std::vector<int>& cpus) {
   // Everything the child needs is built before fork: it may not allocate.
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
@@ -129,7 +167,8 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env,
   for (std::string& arg : args)
     c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
-  const pid_t pid = fork_worker(stdout_fd, stderr_fd, stdin_fd, guardian);
+  const CpuMask mask(cpus);
+  const pid_t pid = fork_worker(stdout_fd, stderr_fd, stdin_fd, guardian, mask);
   if (pid > 0) return pid;
   execvpe(c_argv[0], c_argv.data(), c_env.data());
   write_error(c_argv[0], std::strerror(errno));

@@ -22,18 +22,21 @@ class Guardian;
 /// agent. With a `guardian`, the worker tells it its group itself, before it
 /// runs anything: a worker that starts children and is seen running by
 /// someone who then SIGKILLs the agent is always in the guardian's list.
-/// When exec fails the worker writes why to its stderr and exits 127.
-/// Returns the pid; throws cohort::Error when fork fails.
+/// With `cpus`, the worker runs on those CPUs only (--cpu-bind), as it
+/// starts. When exec fails the worker writes why to its stderr and exits
+/// 127. Returns the pid; throws cohort::Error when fork fails.
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
-                   int stderr_fd, int stdin_fd = -1, Guardian* guardian = nullptr);
+                   int stderr_fd, int stdin_fd = -1, Guardian* guardian = nullptr,
+                   const std::vector<int>& cpus = {});
 
 /// The same with a function instead of a program (cohort::spawn): the worker
 /// is a fork of this process that closes every close-on-exec descriptor (as
 /// exec would: cohort's own, so that none outlives the agent in a worker),
 /// sets `env` as its environment, runs
 /// `entry` and exits with what it returns (1 when it throws, after printing
-/// what() on stderr). `guardian` as for spawn_worker.
+/// what() on stderr). `guardian` and `cpus` as for spawn_worker.
 pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,
-                     int stderr_fd, Guardian* guardian = nullptr);
+                     int stderr_fd, Guardian* guardian = nullptr,
+                     const std::vector<int>& cpus = {});
 
 }  // namespace cohort::detail

@@ -66,6 +66,15 @@ Environment worker_environment(const Environment& base, const WorkerIdentity& wo
   if (env.count("OMP_NUM_THREADS") == 0 && worker.omp_threads > 0) {
     put("OMP_NUM_THREADS", worker.omp_threads);
   }
+  if (!worker.cuda_visible_devices.empty()) {
+    put("CUDA_VISIBLE_DEVICES", worker.cuda_visible_devices);
+    if (env.count("CUDA_DEVICE_ORDER") == 0) put("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  }
+  if (!worker.cpus.empty()) {
+    put("COHORT_CPUS", worker.cpus);
+  } else {
+    env.erase("COHORT_CPUS");  // an outer cohort run's binding is not this worker's
+  }
   // Without them gloo, NCCL and TensorPipe each guess from the host name,
   // and fall back to loopback when it does not resolve to a local address:
   // across nodes, a hang or "connection refused". A user's own value wins.

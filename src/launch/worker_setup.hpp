@@ -35,6 +35,12 @@ struct WorkerIdentity {
   /// cohort uses to reach MASTER_ADDR): GLOO_SOCKET_IFNAME,
   /// NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME, each when unset; "" leaves them.
   std::string socket_interface;
+  /// CUDA_VISIBLE_DEVICES of its own (--gpus-per-proc), with
+  /// CUDA_DEVICE_ORDER=PCI_BUS_ID when unset, so that indices mean what
+  /// nvidia-smi and cohort env show; "" leaves both.
+  std::string cuda_visible_devices;
+  /// The CPUs it is bound to (--cpu-bind), as COHORT_CPUS; "" for none.
+  std::string cpus;
 };
 
 /// PROGRAM ARGS: `python PROGRAM ARGS` for a .py program (or with

@@ -116,6 +116,88 @@ TEST(CliEnv, JsonForTheSlurmExample) {
   EXPECT_TRUE(json["route_to_master"].contains("error"));
 }
 
+// A node of 8 GPUs on 2 NUMA nodes (tests/data/gpu/), 4 of them allowed:
+// cohort env names the 4, where each sits, and what each local rank gets.
+TEST(CliEnv, TheGpusThisProcessMayUseAndEachLocalRanksShare) {
+  const std::string fixture = std::string(COHORT_SOURCE_DIR) + "/tests/data/gpu/dgx-h100-x8";
+  const Environment env{{"COHORT_SYSFS_ROOT", fixture},
+                        {"COHORT_NVML_LIBRARY", "none"},
+                        {"CUDA_VISIBLE_DEVICES", "2,3,6,7"}};
+  ProcessResult result = cohort_cli({"env", "--json"}, env);
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  auto gpus = nlohmann::json::parse(result.out)["gpus"];
+  ASSERT_EQ(gpus["devices"].size(), 8u) << gpus;
+  EXPECT_EQ(gpus["usable"], 4);
+  EXPECT_EQ(gpus["visible_by"], "CUDA_VISIBLE_DEVICES=2,3,6,7");
+  EXPECT_EQ(gpus["devices"][6]["bus_id"], "0000:d1:00.0");
+  EXPECT_EQ(gpus["devices"][6]["numa_node"], 1);
+  EXPECT_EQ(gpus["devices"][6]["cuda_ordinal"], 2);
+  EXPECT_TRUE(gpus["devices"][0]["cuda_ordinal"].is_null());
+  EXPECT_EQ(gpus["numa_nodes"]["1"], "56-111,168-223");
+  const auto& ranks = gpus["placement"]["local_ranks"];
+  ASSERT_EQ(ranks.size(), 4u) << gpus;
+  EXPECT_EQ(ranks[2]["gpus"], "6");
+  EXPECT_EQ(ranks[2]["cuda_visible_devices"], "");  // as torchrun: set_device(LOCAL_RANK)
+  // Two workers with two GPUs each, each on a fair share of this process's CPUs.
+  result =
+      cohort_cli({"env", "--json", "-n", "2", "--gpus-per-proc", "2", "--cpu-bind", "cores"}, env);
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  gpus = nlohmann::json::parse(result.out)["gpus"];
+  EXPECT_EQ(gpus["placement"]["local_ranks"][1]["cuda_visible_devices"], "6,7") << gpus;
+  EXPECT_FALSE(gpus["placement"]["local_ranks"][1]["cpus"].get<std::string>().empty()) << gpus;
+  // The text form says the same.
+  result = cohort_cli({"env"}, env);
+  EXPECT_NE(result.out.find("usable                 4                      "
+                            "(CUDA_VISIBLE_DEVICES=2,3,6,7)"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("local rank 3           gpu 7"), std::string::npos) << result.out;
+}
+
+// cohort run applies what cohort env shows, and refuses, before anything
+// starts, what the node cannot give.
+TEST(CliRun, EachWorkerGetsItsOwnGpusAndTheNodeMustHaveThem) {
+  const std::string fixture = std::string(COHORT_SOURCE_DIR) + "/tests/data/gpu/dgx-h100-x8";
+  Environment env{{"COHORT_SYSFS_ROOT", fixture}, {"CUDA_VISIBLE_DEVICES", "2,3,6,7"}};
+  ProcessResult result =
+      cohort_cli({"run", "-n", "2", "--gpus-per-proc", "2", "--cpu-bind", "cores", "--", "sh", "-c",
+                  "echo $LOCAL_RANK $CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER $COHORT_CPUS "
+                  "$(grep Cpus_allowed_list /proc/self/status | cut -f2)"},
+                 env);
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  std::vector<std::string> lines;
+  for (std::size_t start = 0; start < result.out.size();) {
+    const std::size_t end = result.out.find('\n', start);
+    lines.push_back(result.out.substr(start, end - start));
+    start = end + 1;
+  }
+  std::sort(lines.begin(), lines.end());
+  ASSERT_EQ(lines.size(), 2u) << result.out;
+  EXPECT_EQ(lines[0].rfind("[0] 0 2,3 PCI_BUS_ID ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("[1] 1 6,7 PCI_BUS_ID ", 0), 0u) << lines[1];
+  // The CPUs it was given are the ones it runs on.
+  for (const std::string& line : lines) {
+    const std::vector<std::string> words = [&line] {
+      std::vector<std::string> out;
+      std::size_t start = 0;
+      for (std::size_t space; (space = line.find(' ', start)) != std::string::npos;
+           start = space + 1)
+        out.push_back(line.substr(start, space - start));
+      out.push_back(line.substr(start));
+      return out;
+    }();
+    ASSERT_EQ(words.size(), 6u) << line;
+    EXPECT_EQ(words[4], words[5]) << line;
+  }
+  env["CUDA_VISIBLE_DEVICES"] = "2";
+  result = cohort_cli({"run", "-n", "2", "--gpus-per-proc", "1", "--", "true"}, env);
+  expect_one_line_error(result, 2);
+  EXPECT_NE(result.err.find("2 workers with --gpus-per-proc 1 need 2 GPUs on this node, but it "
+                            "allows 1 (CUDA_VISIBLE_DEVICES=2)"),
+            std::string::npos)
+      << result.err;
+}
+
 TEST(CliEnv, JsonUnderOpenMpiInsideSlurm) {
   Environment env = test::slurm_step_example();
   env.merge(test::openmpi_rank2_of4());

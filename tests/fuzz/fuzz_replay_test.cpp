@@ -97,6 +97,11 @@ TEST(FuzzReplay, Timeline) {
                     "[{\"ph\":\"i\",\"ts\":\"x\"},3,null]", "{\"traceEvents\":[]}", "[[]]"});
 }
 
+TEST(FuzzReplay, GpuLists) {
+  replay(gpu_lists,
+         {"0-55,112-167\n2,3,6,7", "0,2-3\nGPU-5,1,9", "\n0-7", "65535\n1,1", "3-1\n-1"});
+}
+
 TEST(FuzzReplay, ExchangeTable) {
   // A count byte, then the table: 2 values "ab" and ""; 3 values of which
   // two are the same; a length past the end; a count that does not match.

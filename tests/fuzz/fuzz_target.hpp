@@ -24,6 +24,7 @@ int hostlist(const std::uint8_t* data, std::size_t size);
 int hostfile(const std::uint8_t* data, std::size_t size);
 int run_plan(const std::uint8_t* data, std::size_t size);
 int timeline(const std::uint8_t* data, std::size_t size);
+int gpu_lists(const std::uint8_t* data, std::size_t size);
 int launch_env(const std::uint8_t* data, std::size_t size);
 int pmi_reply(const std::uint8_t* data, std::size_t size);
 int store_server(const std::uint8_t* data, std::size_t size);

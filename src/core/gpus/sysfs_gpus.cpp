@@ -80,8 +80,15 @@ GpuInventory discover_gpus(const GpuSources& sources) {
   }
   std::sort(devices.begin(), devices.end());
   const fs::path driver = root / "proc/driver/nvidia";
+  // "NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." -> "550.54.15"
   const std::string version = field(driver / "version", "NVRM version:");
-  if (!version.empty()) inventory.driver = version;
+  const std::size_t module = version.find("Kernel Module");
+  if (module != std::string::npos) {
+    const std::size_t start = version.find_first_not_of(' ', module + 13);
+    inventory.driver = version.substr(start, version.find(' ', start) - start);
+  } else {
+    inventory.driver = version;
+  }
   for (const fs::path& device : devices) {
     Gpu gpu;
     gpu.index = static_cast<int>(inventory.gpus.size());

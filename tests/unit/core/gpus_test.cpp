@@ -42,7 +42,7 @@ TEST(DiscoverGpus, EightGpusOnTwoNumaNodesFromSysfsAlone) {
   const GpuInventory dgx = node("dgx-h100-x8", false);
   ASSERT_EQ(dgx.gpus.size(), 8u);
   EXPECT_EQ(dgx.source, "sysfs and /proc/driver/nvidia");
-  EXPECT_NE(dgx.driver.find("550.54.15"), std::string::npos);
+  EXPECT_EQ(dgx.driver, "550.54.15");
   EXPECT_EQ(dgx.gpus[2].index, 2);
   EXPECT_EQ(dgx.gpus[2].bus_id, "0000:52:00.0");
   EXPECT_EQ(dgx.gpus[2].name, "NVIDIA H100 80GB HBM3");

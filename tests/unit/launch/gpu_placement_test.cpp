@@ -82,7 +82,7 @@ TEST(GpuPlacement, MoreGpusThanTheNodeAllowsIsOneClearError) {
                       "(every GPU of the node)"),
             std::string::npos)
       << said;
-  EXPECT_NE(said.find("start at most 1 workers here"), std::string::npos) << said;
+  EXPECT_NE(said.find("start at most 1 worker here"), std::string::npos) << said;
   const GpuInventory none = inventory(0, false);
   EXPECT_NE(what_it_throws(none, all(none), {1, 1, CpuBind::none, {}}).find("allows 0"),
             std::string::npos);
@@ -102,7 +102,10 @@ TEST(GpuPlacement, NumaBindingFollowsEachWorkersGpuWithinTheAllowedCpus) {
   EXPECT_EQ(format_cpu_list(narrowed[3].cpus), "8-11");
   // ... and a binding that leaves it no CPU near its GPU is refused.
   const std::string said = what_it_throws(eight, some, {4, 0, CpuBind::numa, cpus("0-3")});
-  EXPECT_NE(said.find("none of them among this process's CPUs (0-3"), std::string::npos) << said;
+  EXPECT_NE(said.find("none of the CPUs of GPU 6 (0000:16:00.0)'s NUMA node 1 (8-15) is among "
+                      "this process's CPUs (0-3"),
+            std::string::npos)
+      << said;
 }
 
 TEST(GpuPlacement, AGpuWithoutANumaNodeOrAWorkerWithoutAGpuCannotBeBoundNearIt) {

@@ -24,6 +24,8 @@ RunPlan every_field_set() {
   o.master_addr = "10.1.2.3";
   o.master_port = 29511;
   o.agent_store = false;
+  o.gpus_per_proc = 2;
+  o.cpu_bind = "numa";
   o.max_restarts = 3;
   o.grace = std::chrono::milliseconds(1234);
   o.timeout = std::chrono::milliseconds(3000);
@@ -72,6 +74,8 @@ void expect_same(const RunPlan& plan_a, const RunPlan& plan_b) {
   EXPECT_EQ(a.master_addr, b.master_addr);
   EXPECT_EQ(a.master_port, b.master_port);
   EXPECT_EQ(a.agent_store, b.agent_store);
+  EXPECT_EQ(a.gpus_per_proc, b.gpus_per_proc);
+  EXPECT_EQ(a.cpu_bind, b.cpu_bind);
   EXPECT_EQ(a.max_restarts, b.max_restarts);
   EXPECT_EQ(a.grace, b.grace);
   EXPECT_EQ(a.timeout, b.timeout);
