@@ -33,6 +33,7 @@
 #include "launch/guardian.hpp"
 #include "launch/job_files.hpp"
 #include "launch/launcher_variables.hpp"
+#include "launch/gpu_failures.hpp"
 #include "launch/lifecycle.hpp"
 #include "launch/node_devices.hpp"
 #include "launch/node_group.hpp"
@@ -89,6 +90,7 @@ Agent::Agent(const RunOptions& options, AgentRole role, detail::AgentPlan plan)
     throw InvalidArgument(
         cat("cohort run: --nproc-per-node ", options_.nproc_per_node, " must be at least 1"));
   }
+  started_usec_ = detail::kernel_log_now();
   if (!detail::parse_cpu_bind(options_.cpu_bind)) {
     throw InvalidArgument(cat("cohort run: --cpu-bind '", options_.cpu_bind,
                               "': expected none, numa, gpu or cores"));

@@ -149,6 +149,8 @@ class Agent {
   // job stops, until the others had time to stop (they may be gone).
   void await_other_nodes();
   ReportInput report_input(int attempt, bool restarting) const;
+  std::vector<std::string> gpu_lines(const std::vector<std::string>& stderr_tail, int local_rank,
+                                     int local_workers) const;
   int exit_code() const;
 
   RunOptions options_;
@@ -164,6 +166,7 @@ class Agent {
   std::unique_ptr<Lifecycle> lifecycle_;  ///< what this attempt's events mean
   std::vector<std::string> attempts_;     ///< why each earlier attempt stopped
   int master_port_ = 0;                   ///< the workers' MASTER_PORT
+  std::int64_t started_usec_ = 0;  ///< on the kernel log's clock: the job's window begins
   std::vector<WorkerDevices> devices_;  ///< by local rank (--gpus-per-proc, --cpu-bind); or none
   std::unique_ptr<JobFiles> files_;
   ThreadBudget threads_;

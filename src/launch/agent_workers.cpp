@@ -17,6 +17,7 @@
 #include "launch/console.hpp"
 #include "launch/error_file.hpp"
 #include "launch/exit_status.hpp"
+#include "launch/gpu_failures.hpp"
 #include "launch/launcher_variables.hpp"
 #include "launch/program_check.hpp"
 #include "launch/spawn.hpp"
@@ -48,6 +49,31 @@ std::string workers_interface(const Environment& env, const std::string& local_a
 }
 
 }  // namespace
+
+// Read only when a worker failed, and only on a node with GPUs: sysfs for
+// which GPU it used, the kernel's log for what the driver said meanwhile.
+std::vector<std::string> Agent::gpu_lines(const std::vector<std::string>& stderr_tail,
+                                          int local_rank, int local_workers) const {
+  const Environment env = process_environment();
+  GpuSources sources = gpu_sources(env);
+  sources.nvml = "none";
+  const GpuInventory inventory = discover_gpus(sources);
+  if (inventory.gpus.empty()) return {};
+  std::vector<int> used;
+  if (!devices_.empty()) {
+    used = devices_.at(static_cast<std::size_t>(local_rank)).gpus;
+  } else {
+    try {  // as set_device(LOCAL_RANK) would have it
+      used = place_workers(inventory, visible_gpus(inventory, env),
+                           {local_workers, 0, CpuBind::none, {}})
+                 .at(static_cast<std::size_t>(local_rank))
+                 .gpus;
+    } catch (const std::exception&) {
+    }
+  }
+  return gpu_failure_lines(stderr_tail, parse_kmsg(read_kernel_log(sources.root)), started_usec_,
+                           inventory, used);
+}
 
 void Agent::spawn_all(int attempt) {
   const auto [master_addr, master_port] = master_of();
@@ -200,8 +226,11 @@ detail::ReportInput Agent::report_input(int attempt, bool restarting) const {
     input.open_files_limit = static_cast<long>(files.rlim_cur);
   if (!role_.entry && detail::runs_with_python(options_)) input.interpreter = options_.python;
   if (first_failure >= 0) {
-    input.recorded = detail::read_error_file(
-        workers_[static_cast<std::size_t>(first_failure)].error_file, kRecordedFrames);
+    const Worker& failed = workers_[static_cast<std::size_t>(first_failure)];
+    input.recorded = detail::read_error_file(failed.error_file, kRecordedFrames);
+    const auto& tail = failed.streams[1]->tail();
+    input.gpu_lines = gpu_lines(std::vector<std::string>(tail.begin(), tail.end()),
+                                failed.local_rank, placement_.layout.mine.front().local_world_size);
   }
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = workers_[i];

@@ -98,6 +98,8 @@ std::string failure_report(const ReportInput& input) {
       for (const std::string& text : failed.stderr_tail)
         line("    | " + text);
     }
+    for (const std::string& gpu : input.gpu_lines)
+      row("gpu", gpu);
     const bool in_use = says(failed.stderr_tail, "Address already in use") ||
                         says(failed.stderr_tail, "EADDRINUSE");
     // MASTER_PORT is rank 0's to listen on: a rank that names it, or rank 0.

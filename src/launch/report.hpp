@@ -54,6 +54,9 @@ struct ReportInput {
   /// What the first failed worker wrote to its TORCHELASTIC_ERROR_FILE (@record):
   /// quoted instead of its stderr lines.
   std::optional<RecordedError> recorded;
+  /// What is known of the first failed worker's GPUs: its CUDA error, the
+  /// driver's kernel-log lines during the job (gpu_failures.hpp).
+  std::vector<std::string> gpu_lines;
 };
 
 /// The report, several lines, each ending in '\n'.

@@ -2,10 +2,13 @@
 // 2 usage) and one-line error messages.
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cohort/config.hpp>
@@ -196,6 +199,42 @@ TEST(CliRun, EachWorkerGetsItsOwnGpusAndTheNodeMustHaveThem) {
                             "allows 1 (CUDA_VISIBLE_DEVICES=2)"),
             std::string::npos)
       << result.err;
+}
+
+// A worker that dies of a CUDA error on a node whose driver logged an Xid
+// meanwhile: the report names both, with the GPU's index and bus id. The
+// node is the recorded one-H100 tree, with a kernel log written here.
+TEST(CliRun, TheReportNamesTheGpuOfACudaErrorAndTheDriversXid) {
+  const std::string fixture = std::string(COHORT_SOURCE_DIR) + "/tests/data/gpu/h100-x1";
+  char dir_template[] = "/tmp/cohort-gpu-root.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string root = dir_template;
+  ASSERT_EQ(::symlink((fixture + "/sys").c_str(), (root + "/sys").c_str()), 0);
+  ASSERT_EQ(::symlink((fixture + "/proc").c_str(), (root + "/proc").c_str()), 0);
+  ASSERT_EQ(::mkdir((root + "/dev").c_str(), 0700), 0);
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const long long later = (static_cast<long long>(now.tv_sec) + 5) * 1000000;  // in the job
+  std::ofstream(root + "/dev/kmsg")
+      << "4,10,1000,-;NVRM: Xid (PCI:0000:17:00): 13, before the job\n"
+      << "4,11," << later
+      << ",-;NVRM: Xid (PCI:0000:17:00): 79, pid=77, name=python3, GPU has fallen off the bus.\n";
+  const ProcessResult result =
+      cohort_cli({"run", "--", "sh", "-c",
+                  "echo 'RuntimeError: CUDA error: unspecified launch failure' >&2; exit 1"},
+                 {{"COHORT_SYSFS_ROOT", root}});
+  EXPECT_EQ(result.exit_code, 1) << test::describe(result);
+  EXPECT_NE(result.err.find("  gpu           CUDA error on GPU 0 (0000:17:00.0): RuntimeError: "
+                            "CUDA error: unspecified launch failure\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("  gpu           kernel log, GPU 0 (0000:17:00.0): NVRM: Xid "
+                            "(PCI:0000:17:00): 79, pid=77, name=python3, GPU has fallen off the "
+                            "bus.\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(result.err.find("before the job"), std::string::npos) << result.err;
+  std::filesystem::remove_all(root);
 }
 
 TEST(CliEnv, JsonUnderOpenMpiInsideSlurm) {
