@@ -246,8 +246,8 @@ int parse_nproc(const Given& given, const HostCounts& host) {
     if (host.gpus > 0) return host.gpus;
     if (given.value == "gpu") {
       bad(given,
-          "no GPU here (no NVIDIA driver loaded, or CUDA_VISIBLE_DEVICES is empty); give a "
-          "number instead");
+          "no GPU here (none in sysfs, or CUDA_VISIBLE_DEVICES or Slurm's allocation allows "
+          "none: `cohort env` shows which); give a number instead");
     }
     return host.cpus;
   }

@@ -133,8 +133,8 @@ std::vector<WorkerDevices> place_workers(const GpuInventory& inventory,
                                     " binds each worker near its GPU, but local rank ", local,
                                     " has none: this node allows ", allowed_gpus, " GPU",
                                     allowed_gpus == 1 ? "" : "s", " (", visible.source, ") for ",
-                                    workers,
-                                    " workers. Use --cpu-bind cores, or start one worker per GPU "
+                                    workers, workers == 1 ? " worker" : " workers",
+                                    ". Use --cpu-bind cores, or start one worker per GPU "
                                     "(-n gpu)"));
         }
         const Gpu& gpu = inventory.gpus[static_cast<std::size_t>(worker.gpus.front())];

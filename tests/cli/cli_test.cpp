@@ -192,6 +192,12 @@ TEST(CliRun, EachWorkerGetsItsOwnGpusAndTheNodeMustHaveThem) {
     ASSERT_EQ(words.size(), 6u) << line;
     EXPECT_EQ(words[4], words[5]) << line;
   }
+  // -n gpu: one worker per GPU this process may use.
+  result =
+      cohort_cli({"run", "-n", "gpu", "--", "sh", "-c", "echo workers=$LOCAL_WORLD_SIZE"}, env);
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_EQ(std::count(result.out.begin(), result.out.end(), '\n'), 4) << result.out;
+  EXPECT_NE(result.out.find("workers=4"), std::string::npos) << result.out;
   env["CUDA_VISIBLE_DEVICES"] = "2";
   result = cohort_cli({"run", "-n", "2", "--gpus-per-proc", "1", "--", "true"}, env);
   expect_one_line_error(result, 2);
