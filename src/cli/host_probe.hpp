@@ -17,7 +17,6 @@ struct CpuInfo {
 };
 CpuInfo probe_cpus();
 
-
 /// OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES (set or not, in that order), then
 /// every variable set in `env` whose name starts with COHORT_, GLOO_ or NCCL_.
 /// Unset variables have an empty second.

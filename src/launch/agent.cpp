@@ -30,10 +30,10 @@
 #include "launch/error_file.hpp"
 #include "launch/event_loop.hpp"
 #include "launch/exit_status.hpp"
+#include "launch/gpu_failures.hpp"
 #include "launch/guardian.hpp"
 #include "launch/job_files.hpp"
 #include "launch/launcher_variables.hpp"
-#include "launch/gpu_failures.hpp"
 #include "launch/lifecycle.hpp"
 #include "launch/node_devices.hpp"
 #include "launch/node_group.hpp"
@@ -92,12 +92,12 @@ Agent::Agent(const RunOptions& options, AgentRole role, detail::AgentPlan plan)
   }
   started_usec_ = detail::kernel_log_now();
   if (!detail::parse_cpu_bind(options_.cpu_bind)) {
-    throw InvalidArgument(cat("cohort run: --cpu-bind '", options_.cpu_bind,
-                              "': expected none, numa, gpu or cores"));
+    throw InvalidArgument(
+        cat("cohort run: --cpu-bind '", options_.cpu_bind, "': expected none, numa, gpu or cores"));
   }
   if (options_.gpus_per_proc < 0) {
-    throw InvalidArgument(cat("cohort run: --gpus-per-proc ", options_.gpus_per_proc,
-                              " must be 0 or more"));
+    throw InvalidArgument(
+        cat("cohort run: --gpus-per-proc ", options_.gpus_per_proc, " must be 0 or more"));
   }
   if (options_.signals.empty()) options_.signals = {"TERM", "INT", "HUP", "QUIT", "USR1", "USR2"};
   for (const std::string& name : options_.signals) {

@@ -166,8 +166,8 @@ class Agent {
   std::unique_ptr<Lifecycle> lifecycle_;  ///< what this attempt's events mean
   std::vector<std::string> attempts_;     ///< why each earlier attempt stopped
   int master_port_ = 0;                   ///< the workers' MASTER_PORT
-  std::int64_t started_usec_ = 0;  ///< on the kernel log's clock: the job's window begins
-  std::vector<WorkerDevices> devices_;  ///< by local rank (--gpus-per-proc, --cpu-bind); or none
+  std::int64_t started_usec_ = 0;         ///< on the kernel log's clock: the job's window begins
+  std::vector<WorkerDevices> devices_;    ///< by local rank (--gpus-per-proc, --cpu-bind); or none
   std::unique_ptr<JobFiles> files_;
   ThreadBudget threads_;
   std::unique_ptr<Guardian> guardian_;

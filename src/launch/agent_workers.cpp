@@ -165,11 +165,11 @@ void Agent::spawn_all(int attempt) {
     const std::vector<int> no_binding;
     const std::vector<int>& bound = cpus != nullptr ? *cpus : no_binding;
     const pid_t pid =
-        role_.entry ? detail::spawn_function(role_.entry, env, write_ends[0].get(),
-                                             write_ends[1].get(), guardian_.get(), bound)
-                    : detail::spawn_worker(detail::worker_argv(options_, local), env,
-                                           write_ends[0].get(), write_ends[1].get(), -1,
-                                           guardian_.get(), bound);
+        role_.entry
+            ? detail::spawn_function(role_.entry, env, write_ends[0].get(), write_ends[1].get(),
+                                     guardian_.get(), bound)
+            : detail::spawn_worker(detail::worker_argv(options_, local), env, write_ends[0].get(),
+                                   write_ends[1].get(), -1, guardian_.get(), bound);
     worker.started = Timeline::Clock::now();
     processes_->add(pid);  // index `local`, as in workers_
   }
