@@ -125,11 +125,11 @@ TEST_F(NodeGroupTest, TheFirstStopAnywhereWinsAndWakesEveryNode) {
 TEST_F(NodeGroupTest, TheRestartBudgetIsTheJobsNotEachNodes) {
   NodeGroupOptions o0 = options(2, 0);
   o0.max_restarts = 1;
-  o0.heartbeat_timeout = milliseconds(500);
+  o0.heartbeat_timeout = milliseconds(1000);
   auto node0 = first(o0);
   NodeGroupOptions o1 = options(2, 1);
   o1.max_restarts = 1;
-  o1.heartbeat_timeout = milliseconds(500);
+  o1.heartbeat_timeout = milliseconds(1000);
   NodeGroup node1(o1);
   join_all({node0.get(), &node1}, {1, 1});
 
@@ -150,7 +150,7 @@ TEST_F(NodeGroupTest, TheRestartBudgetIsTheJobsNotEachNodes) {
   // beating although that restart was the last: node 0 loses no one. (The
   // narrow interleaving in which its heartbeat thread once ended is pinned
   // by heartbeats_test.cpp, on the pure decision.)
-  EXPECT_FALSE(woken(*node0, milliseconds(1500)));
+  EXPECT_FALSE(woken(*node0, milliseconds(2500)));
   EXPECT_FALSE(node0->stop_record());
   EXPECT_FALSE(node1.stop_record());
 
@@ -245,10 +245,10 @@ TEST_F(NodeGroupTest, ANodeWhoseHeartbeatStopsIsLostAndNamed) {
 
 TEST_F(NodeGroupTest, ANodeThatFinishedIsNotLostWhenItGoes) {
   NodeGroupOptions o0 = options(2, 0);
-  o0.heartbeat_timeout = milliseconds(300);
+  o0.heartbeat_timeout = milliseconds(1000);
   auto node0 = first(o0);
   NodeGroupOptions o1 = options(2, 1);
-  o1.heartbeat_timeout = milliseconds(300);
+  o1.heartbeat_timeout = milliseconds(1000);
   auto node1 = std::make_unique<NodeGroup>(o1);
   join_all({node0.get(), node1.get()}, {1, 1});
   node1->finished();
