@@ -87,6 +87,20 @@ class NodeGroupTest : public ::testing::Test {
     return record;
   }
 
+  // Nodes 0 and 1 with heartbeats that stop counting after `heartbeat`,
+  // joined, one worker each.
+  std::pair<std::unique_ptr<NodeGroup>, std::unique_ptr<NodeGroup>> two_joined_nodes(
+      milliseconds heartbeat) {
+    NodeGroupOptions o0 = options(2, 0);
+    o0.heartbeat_timeout = heartbeat;
+    auto node0 = first(o0);
+    NodeGroupOptions o1 = options(2, 1);
+    o1.heartbeat_timeout = heartbeat;
+    auto node1 = std::make_unique<NodeGroup>(o1);
+    join_all({node0.get(), node1.get()}, {1, 1});
+    return {std::move(node0), std::move(node1)};
+  }
+
   int port_ = 0;
 };
 
@@ -223,13 +237,7 @@ TEST_F(NodeGroupTest, ALauncherServingTheStoreForgetsTheWorkersKeysBeforeARestar
 }
 
 TEST_F(NodeGroupTest, ANodeWhoseHeartbeatStopsIsLostAndNamed) {
-  NodeGroupOptions o0 = options(2, 0);
-  o0.heartbeat_timeout = milliseconds(300);
-  auto node0 = first(o0);
-  NodeGroupOptions o1 = options(2, 1);
-  o1.heartbeat_timeout = milliseconds(300);
-  auto node1 = std::make_unique<NodeGroup>(o1);
-  join_all({node0.get(), node1.get()}, {1, 1});
+  auto [node0, node1] = two_joined_nodes(milliseconds(300));
   // Its agent goes away without a word (killed): its beats stop.
   node1.reset();
   ASSERT_TRUE(woken(*node0, milliseconds(5000)));
@@ -244,13 +252,7 @@ TEST_F(NodeGroupTest, ANodeWhoseHeartbeatStopsIsLostAndNamed) {
 }
 
 TEST_F(NodeGroupTest, ANodeThatFinishedIsNotLostWhenItGoes) {
-  NodeGroupOptions o0 = options(2, 0);
-  o0.heartbeat_timeout = milliseconds(1000);
-  auto node0 = first(o0);
-  NodeGroupOptions o1 = options(2, 1);
-  o1.heartbeat_timeout = milliseconds(1000);
-  auto node1 = std::make_unique<NodeGroup>(o1);
-  join_all({node0.get(), node1.get()}, {1, 1});
+  auto [node0, node1] = two_joined_nodes(milliseconds(1000));
   node1->finished();
   node1.reset();
   node0->finished();
