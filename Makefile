@@ -20,7 +20,7 @@ JOBS ?= 2
 # Seconds per fuzz harness: `make fuzz` (a real campaign) and the short run
 # that ends `make test` (and so CI).
 FUZZ_SECONDS ?= 60
-TEST_FUZZ_SECONDS ?= 10
+TEST_FUZZ_SECONDS ?= 6
 SANITIZE ?=
 PREFIX ?= /usr/local
 CMAKE_ARGS ?=

@@ -47,7 +47,6 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.remove_suffix(1);
   if (text.empty()) return std::vector<int>{};
-  std::vector<char> named(kMaxCpus, 0);  // a set of many ranges costs no more than one
   const auto number = [](std::string_view item) -> std::optional<int> {
     int value = 0;
     const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
@@ -57,16 +56,23 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
     }
     return value;
   };
+  std::vector<std::pair<int, int>> ranges;
+  int highest = 0;
   for (const std::string& item : split_at(std::string(text), ',')) {
     const std::size_t dash = item.find('-');
     const auto low = number(std::string_view(item).substr(0, dash));
     const auto high =
         dash == std::string::npos ? low : number(std::string_view(item).substr(dash + 1));
     if (!low || !high || *high < *low) return std::nullopt;
-    std::fill(named.begin() + *low, named.begin() + *high + 1, 1);
+    ranges.emplace_back(*low, *high);
+    highest = std::max(highest, *high);
   }
+  // A set of many ranges costs no more than one: marks, then one pass.
+  std::vector<char> named(static_cast<std::size_t>(highest) + 1, 0);
+  for (const auto& [low, high] : ranges)
+    std::fill(named.begin() + low, named.begin() + high + 1, 1);
   std::vector<int> cpus;
-  for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
+  for (int cpu = 0; cpu <= highest; ++cpu) {
     if (named[static_cast<std::size_t>(cpu)] != 0) cpus.push_back(cpu);
   }
   return cpus;
