@@ -21,7 +21,6 @@
 #include "core/net_interfaces.hpp"
 #include "core/strings.hpp"
 #include "launch/gpu_placement.hpp"
-#include "launch/node_devices.hpp"
 #include "launch/thread_budget.hpp"
 
 namespace cohort::cli {
@@ -76,9 +75,7 @@ Json backend_choice(const LaunchInfo& info, const Environment& env) {
 // The node's GPUs, NUMA nodes and what each local rank would get: one
 // worker per GPU unless -n says otherwise (or the launcher's local size).
 Json gpu_report(const Environment& env, const LaunchInfo& info, const Asked& asked) {
-  detail::NodeDevices node;
-  node.inventory = detail::discover_gpus(detail::gpu_sources(env));
-  node.visible = detail::visible_gpus(node.inventory, env);
+  const detail::NodeGpus node = detail::read_node_gpus(env, true);
   Json gpus = Json::array();
   for (std::size_t i = 0; i < node.inventory.gpus.size(); ++i) {
     const detail::Gpu& gpu = node.inventory.gpus[i];

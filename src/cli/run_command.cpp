@@ -33,12 +33,8 @@ using detail::cat;
 // environment says.
 int gpu_count() {
   const Environment env = process_environment();
-  detail::GpuSources sources = detail::gpu_sources(env);
-  sources.nvml = "none";  // sysfs suffices to count, and costs no driver start
-  const detail::GpuInventory inventory = detail::discover_gpus(sources);
-  if (!inventory.gpus.empty()) {
-    return static_cast<int>(detail::visible_gpus(inventory, env).gpus.size());
-  }
+  const detail::NodeGpus node = detail::read_node_gpus(env, false);
+  if (!node.inventory.gpus.empty()) return static_cast<int>(node.visible.gpus.size());
   return std::max(0, detail::gpus_in_environment(env));
 }
 

@@ -18,16 +18,9 @@ int usable_cpus() noexcept {
 }
 
 std::string affinity_list() {
-  cpu_set_t set;
   std::vector<std::string> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) cpus.push_back(std::to_string(cpu));
-    }
-  } else {
-    for (unsigned cpu = 0; cpu < std::max(1u, std::thread::hardware_concurrency()); ++cpu)
-      cpus.push_back(std::to_string(cpu));
-  }
+  for (int cpu : affinity_cpus())
+    cpus.push_back(std::to_string(cpu));
   return join(cpus, ",");
 }
 

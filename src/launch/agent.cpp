@@ -22,6 +22,7 @@
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
 
+#include "core/cpus.hpp"
 #include "core/fd.hpp"
 #include "core/log.hpp"
 #include "core/socket.hpp"
@@ -35,7 +36,6 @@
 #include "launch/job_files.hpp"
 #include "launch/launcher_variables.hpp"
 #include "launch/lifecycle.hpp"
-#include "launch/node_devices.hpp"
 #include "launch/node_group.hpp"
 #include "launch/node_plan.hpp"
 #include "launch/orphans.hpp"
@@ -209,13 +209,14 @@ int Agent::run_job() {
   threads_ = detail::thread_budget(env, detail::probe_cpu_facts(), options_.nproc_per_node,
                                    first.local_world_size);
   const detail::CpuBind bind = *detail::parse_cpu_bind(options_.cpu_bind);
-  if (detail::placement_asked(options_.gpus_per_proc, bind)) {
+  if (options_.gpus_per_proc > 0 || bind != detail::CpuBind::none) {
     // Before any worker starts: a node that cannot meet the request stops
     // the job for everyone at once.
     try {
-      devices_ = detail::node_devices(
-                     env, {first.local_world_size, options_.gpus_per_proc, bind, {}}, false)
-                     .workers;
+      const detail::NodeGpus node = detail::read_node_gpus(env, false);
+      devices_ = detail::place_workers(
+          node.inventory, node.visible,
+          {first.local_world_size, options_.gpus_per_proc, bind, detail::affinity_cpus()});
     } catch (const InvalidArgument& error) {
       if (!multi_node()) throw;
       print(cat(error.what(), " (on ", host_, ")\n"));

@@ -55,24 +55,21 @@ std::string workers_interface(const Environment& env, const std::string& local_a
 std::vector<std::string> Agent::gpu_lines(const std::vector<std::string>& stderr_tail,
                                           int local_rank, int local_workers) const {
   const Environment env = process_environment();
-  GpuSources sources = gpu_sources(env);
-  sources.nvml = "none";
-  const GpuInventory inventory = discover_gpus(sources);
-  if (inventory.gpus.empty()) return {};
+  const NodeGpus node = read_node_gpus(env, false);
+  if (node.inventory.gpus.empty()) return {};
   std::vector<int> used;
   if (!devices_.empty()) {
     used = devices_.at(static_cast<std::size_t>(local_rank)).gpus;
   } else {
     try {  // as set_device(LOCAL_RANK) would have it
-      used = place_workers(inventory, visible_gpus(inventory, env),
-                           {local_workers, 0, CpuBind::none, {}})
+      used = place_workers(node.inventory, node.visible, {local_workers, 0, CpuBind::none, {}})
                  .at(static_cast<std::size_t>(local_rank))
                  .gpus;
     } catch (const std::exception&) {
     }
   }
-  return gpu_failure_lines(stderr_tail, parse_kmsg(read_kernel_log(sources.root)), started_usec_,
-                           inventory, used);
+  return gpu_failure_lines(stderr_tail, parse_kmsg(read_kernel_log(gpu_sources(env).root)),
+                           started_usec_, node.inventory, used);
 }
 
 void Agent::spawn_all(int attempt) {
@@ -109,15 +106,14 @@ void Agent::spawn_all(int attempt) {
     identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
     identity.omp_threads = threads_.threads;
     identity.socket_interface = interface;
-    const std::vector<int>* cpus = nullptr;
+    std::vector<int> bound;  // empty: not bound (--cpu-bind none)
     if (!devices_.empty()) {
       const WorkerDevices& devices = devices_.at(static_cast<std::size_t>(place.local_rank));
       identity.cuda_visible_devices = devices.cuda_visible_devices;
       identity.cpus = format_cpu_list(devices.cpus);
-      if (!devices.cpus.empty()) {
-        cpus = &devices.cpus;
-        identity.omp_threads =
-            std::min(identity.omp_threads, static_cast<int>(devices.cpus.size()));
+      bound = devices.cpus;
+      if (!bound.empty()) {
+        identity.omp_threads = std::min(identity.omp_threads, static_cast<int>(bound.size()));
       }
     }
 
@@ -162,8 +158,6 @@ void Agent::spawn_all(int attempt) {
       detail::describe_worker_to_launchers(env, place, placement_.layout);
     }
     // The worker announces its group to the guardian itself (see spawn_worker).
-    const std::vector<int> no_binding;
-    const std::vector<int>& bound = cpus != nullptr ? *cpus : no_binding;
     const pid_t pid =
         role_.entry
             ? detail::spawn_function(role_.entry, env, write_ends[0].get(), write_ends[1].get(),

@@ -27,7 +27,7 @@ struct Gpu {
 
 struct GpuInventory {
   std::vector<Gpu> gpus;  ///< by index
-  std::string driver;     ///< "NVIDIA 550.54.15", "" without a driver
+  std::string driver;     ///< "550.54.15", "" without a driver
   std::string source;     ///< "NVML and sysfs", "sysfs and /proc/driver/nvidia", "sysfs"
   std::string absent;     ///< why there is no GPU, when there is none
   std::map<int, std::vector<int>> numa_cpus;  ///< each NUMA node's CPUs
@@ -46,9 +46,8 @@ GpuSources gpu_sources(const Environment& env);
 /// out, and `absent` says why when nothing is found.
 GpuInventory discover_gpus(const GpuSources& sources);
 
-/// What NVML answered, merged into `inventory` by bus id (exposed for tests
-/// of the loader; discover_gpus calls it). Returns "" or why NVML was not
-/// used.
+/// What NVML answered, merged into `inventory` by bus id (discover_gpus
+/// calls it; nvml_gpus.cpp). Returns "" or why NVML was not used.
 std::string add_nvml_answers(GpuInventory& inventory, const std::string& library);
 
 /// The GPUs this process may use, in the order CUDA numbers them.
@@ -64,5 +63,15 @@ struct GpuVisibility {
 /// SLURM_STEP_GPUS or SLURM_JOB_GPUS (the indices it allocated), else
 /// GPU_DEVICE_ORDINAL (as CUDA_VISIBLE_DEVICES), else every GPU.
 GpuVisibility visible_gpus(const GpuInventory& inventory, const Environment& env);
+
+/// This node's GPUs and which of them this process may use, read from where
+/// `env` says (COHORT_SYSFS_ROOT, COHORT_NVML_LIBRARY); NVML only when
+/// `use_nvml` (starting the driver costs time: `cohort run` counts and
+/// places from sysfs alone).
+struct NodeGpus {
+  GpuInventory inventory;
+  GpuVisibility visible;
+};
+NodeGpus read_node_gpus(const Environment& env, bool use_nvml);
 
 }  // namespace cohort::detail

@@ -1,4 +1,5 @@
-// The GPUs that sysfs and /proc/driver/nvidia show, then NVML's answers.
+// The GPUs that sysfs and /proc/driver/nvidia show, then NVML's answers;
+// and which of them this process may use.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -83,12 +84,11 @@ GpuInventory discover_gpus(const GpuSources& sources) {
   // "NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." -> "550.54.15"
   const std::string version = field(driver / "version", "NVRM version:");
   const std::size_t module = version.find("Kernel Module");
-  if (module != std::string::npos) {
-    const std::size_t start = version.find_first_not_of(' ', module + 13);
-    inventory.driver = version.substr(start, version.find(' ', start) - start);
-  } else {
-    inventory.driver = version;
-  }
+  const std::size_t start =
+      module == std::string::npos ? module : version.find_first_not_of(' ', module + 13);
+  inventory.driver = start == std::string::npos
+                         ? version
+                         : version.substr(start, version.find(' ', start) - start);
   for (const fs::path& device : devices) {
     Gpu gpu;
     gpu.index = static_cast<int>(inventory.gpus.size());
@@ -112,6 +112,15 @@ GpuInventory discover_gpus(const GpuSources& sources) {
                            inventory.driver.empty() ? " and no NVIDIA driver loaded" : "");
   }
   return inventory;
+}
+
+NodeGpus read_node_gpus(const Environment& env, bool use_nvml) {
+  GpuSources sources = gpu_sources(env);
+  if (!use_nvml) sources.nvml = "none";
+  NodeGpus node;
+  node.inventory = discover_gpus(sources);
+  node.visible = visible_gpus(node.inventory, env);
+  return node;
 }
 
 }  // namespace cohort::detail

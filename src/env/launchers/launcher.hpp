@@ -122,9 +122,6 @@ std::string_view launcher_description(Launcher launcher) noexcept;
 std::string_view slurm_step_evidence(const EnvReader& env);
 Detection read_slurm_step(const EnvReader& env);
 
-/// Rank 0 of 1 (notes an enclosing Slurm allocation).
-Detection read_single(const EnvReader& env);
-
 /// Fills what every MPI launcher's ranks derive alike once rank, world size,
 /// local rank and local size (and the node count, where the launcher exports
 /// it) are read: the node layout (one node when every rank is local, else

@@ -26,6 +26,13 @@ std::array<LauncherEntry, 7> rows() {
           pmix_launcher(),   slurm_launcher(),    single_launcher()};
 }
 
+const LauncherEntry* find(Launcher launcher) noexcept {
+  for (const LauncherEntry& entry : launchers()) {
+    if (entry.launcher == launcher) return &entry;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::span<const LauncherEntry> launchers() {
@@ -34,17 +41,13 @@ std::span<const LauncherEntry> launchers() {
 }
 
 const LauncherEntry& launcher_entry(Launcher launcher) {
-  for (const LauncherEntry& entry : launchers()) {
-    if (entry.launcher == launcher) return entry;
-  }
+  if (const LauncherEntry* entry = find(launcher)) return *entry;
   throw Error(cat("launcher ", static_cast<int>(launcher), " has no row in the registry"));
 }
 
 std::string_view launcher_description(Launcher launcher) noexcept {
-  for (const LauncherEntry& entry : launchers()) {
-    if (entry.launcher == launcher) return entry.description;
-  }
-  return "an unknown launcher";
+  const LauncherEntry* entry = find(launcher);
+  return entry != nullptr ? entry->description : "an unknown launcher";
 }
 
 }  // namespace cohort::detail
@@ -52,10 +55,8 @@ std::string_view launcher_description(Launcher launcher) noexcept {
 namespace cohort {
 
 std::string_view to_string(Launcher launcher) noexcept {
-  for (const detail::LauncherEntry& entry : detail::launchers()) {
-    if (entry.launcher == launcher) return entry.name;
-  }
-  return "unknown";
+  const detail::LauncherEntry* entry = detail::find(launcher);
+  return entry != nullptr ? entry->name : "unknown";
 }
 
 }  // namespace cohort

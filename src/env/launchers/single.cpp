@@ -3,7 +3,9 @@
 #include "env/launchers/launcher.hpp"
 
 namespace cohort::detail {
+namespace {
 
+// Rank 0 of 1 (notes an enclosing Slurm allocation).
 Detection read_single(const EnvReader& env) {
   Detection out;
   LaunchInfo& info = out.info;
@@ -30,6 +32,8 @@ Detection read_single(const EnvReader& env) {
   }
   return out;
 }
+
+}  // namespace
 
 LauncherEntry single_launcher() {
   LauncherEntry entry;
