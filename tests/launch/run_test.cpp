@@ -153,6 +153,18 @@ class RunTest : public ::testing::Test {
     });
   }
 
+  // Waits until `count` workers wrote a whole line to "<name>.<rank>": a
+  // shell's `echo $$ > FILE` creates FILE empty before it writes.
+  bool workers_wrote(const std::string& name, int count) {
+    return eventually([&] {
+      for (int rank = 0; rank < count; ++rank) {
+        const std::string text = test::read_file(dir_ / (name + "." + std::to_string(rank)));
+        if (text.empty() || text.back() != '\n') return false;
+      }
+      return true;
+    });
+  }
+
   test::TempDir temp_{"cohort-run"};
   const fs::path& dir_ = temp_.path();
 };
@@ -400,8 +412,8 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
                                         "sleep 30 & echo $! > " + dir + "/child.$RANK; echo $$ > " +
                                             dir + "/pid.$RANK; wait"}),
                             options());
-  ASSERT_TRUE(workers_ready("pid", 2));
-  ASSERT_TRUE(workers_ready("child", 2));
+  ASSERT_TRUE(workers_wrote("pid", 2));
+  ASSERT_TRUE(workers_wrote("child", 2));
   std::vector<pid_t> processes;
   for (const char* name : {"pid.0", "pid.1", "child.0", "child.1"}) {
     processes.push_back(std::stoi(test::read_file(dir_ / name)));
@@ -411,7 +423,8 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
   kill(launcher.pid(), SIGKILL);
   launcher.finish();
   for (pid_t pid : processes) {
-    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 5s))
+    // Generous: the bound only ends a failing test, a passing one returns at once.
+    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 20s))
         << "process " << pid << " outlived: " << describe(pid);
   }
 }
@@ -421,8 +434,8 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
 // workers and its store's port with it.
 TEST_F(RunTest, KillingASpawnerLeavesNothingBehind) {
   test::Subprocess spawner({COHORT_SPAWN_SLEEPER_PATH, dir_.string()}, options());
-  ASSERT_TRUE(workers_ready("pid", 2));
-  ASSERT_TRUE(workers_ready("port", 2));
+  ASSERT_TRUE(workers_wrote("pid", 2));
+  ASSERT_TRUE(workers_wrote("port", 2));
   const int port = std::stoi(test::read_file(dir_ / "port.0"));
   const std::set<std::string> store_sockets = listening_inodes(port);
   ASSERT_FALSE(store_sockets.empty()) << "nothing listens on the store's port " << port;
