@@ -174,6 +174,16 @@ class StoreClient : public Store {
   bool delete_key(std::string_view key) override;
   std::int64_t num_keys() override;
 
+  /// When this connection ends without clear_on_close() first, for any
+  /// reason (this process killed, or ended without a word, its host
+  /// rebooted), the server sets `key` to `value`, waking whoever waits for
+  /// it: how the others learn at once that this process is gone. At most 8
+  /// per connection (StoreError beyond). A host that vanishes from the
+  /// network (a cut cable) closes nothing: that needs a timeout of its own.
+  void set_on_close(std::string_view key, std::string_view value);
+  /// Forgets what set_on_close() asked: the connection may end quietly now.
+  void clear_on_close();
+
   /// "host:port" of the server.
   const std::string& address() const noexcept { return address_; }
 

@@ -65,7 +65,14 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   id_ = options_.node_rank;
   if (options_.nnodes > 1 || options_.node_rank < 0) {
     client.timeout = options_.heartbeat_timeout;
-    watch_store_ = std::make_shared<StoreClient>(client);
+    auto watch = std::make_shared<StoreClient>(client);
+    if (!server_ && id_ >= 0) {
+      // A killed agent's connection closes at once: the store then marks it
+      // gone and wakes the coordinator, who need not wait for its heartbeat.
+      watch->set_on_close(gone_key(id_), "");
+      watch->set_on_close(kCoordinatorWake, "");
+    }
+    watch_store_ = std::move(watch);
   }
 }
 

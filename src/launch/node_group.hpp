@@ -1,7 +1,8 @@
 // The agents of one job, one per node, and what they tell each other through
 // the job's store: who arrived (rendezvous), where each node's ranks start,
 // that the job must stop (first failure anywhere wins), that a node is gone
-// (heartbeats), and that everyone is done.
+// (at once when its agent's connection to the store closes, by heartbeat
+// when its network is cut), and that everyone is done.
 //
 // Keys live under "agents/" in the store, apart from the workers' own
 // ("attempt_<k>/..."). The store is served by node 0's agent or, for

@@ -65,6 +65,11 @@ inline std::string trace_key(int id) {
 inline std::string wake_key(int id) {
   return cat("agents/wake/", id);
 }
+// Set by the store when an agent's connection ends (its last words): the
+// agent is gone, whether or not its node still answers.
+inline std::string gone_key(int id) {
+  return cat("agents/gone/", id);
+}
 // Elastic rounds: the agents that registered, each one's slot, the table.
 inline std::string round_count_key(int round) {
   return cat("agents/round/", round);

@@ -20,7 +20,8 @@ namespace cohort::detail {
 using namespace node_keys;  // this part's own keys
 
 // The heartbeat thread. Every interval each agent adds 1 to its counter; the
-// coordinator checks that every counter moves. It wakes early when its wake
+// coordinator checks that every counter moves, and whether an agent's
+// connection closed (gone_key, the agent's last words in the store). It wakes early when its wake
 // key is set (a stop, or every node done).
 void NodeGroup::watch() {
   const bool coordinator = server_ != nullptr || options_.node_rank < 0;
@@ -108,7 +109,10 @@ void NodeGroup::watch() {
           if (watch_store_->check({node_key(static_cast<int>(node))})) beats.arrive(node, now);
           continue;
         }
-        if (!beats.stalled(node, watch_store_->add(heartbeat_key(ids[node]), 0), now)) continue;
+        const bool gone = watch_store_->check({gone_key(ids[node])});
+        if (!gone && !beats.stalled(node, watch_store_->add(heartbeat_key(ids[node]), 0), now)) {
+          continue;
+        }
         if (watch_store_->check({done_key(attempt, static_cast<int>(node))})) continue;
         {
           std::lock_guard<std::mutex> lock(members_mutex_);
@@ -119,11 +123,14 @@ void NodeGroup::watch() {
         lost.node = static_cast<int>(node);
         lost.node_lost = true;
         lost.host = node < hosts.size() ? hosts[node] : "";
-        lost.summary = cat(node_name(static_cast<int>(node)),
-                           " stopped answering: no heartbeat from its cohort run "
-                           "for ",
-                           seconds(options_.heartbeat_timeout),
-                           " (the agent was killed, the node went down, or its network is cut)");
+        lost.summary =
+            gone ? cat(node_name(static_cast<int>(node)),
+                       " stopped answering: its cohort run's connection to the job's store "
+                       "closed (the agent was killed, or ended on an error of its own)")
+                 : cat(node_name(static_cast<int>(node)),
+                       " stopped answering: no heartbeat from its cohort run for ",
+                       seconds(options_.heartbeat_timeout),
+                       " (the node went down, or its network is cut)");
         watch_store_->compare_set(stop_key(attempt), "", lost.encode());
         for (int id : ids)
           watch_store_->set(wake_key(id), "");

@@ -132,10 +132,16 @@ NodeGroup::Verdict NodeGroup::settle(const StopRecord& stop, std::chrono::millis
           std::lock_guard<std::mutex> lock(members_mutex_);
           gone.host = static_cast<std::size_t>(node) < hosts_.size() ? hosts_[node] : "";
         }
+        const bool closed = store_->check({gone_key(ids[static_cast<std::size_t>(node)])});
         gone.summary =
-            cat(node_name(node), " was lost (no heartbeat for ",
-                seconds(options_.heartbeat_timeout), ", or its workers did not stop within ",
-                seconds(bound), "); before that was noticed: ", stop.summary);
+            closed
+                ? cat(node_name(node),
+                      " was lost (its cohort run's connection to the job's store closed); "
+                      "before that was noticed: ",
+                      stop.summary)
+                : cat(node_name(node), " was lost (no heartbeat for ",
+                      seconds(options_.heartbeat_timeout), ", or its workers did not stop within ",
+                      seconds(bound), "); before that was noticed: ", stop.summary);
         verdict.stop = gone;
       }
       verdict.restart =

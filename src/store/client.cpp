@@ -191,6 +191,19 @@ bool StoreClient::delete_key(std::string_view key) {
   return wire::Reader(answer).u8() != 0;
 }
 
+void StoreClient::set_on_close(std::string_view key, std::string_view value) {
+  call(wire::Writer()
+           .u8(static_cast<std::uint8_t>(wire::Op::set_on_close))
+           .bytes(key)
+           .bytes(value)
+           .frame(),
+       {});
+}
+
+void StoreClient::clear_on_close() {
+  call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::clear_on_close)).frame(), {});
+}
+
 std::int64_t StoreClient::num_keys() {
   const std::string answer =
       call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::num_keys)).frame(), {});

@@ -158,6 +158,24 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       reply.u8(keys.erase(key) ? 1 : 0);
       break;
     }
+    case wire::Op::set_on_close: {
+      std::string key(reader.bytes());
+      std::string value(reader.bytes());
+      reader.expect_end();
+      if (connection.on_close.size() >= wire::kMaxOnCloseSets) {
+        reply = wire::Writer();
+        reply.u8(static_cast<std::uint8_t>(wire::Status::error))
+            .bytes(cat("a connection may leave at most ", wire::kMaxOnCloseSets,
+                       " keys to set when it ends"));
+        break;
+      }
+      connection.on_close.emplace_back(std::move(key), std::move(value));
+      break;
+    }
+    case wire::Op::clear_on_close:
+      reader.expect_end();
+      connection.on_close.clear();
+      break;
     case wire::Op::num_keys:
       reader.expect_end();
       reply.i64(static_cast<std::int64_t>(keys.size()));

@@ -10,7 +10,7 @@
 
 namespace cohort::detail::store_protocol {
 
-inline constexpr std::uint8_t kVersion = 2;
+inline constexpr std::uint8_t kVersion = 3;
 inline constexpr std::string_view kMagic = "COHS";
 /// How a rejection for a wrong job token begins: a client that used the
 /// per-user secret says then what to do.
@@ -28,7 +28,12 @@ enum class Op : std::uint8_t {
   check = 6,
   delete_key = 7,
   num_keys = 8,
+  set_on_close = 9,     ///< since version 3
+  clear_on_close = 10,  ///< since version 3
 };
+
+/// SETs one connection may leave for its end (Op::set_on_close).
+inline constexpr std::size_t kMaxOnCloseSets = 8;
 
 enum class Status : std::uint8_t {
   ok = 0,

@@ -311,6 +311,10 @@ struct StoreServer::Impl final : detail::StoreCore {
     auto it = connections.find(id);
     if (it == connections.end()) return;
     key_space.cancel(id);
+    // Its last words: set now, so that whoever waits for them wakes at once
+    // (the loop resumes the waits these sets complete).
+    for (auto& [key, value] : it->second.on_close)
+      key_space.set(key, std::move(value));
     end_handshake(it->second);
     epoll_ctl(epoll.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
     connections.erase(it);

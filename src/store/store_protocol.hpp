@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/types.h>
@@ -35,6 +36,8 @@ struct Connection {
   bool closing = false;  // close once `out` is sent
   bool want_write = false;
   bool eof = false;  // the peer sent end-of-file
+  // SETs the server does when this connection ends (StoreClient::set_on_close).
+  std::vector<std::pair<std::string, std::string>> on_close;
   std::optional<std::multimap<Deadline, std::uint64_t>::iterator> handshake_deadline;
 };
 

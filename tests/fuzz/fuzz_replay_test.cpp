@@ -157,7 +157,17 @@ TEST(FuzzReplay, StoreServer) {
               request(wire::Op::check).strings({"k"}).frame() + request(wire::Op::num_keys).frame(),
           std::string(1, '\1') + wire::handshake("fuzz-token", "credential") +
               request(wire::Op::delete_key).bytes("k").frame(),
-          std::string(1, '\1') + "COHS\x02"});
+          std::string(1, '\1') + "COHS\x02",
+          // Last words: set when the connection ends, cleared, over the limit.
+          std::string(1, '\0') + request(wire::Op::set_on_close).bytes("gone").bytes("1").frame() +
+              request(wire::Op::clear_on_close).frame() +
+              request(wire::Op::set_on_close).bytes("gone").bytes("2").frame(),
+          [&request] {
+            std::string many(1, '\0');
+            for (std::size_t i = 0; i <= wire::kMaxOnCloseSets; ++i)
+              many += request(wire::Op::set_on_close).bytes("k").bytes("v").frame();
+            return many;
+          }()});
 }
 
 }  // namespace

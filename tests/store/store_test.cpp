@@ -312,6 +312,60 @@ TEST_F(StoreTest, ClientKilledInsideWait) {
   expect_server_healthy();
 }
 
+// Last words: a process SIGKILLed inside a wait leaves keys that the server
+// sets when its connection closes, and they wake whoever waits for them.
+TEST_F(StoreTest, AKilledClientsLastWordsAreSetAndWakeTheWaiters) {
+  auto watcher = client();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      StoreClient doomed(client_options(server_->port(), 10s));
+      doomed.set_on_close("gone/child", "killed");
+      doomed.set_on_close("wake", "");
+      doomed.set("registered", "");
+      doomed.wait({"never-set"}, 60s);
+    } catch (...) {
+    }
+    _exit(0);
+  }
+  watcher->wait({"registered"}, 10s);
+  EXPECT_FALSE(watcher->check({"gone/child"}));  // said, not yet done
+  std::thread killer([child] {
+    std::this_thread::sleep_for(100ms);
+    kill(child, SIGKILL);
+  });
+  watcher->wait({"wake"}, 10s);  // woken by the closed connection, not a timeout
+  killer.join();
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(watcher->get("gone/child", 1s), "killed");
+}
+
+// A connection that cleared its last words ends quietly; one that ends
+// without clearing them (its owner destroyed it) leaves them; more than
+// eight is an error that leaves the connection usable.
+TEST_F(StoreTest, LastWordsClearedAreNotSetAndAreBounded) {
+  {
+    auto quiet = client();
+    quiet->set_on_close("quiet", "1");
+    quiet->clear_on_close();
+  }
+  {
+    auto loud = client();
+    loud->set_on_close("loud", "1");
+    for (std::size_t i = 1; i < detail::store_protocol::kMaxOnCloseSets; ++i)
+      loud->set_on_close("more/" + std::to_string(i), "1");
+    EXPECT_THROW(loud->set_on_close("one/too/many", "1"), StoreError);
+    loud->set("still", "usable");
+  }
+  auto store = client();
+  EXPECT_EQ(store->get("loud", 5s), "1");
+  EXPECT_EQ(store->get("still", 1s), "usable");
+  EXPECT_FALSE(store->check({"quiet"}));
+  EXPECT_FALSE(store->check({"one/too/many"}));
+}
+
 // store/exchange.hpp: every participant gets every value, in rank order,
 // whatever the order they arrive in; values with any bytes survive the table,
 // and a value three ranks share (a host's identity) is in it once.
