@@ -16,8 +16,13 @@ endif()
 file(RELATIVE_PATH _cohort_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
 set_target_properties(${_cohort_parts} PROPERTIES INSTALL_RPATH "$ORIGIN")
 set_target_properties(cohort_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_cohort_bin_to_lib}")
+file(RELATIVE_PATH _cohort_tools_to_lib ${CMAKE_INSTALL_FULL_LIBEXECDIR}/cohort
+     ${CMAKE_INSTALL_FULL_LIBDIR})
+set_target_properties(cohort_comm_tools PROPERTIES INSTALL_RPATH "$ORIGIN/${_cohort_tools_to_lib}")
 
 install(TARGETS cohort_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# `cohort env` and `cohort bench` (src/cli/CMakeLists.txt).
+install(TARGETS cohort_comm_tools RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/cohort)
 install(TARGETS cohort ${_cohort_parts}
         EXPORT cohortTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -244,7 +244,7 @@ int run_worker(const BenchArguments& arguments) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, Runner& run) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks of this machine and build");
+  CLI::App* bench = app.add_subcommand("bench", kBenchSummary);
   bench->require_subcommand(1);
   auto arguments = std::make_shared<BenchArguments>();
   auto worker = std::make_shared<bool>(false);

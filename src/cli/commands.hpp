@@ -33,6 +33,31 @@ class UsageError : public Error {
 /// The subcommands, for "unknown command" messages.
 inline constexpr const char* kCommands[] = {"run", "env", "hostlist", "bench", "agent"};
 
+/// What `cohort env` and `cohort bench` do, for `cohort --help`.
+inline constexpr const char* kEnvSummary =
+    "Show what a worker started here would see: rank, sizes, master, launcher (each with the "
+    "variable it came from), network interfaces, CPUs, GPUs, settings";
+inline constexpr const char* kBenchSummary = "Benchmarks of this machine and build";
+
+/// Registers an executable's subcommands; may take `cohort run`'s PROGRAM
+/// out of the arguments (take_program_after_separator).
+using CommandSet = std::function<void(CLI::App&, Runner&, std::vector<std::string>& args)>;
+
+/// The whole command line of an executable: parses argv with the
+/// subcommands `add_commands` registers, runs the one chosen, and turns
+/// errors into one line and the exit status.
+int cli_main(int argc, char** argv, const CommandSet& add_commands);
+
+/// `cohort env` and `cohort bench` need the collectives (libcohort_comm, and
+/// gloo and MPI behind it), which `cohort run` must not pay for at every
+/// start: they live in a second executable, cohort-comm, installed in
+/// COHORT_BIN_TO_COMM_TOOLS beside the `cohort` that runs. Replaces this
+/// process with it, argv unchanged; returns only when that fails, with the
+/// exit status, having said why.
+int exec_comm_tools(char** argv);
+/// `cohort --help` lists them all the same.
+void add_comm_tools_summaries(CLI::App& app, const std::string& name);
+
 void add_env_command(CLI::App& app, Runner& run);
 void add_hostlist_command(CLI::App& app, Runner& run);
 void add_bench_command(CLI::App& app, Runner& run);

@@ -353,10 +353,7 @@ void add_env_command(CLI::App& app, Runner& run) {
   auto json = std::make_shared<bool>(false);
   auto asked = std::make_shared<Asked>();
   auto bind = std::make_shared<std::string>("none");
-  CLI::App* env = app.add_subcommand(
-      "env",
-      "Show what a worker started here would see: rank, sizes, master, launcher (each with "
-      "the variable it came from), network interfaces, CPUs, GPUs, settings");
+  CLI::App* env = app.add_subcommand("env", kEnvSummary);
   env->add_flag("--json", *json, "print one JSON object instead of text");
   env->add_option("-n,--nproc-per-node", asked->workers,
                   "show the GPUs and CPUs of this many local ranks (default: the launcher's "

@@ -1,106 +1,23 @@
 // cohort: the command-line tool. Exit status 0 on success, 2 on a usage
-// error, 1 on any other error, with a one-line message on stderr.
-#include <algorithm>
-#include <iostream>
+// error, 1 on any other error, with a one-line message on stderr. This
+// executable runs jobs; `cohort env` and `cohort bench` are cohort-comm's
+// (commands.hpp, exec_comm_tools).
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
-#include <cohort/config.hpp>
-#include <cohort/errors.hpp>
-
 #include "cli/commands.hpp"
 
-namespace {
-
-// One line, whatever the message holds.
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  while (!text.empty() && text.back() == ' ')
-    text.pop_back();
-  return text;
-}
-
-std::string command_path(const CLI::App* app) {
-  std::string path = app->get_name();
-  for (const CLI::App* parent = app->get_parent(); parent != nullptr;
-       parent = parent->get_parent()) {
-    path.insert(0, parent->get_name() + " ");
-  }
-  return path;
-}
-
-// The deepest subcommand that was parsed, for "see 'cohort hostlist --help'".
-const CLI::App* deepest_parsed(const CLI::App* app) {
-  for (const CLI::App* sub : app->get_subcommands()) {
-    if (sub->parsed()) return deepest_parsed(sub);
-  }
-  return app;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  CLI::App app(
-      "cohort runs one program as many cooperating processes: on one machine, across "
-      "machines, under Slurm and under mpirun.",
-      "cohort");
-  app.set_version_flag("--version", "cohort " COHORT_VERSION);
-  app.require_subcommand(1);
-  app.footer("Exit status: 0 success, 1 error, 2 usage error. 'cohort COMMAND --help' for more.");
-
-  std::vector<std::string> args(argv, argv + argc);
-  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-' &&
-      std::find(std::begin(cohort::cli::kCommands), std::end(cohort::cli::kCommands), args[1]) ==
-          std::end(cohort::cli::kCommands)) {
-    std::cerr << "cohort: unknown command '" << args[1]
-              << "' (the commands are run, env, hostlist and bench; see 'cohort --help')\n";
-    return cohort::cli::kExitUsage;
+  using namespace cohort::cli;
+  if (argc > 1 && (std::string_view(argv[1]) == "env" || std::string_view(argv[1]) == "bench")) {
+    return exec_comm_tools(argv);
   }
-  auto program = cohort::cli::take_program_after_separator(args);
-
-  cohort::cli::Runner run;
-  cohort::cli::add_run_command(app, run, std::move(program));
-  cohort::cli::add_env_command(app, run);
-  cohort::cli::add_hostlist_command(app, run);
-  cohort::cli::add_bench_command(app, run);
-  cohort::cli::add_agent_command(app, run);
-
-  try {
-    // CLI11 parses a reversed vector without the program name.
-    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << deepest_parsed(&app)->help();
-    return cohort::cli::kExitOk;
-  } catch (const CLI::CallForAllHelp&) {
-    std::cout << app.help("", CLI::AppFormatMode::All);
-    return cohort::cli::kExitOk;
-  } catch (const CLI::CallForVersion&) {
-    std::cout << "cohort " COHORT_VERSION "\n";
-    return cohort::cli::kExitOk;
-  } catch (const CLI::ParseError& error) {
-    const std::string path = command_path(deepest_parsed(&app));
-    std::cerr << path << ": " << one_line(error.what()) << " (see '" << path << " --help')\n";
-    return cohort::cli::kExitUsage;
-  }
-
-  const std::string path = command_path(deepest_parsed(&app));
-  // The library's messages may already say who they come from ("cohort run: ...").
-  const auto prefixed = [&path](const std::string& message) {
-    return message.rfind(path + ": ", 0) == 0 ? message : path + ": " + message;
-  };
-  try {
-    return run ? run() : cohort::cli::kExitUsage;
-  } catch (const cohort::cli::UsageError& error) {
-    std::cerr << prefixed(one_line(error.what())) << " (see '" << path << " --help')\n";
-    return cohort::cli::kExitUsage;
-  } catch (const cohort::ProgramError& error) {
-    std::cerr << prefixed(one_line(error.what())) << "\n";
-    return error.exit_code();
-  } catch (const cohort::Error& error) {
-    std::cerr << prefixed(one_line(error.what())) << "\n";
-  } catch (const std::exception& error) {
-    std::cerr << path << ": internal error: " << one_line(error.what()) << "\n";
-  }
-  return cohort::cli::kExitFailure;
+  return cli_main(argc, argv, [](CLI::App& app, Runner& run, std::vector<std::string>& args) {
+    add_run_command(app, run, take_program_after_separator(args));
+    add_comm_tools_summaries(app, "env");
+    add_hostlist_command(app, run);
+    add_comm_tools_summaries(app, "bench");
+    add_agent_command(app, run);
+  });
 }

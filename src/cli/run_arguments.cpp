@@ -241,15 +241,15 @@ std::chrono::milliseconds seconds(const Given& given, double low, double high) {
 
 // -n N|auto|cpu|gpu, as torchrun: auto is the GPU count, else the CPU count.
 int parse_nproc(const Given& given, const HostCounts& host) {
-  if (given.value == "cpu") return host.cpus;
+  if (given.value == "cpu") return host.cpus();
   if (given.value == "gpu" || given.value == "auto") {
-    if (host.gpus > 0) return host.gpus;
+    if (const int gpus = host.gpus(); gpus > 0) return gpus;
     if (given.value == "gpu") {
       bad(given,
           "no GPU here (none in sysfs, or CUDA_VISIBLE_DEVICES or Slurm's allocation allows "
           "none: `cohort env` shows which); give a number instead");
     }
-    return host.cpus;
+    return host.cpus();
   }
   return integer(given, 1, 4096, "expected a number from 1 to 4096, auto, cpu or gpu");
 }

@@ -64,10 +64,14 @@ class RunArguments {
   std::map<std::string, Setting, std::less<>> settings_;
 };
 
-/// What -n auto|cpu|gpu resolve to here.
+/// What -n auto|cpu|gpu resolve to here: asked only for those values (a
+/// GPU count reads sysfs, which every other launch can do without).
 struct HostCounts {
-  int cpus = 1;
-  int gpus = 0;
+  std::function<int()> cpus = [] { return 1; };
+  std::function<int()> gpus = [] { return 0; };
+  static HostCounts fixed(int cpus, int gpus) {
+    return {[cpus] { return cpus; }, [gpus] { return gpus; }};
+  }
 };
 
 /// The RunOptions for running `program`. Throws InvalidArgument naming the

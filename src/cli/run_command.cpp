@@ -158,7 +158,7 @@ void add_run_command(CLI::App& app, Runner& run,
       arguments->take_environment(environment_value);
       RunOptions options;
       try {
-        const HostCounts host{probe_cpus().usable, gpu_count()};
+        const HostCounts host{[] { return probe_cpus().usable; }, gpu_count};
         options = to_run_options(*arguments, program, host, environment_value);
         if (!arguments->flag("--no-srun") && options.nnodes == 1 && options.node_rank < 0 &&
             options.hosts.empty()) {

@@ -1,10 +1,13 @@
 #include "launch/orphans.hpp"
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -23,15 +26,23 @@ struct Parentage {
   pid_t group = -1;
 };
 
-Parentage parentage_of(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/stat");
-  std::string stat;
-  std::getline(in, stat);
-  const std::size_t close = stat.rfind(')');
+// Read with two system calls into a buffer on the stack: every process on
+// the node is read at the end of every job, and a C++ stream costs several
+// times that (2 ms for 150 processes).
+Parentage parentage_of(int proc, const char* pid) {
+  char path[32];
+  std::snprintf(path, sizeof(path), "%s/stat", pid);
+  const Fd fd(::openat(proc, path, O_RDONLY | O_CLOEXEC));
   Parentage out;
-  if (close == std::string::npos || close + 4 >= stat.size()) return out;
+  if (!fd.valid()) return out;
+  char stat[1024];
+  const ssize_t n = retry_eintr([&] { return ::read(fd.get(), stat, sizeof(stat) - 1); });
+  if (n <= 0) return out;
+  stat[n] = '\0';
+  const char* close = std::strrchr(stat, ')');
+  if (close == nullptr || close + 4 >= stat + n) return out;
   char* end = nullptr;
-  out.parent = static_cast<pid_t>(std::strtol(stat.c_str() + close + 4, &end, 10));
+  out.parent = static_cast<pid_t>(std::strtol(close + 4, &end, 10));
   out.group = static_cast<pid_t>(std::strtol(end, nullptr, 10));
   return out;
 }
@@ -61,7 +72,7 @@ std::vector<Orphan> adopted_orphans(const std::set<pid_t>& known) {
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     const auto pid = static_cast<pid_t>(std::atol(name.c_str()));
     if (known.count(pid) != 0) continue;
-    const Parentage parentage = parentage_of(name);
+    const Parentage parentage = parentage_of(dirfd(proc), name.c_str());
     if (parentage.parent != self) continue;
     Orphan orphan{pid, "", parentage.group};
     std::ifstream("/proc/" + name + "/comm") >> orphan.command;

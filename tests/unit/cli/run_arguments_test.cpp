@@ -23,7 +23,7 @@ RunOptions parse(const std::vector<std::pair<std::string, std::string>>& words,
     return found == variables.end() ? nullptr : found->second.c_str();
   };
   arguments.take_environment(getenv);
-  return to_run_options(arguments, {"train.py"}, HostCounts{8, 0}, getenv);
+  return to_run_options(arguments, {"train.py"}, HostCounts::fixed(8, 0), getenv);
 }
 
 std::string error_of(const std::vector<std::pair<std::string, std::string>>& words,
