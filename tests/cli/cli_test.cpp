@@ -14,6 +14,7 @@
 #include <cohort/config.hpp>
 
 #include "support/backends.hpp"
+#include "support/files.hpp"
 #include "support/launch_examples.hpp"
 #include "support/subprocess.hpp"
 
@@ -87,6 +88,33 @@ TEST(CliUsage, HelpAndVersion) {
     EXPECT_NE(help.out.find("Usage"), std::string::npos) << help.out;
   }
   EXPECT_NE(cohort_cli({"hostlist", "--help"}).out.find("compress"), std::string::npos);
+}
+
+// `cohort --help` lists env and bench, which cohort-comm runs; a `cohort`
+// without it beside (a copy on its own) says what is missing in one line.
+TEST(CliUsage, EnvAndBenchAreListedAndAMissingCohortCommIsNamed) {
+  const ProcessResult help = cohort_cli({"--help"});
+  for (const char* command : {"run", "env", "hostlist", "bench"}) {
+    EXPECT_NE(help.out.find(std::string("\n  ") + command + " "), std::string::npos)
+        << command << "\n"
+        << help.out;
+  }
+  const test::TempDir dir("cohort-cli-alone");
+  const std::filesystem::path alone = dir.path() / "bin" / "cohort";
+  std::filesystem::create_directories(alone.parent_path());
+  std::filesystem::copy_file(COHORT_CLI_PATH, alone);
+  std::filesystem::permissions(alone, std::filesystem::perms::owner_all);
+  test::ProcessOptions options;
+  options.env = {{"PATH", "/usr/bin:/bin"},
+                 {"LD_LIBRARY_PATH",
+                  std::filesystem::path(COHORT_CLI_PATH).parent_path().string() + "/../lib"}};
+  const ProcessResult result = test::run_process({alone.string(), "env"}, options);
+  expect_one_line_error(result, 1);
+  EXPECT_NE(result.err.find("cohort env: cannot run " + dir.path().string() + "/bin/"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("/cohort/cohort-comm ("), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("install cohort again"), std::string::npos) << result.err;
 }
 
 TEST(CliEnv, InconsistentEnvironmentNamesTheVariables) {

@@ -1,0 +1,121 @@
+"""Plots of the collective benchmarks: time against size on log axes, one
+line per peer, the physical floor as a band. Run by bench/compare_allreduce
+and bench/compare_collectives (--plot FILE) with Debian's interpreter, whose
+matplotlib is python3-matplotlib (scripts/install-deps bench):
+
+  /usr/bin/python3 bench/plot/plot_collectives.py allreduce RESULTS.json OUT.svg [TITLE]
+  /usr/bin/python3 bench/plot/plot_collectives.py collectives RESULTS.json OUT.svg [TITLE]
+
+RESULTS.json is what the benchmark's --json wrote. The format follows OUT's
+suffix (.svg, .png, .pdf). One panel per rank count (and per operation for
+`collectives`).
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a small, diffable SVG
+matplotlib.rcParams["svg.hashsalt"] = "cohort"  # the same data draws the same file
+import matplotlib.pyplot as plt  # noqa: E402
+
+# compare_allreduce's keys: label, and whether it is cohort's (solid) or a peer's (dashed).
+ALLREDUCE_LINES = [
+    ("shm", "cohort (shm)", "-"),
+    ("shm_allocate", "cohort (shm, allocate)", "-"),
+    ("gloo", "cohort (gloo)", "-"),
+    ("torch", "PyTorch gloo", "--"),
+    ("mpi", "Open MPI", "--"),
+    ("mpi_mt", "Open MPI (THREAD_MULTIPLE)", ":"),
+]
+COLLECTIVE_LINES = [
+    ("shm", "cohort (shm)", "-"),
+    ("alloc", "cohort (shm, allocate)", "-"),
+    ("gloo", "cohort (gloo)", "-"),
+    ("mpi", "Open MPI (cohort's mpi backend)", "--"),
+]
+
+
+def label_size(size):
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
+def series(table):
+    """{size text: microseconds} -> sorted sizes, times."""
+    points = sorted((int(size), time) for size, time in table.items() if time)
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def panel(axes, title, tables, lines, floor=None, ceiling=None):
+    sizes_seen = set()
+    if floor and ceiling:
+        # The band between the memory-bandwidth floor and the cross-core
+        # bound: where no all_reduce on this machine can go below.
+        fs, ft = series(floor)
+        cs, ct = series(ceiling)
+        common = sorted(set(fs) & set(cs))
+        low = [min(dict(zip(fs, ft))[s], dict(zip(cs, ct))[s]) for s in common]
+        high = [max(dict(zip(fs, ft))[s], dict(zip(cs, ct))[s]) for s in common]
+        axes.fill_between(common, low, high, color="0.85", label="floor (memory, cross-core)")
+    for key, label, style in lines:
+        sizes, times = series(tables.get(key, {}))
+        if not sizes:
+            continue
+        sizes_seen.update(sizes)
+        axes.plot(sizes, times, style, marker="o", markersize=3, linewidth=1.4, label=label)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    ticks = sorted(sizes_seen)[::2]
+    axes.set_xticks(ticks)
+    axes.set_xticklabels([label_size(s) for s in ticks], rotation=45)
+    axes.set_xlabel("bytes")
+    axes.set_ylabel("time per operation (µs)")
+    axes.set_title(title)
+    axes.grid(True, which="major", linewidth=0.4)
+    axes.legend(fontsize=7)
+
+
+def plot_allreduce(results, out, title):
+    ranks = sorted(results, key=int)
+    figure, panels = plt.subplots(1, len(ranks), figsize=(6.5 * len(ranks), 5), squeeze=False)
+    for axes, n in zip(panels[0], ranks):
+        tables = results[n]
+        panel(axes, f"all_reduce, float32 sum, n = {n}", tables, ALLREDUCE_LINES,
+              tables.get("floor"), tables.get("xcore"))
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(out)
+
+
+def plot_collectives(results, out, title):
+    """results: {op: {n: {backend: {size: {"time_us": ...}}}}}."""
+    ops = list(results)
+    ranks = sorted({n for op in ops for n in results[op]}, key=int)
+    figure, panels = plt.subplots(len(ops), len(ranks), figsize=(6.5 * len(ranks), 4.5 * len(ops)),
+                                  squeeze=False)
+    for row, op in enumerate(ops):
+        for column, n in enumerate(ranks):
+            tables = {backend: {size: cell["time_us"] for size, cell in rows.items()}
+                      for backend, rows in results[op].get(n, {}).items()}
+            panel(panels[row][column], f"{op}, n = {n}", tables, COLLECTIVE_LINES)
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(out)
+
+
+def main():
+    if len(sys.argv) not in (4, 5) or sys.argv[1] not in ("allreduce", "collectives"):
+        sys.exit(__doc__)
+    kind, path, out = sys.argv[1:4]
+    title = sys.argv[4] if len(sys.argv) == 5 else ""
+    with open(path) as f:
+        results = json.load(f)
+    (plot_allreduce if kind == "allreduce" else plot_collectives)(results, out, title)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Writes a benchmark's plot (plot_collectives.py) with Debian's interpreter,
+where python3-matplotlib lives; the benchmark itself may run under another."""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLOTTING_PYTHON = "/usr/bin/python3"
+
+
+def write_plot(kind, results_json, out, title):
+    """Returns whether OUT was written; says why not on stderr."""
+    if subprocess.run([PLOTTING_PYTHON, "-c", "import matplotlib"],
+                      capture_output=True).returncode != 0:
+        print(f"no plot: {PLOTTING_PYTHON} has no matplotlib (apt install python3-matplotlib, "
+              "or scripts/install-deps bench)", file=sys.stderr)
+        return False
+    done = subprocess.run([PLOTTING_PYTHON, os.path.join(HERE, "plot_collectives.py"), kind,
+                           results_json, out, title], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"no plot: {done.stderr.strip()[-2000:]}", file=sys.stderr)
+        return False
+    print(f"plot: {out}", file=sys.stderr)
+    return True
