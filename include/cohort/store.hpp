@@ -50,6 +50,13 @@ class Store {
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   void wait(const std::vector<std::string>& keys) { wait(keys, kDefaultTimeout); }
 
+  /// The values of `keys`, in order, once every one is set. Throws
+  /// cohort::Timeout after `timeout`, naming the keys still missing. A
+  /// StoreClient asks in one round trip (MULTI_GET); this default waits,
+  /// then GETs each.
+  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys,
+                                             std::chrono::milliseconds timeout);
+
   /// Whether every key in `keys` is set, without waiting.
   virtual bool check(const std::vector<std::string>& keys) = 0;
 
@@ -170,6 +177,8 @@ class StoreClient : public Store {
   std::string compare_set(std::string_view key, std::string_view expected,
                           std::string_view desired) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys,
+                                     std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(std::string_view key) override;
   std::int64_t num_keys() override;
@@ -211,6 +220,8 @@ class PrefixStore : public Store {
   std::string compare_set(std::string_view key, std::string_view expected,
                           std::string_view desired) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys,
+                                     std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(std::string_view key) override;
   std::int64_t num_keys() override;

@@ -179,6 +179,24 @@ void StoreClient::wait(const std::vector<std::string>& keys, std::chrono::millis
        timeout);
 }
 
+std::vector<std::string> StoreClient::multi_get(const std::vector<std::string>& keys,
+                                                std::chrono::milliseconds timeout) {
+  const std::string answer = call(wire::Writer()
+                                      .u8(static_cast<std::uint8_t>(wire::Op::multi_get))
+                                      .strings(keys)
+                                      .i64(timeout.count())
+                                      .frame(),
+                                  timeout);
+  wire::Reader reader(answer);
+  std::vector<std::string> values = reader.strings();
+  reader.expect_end();
+  if (values.size() != keys.size()) {
+    throw StoreError(cat("store at ", address_, ": MULTI_GET of ", keys.size(), " keys answered ",
+                         values.size(), " values"));
+  }
+  return values;
+}
+
 bool StoreClient::check(const std::vector<std::string>& keys) {
   const std::string answer =
       call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::check)).strings(keys).frame(), {});
@@ -208,6 +226,18 @@ std::int64_t StoreClient::num_keys() {
   const std::string answer =
       call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::num_keys)).frame(), {});
   return wire::Reader(answer).i64();
+}
+
+// ---------------------------------------------------------------- Store
+
+std::vector<std::string> Store::multi_get(const std::vector<std::string>& keys,
+                                          std::chrono::milliseconds timeout) {
+  wait(keys, timeout);
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys)
+    values.push_back(get(key, timeout));
+  return values;
 }
 
 // ---------------------------------------------------------------- PrefixStore
@@ -242,6 +272,10 @@ std::string PrefixStore::compare_set(std::string_view key, std::string_view expe
 }
 void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   base_->wait(full(keys), timeout);
+}
+std::vector<std::string> PrefixStore::multi_get(const std::vector<std::string>& keys,
+                                                std::chrono::milliseconds timeout) {
+  return base_->multi_get(full(keys), timeout);
 }
 bool PrefixStore::check(const std::vector<std::string>& keys) {
   return base_->check(full(keys));

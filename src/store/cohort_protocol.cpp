@@ -101,7 +101,8 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       break;
     }
     case wire::Op::get:
-    case wire::Op::wait: {
+    case wire::Op::wait:
+    case wire::Op::multi_get: {
       std::vector<std::string> names;
       if (op == wire::Op::get) {
         names.emplace_back(reader.bytes());
@@ -113,6 +114,7 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       Wait wait;
       wait.keys = KeyList(names);
       wait.get = op == wire::Op::get;
+      wait.get_all = op == wire::Op::multi_get;
       const Deadline deadline =
           deadline_after(std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms)));
       if (keys.wait(id, wait, deadline)) answer_wait(core, connection, wait);
@@ -190,6 +192,11 @@ void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const 
   wire::Writer reply;
   reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
   if (wait.get) reply.bytes(*core.keys().find(wait.keys[0]));
+  if (wait.get_all) {
+    reply.u32(static_cast<std::uint32_t>(wait.keys.size()));
+    for (std::size_t i = 0; i < wait.keys.size(); ++i)
+      reply.bytes(*core.keys().find(wait.keys[i]));
+  }
   connection.out += reply.frame();
 }
 

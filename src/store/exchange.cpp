@@ -85,11 +85,12 @@ std::vector<std::string> exchange_values(Store& store, std::string_view prefix, 
   const std::string table_key = cat(prefix, "/table");
   store.set(exchanged_key(prefix, rank), value);
   if (store.add(cat(prefix, "/arrived"), 1) == size) {
-    // Everyone's value is set by now: these reads do not wait.
-    std::vector<std::string> values;
-    values.reserve(static_cast<std::size_t>(size));
+    // Everyone's value is set by now: one request reads them all.
+    std::vector<std::string> keys;
+    keys.reserve(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r)
-      values.push_back(store.get(exchanged_key(prefix, r), timeout));
+      keys.push_back(exchanged_key(prefix, r));
+    const std::vector<std::string> values = store.multi_get(keys, timeout);
     store.set(table_key, encode_table(values));
     return values;
   }

@@ -58,6 +58,7 @@ class KeyList {
 struct Wait {
   KeyList keys;
   bool get = false;           ///< cohort's GET: the answer carries keys[0]'s value
+  bool get_all = false;       ///< cohort's MULTI_GET: the answer carries every key's value
   std::int64_t at_least = 0;  ///< a BARRIER: the count at each key reaches this
   bool queues_count = false;  ///< a PyTorch WAIT: a non-empty queue counts as a set key
 };

@@ -29,6 +29,11 @@ Writer& Writer::u8(std::uint8_t value) {
   return *this;
 }
 
+Writer& Writer::u32(std::uint32_t value) {
+  append_le(buffer_, value, 4);
+  return *this;
+}
+
 Writer& Writer::i64(std::int64_t value) {
   append_le(buffer_, static_cast<std::uint64_t>(value), 8);
   return *this;

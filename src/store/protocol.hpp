@@ -30,6 +30,7 @@ enum class Op : std::uint8_t {
   num_keys = 8,
   set_on_close = 9,     ///< since version 3
   clear_on_close = 10,  ///< since version 3
+  multi_get = 11,       ///< since version 3
 };
 
 /// SETs one connection may leave for its end (Op::set_on_close).
@@ -53,6 +54,8 @@ class Writer {
  public:
   Writer() : buffer_(kFrameHeaderBytes, '\0') {}
   Writer& u8(std::uint8_t value);
+  /// A count written ahead of items added one by one (what strings() writes first).
+  Writer& u32(std::uint32_t value);
   Writer& i64(std::int64_t value);
   Writer& bytes(std::string_view value);
   Writer& strings(const std::vector<std::string>& values);

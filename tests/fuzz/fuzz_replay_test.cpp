@@ -158,6 +158,9 @@ TEST(FuzzReplay, StoreServer) {
           std::string(1, '\1') + wire::handshake("fuzz-token", "credential") +
               request(wire::Op::delete_key).bytes("k").frame(),
           std::string(1, '\1') + "COHS\x02",
+          std::string(1, '\0') + request(wire::Op::set).bytes("k").bytes("v").frame() +
+              request(wire::Op::multi_get).strings({"k", "k", "missing"}).i64(1).frame() +
+              request(wire::Op::multi_get).strings({"k"}).i64(1).frame(),
           // Last words: set when the connection ends, cleared, over the limit.
           std::string(1, '\0') + request(wire::Op::set_on_close).bytes("gone").bytes("1").frame() +
               request(wire::Op::clear_on_close).frame() +

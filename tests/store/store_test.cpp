@@ -146,6 +146,36 @@ TEST_F(StoreTest, GetAndWaitBlockUntilSet) {
   later.join();
 }
 
+// MULTI_GET: every value in the keys' order, in one request, once the last
+// key is set; a timeout names the keys still missing and the connection
+// goes on; a prefix view and the Store default (WAIT, then GETs) agree.
+TEST_F(StoreTest, MultiGetWaitsForEveryKeyAndAnswersInOrder) {
+  auto waiter = client();
+  auto setter = client();
+  setter->set("m/0", std::string("nul\0inside", 11));
+  setter->set("m/2", "");
+  std::thread later([&] {
+    ASSERT_TRUE(waiting_becomes(1));  // parked on the missing key
+    setter->set("m/1", "one");
+  });
+  EXPECT_EQ(waiter->multi_get({"m/2", "m/0", "m/1", "m/0"}, 10s),
+            (std::vector<std::string>{"", std::string("nul\0inside", 11), "one",
+                                      std::string("nul\0inside", 11)}));
+  later.join();
+  EXPECT_TRUE(waiter->multi_get({}, 1s).empty());
+  try {
+    waiter->multi_get({"m/0", "never"}, 200ms);
+    ADD_FAILURE() << "a MULTI_GET of a missing key returned";
+  } catch (const Timeout& timeout) {
+    EXPECT_NE(std::string(timeout.what()).find("still missing 'never'"), std::string::npos)
+        << timeout.what();
+  }
+  EXPECT_EQ(waiter->get("m/1", 1s), "one");  // the connection goes on
+  PrefixStore view("m", std::shared_ptr<Store>(client()));
+  EXPECT_EQ(view.multi_get({"1", "2"}, 1s), (std::vector<std::string>{"one", ""}));
+  EXPECT_EQ(view.Store::multi_get({"1", "2"}, 1s), (std::vector<std::string>{"one", ""}));
+}
+
 // A parked WAIT scans its keys on as they are set; a key deleted after the
 // scan passed it counts as missing again: the keys must all be set at once.
 TEST_F(StoreTest, AWaitEndsOnlyWhenEveryKeyIsSetAtOnce) {

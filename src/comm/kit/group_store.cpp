@@ -13,9 +13,14 @@ std::optional<Subgroup> plan_split(const std::shared_ptr<Store>& store, int roun
                                    std::chrono::milliseconds timeout) {
   const std::string prefix = cat("split/", round);
   store->set(cat(prefix, "/", rank), cat(color, " ", key));
-  std::vector<std::tuple<int, int>> members;  // key, parent rank
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    keys.push_back(cat(prefix, "/", r));
+  const std::vector<std::string> entries = store->multi_get(keys, timeout);  // one request
+  std::vector<std::tuple<int, int>> members;                                 // key, parent rank
   for (int r = 0; r < size; ++r) {
-    const std::string entry = store->get(cat(prefix, "/", r), timeout);
+    const std::string& entry = entries[static_cast<std::size_t>(r)];
     const std::size_t space = entry.find(' ');
     if (std::stoi(entry.substr(0, space)) == color) {
       members.emplace_back(std::stoi(entry.substr(space + 1)), r);

@@ -53,11 +53,18 @@ Peers::Peers(int rank, const std::vector<std::string>& entries)
 Peers::Peers(Store& store, int rank, std::vector<std::string> addresses,
              std::chrono::milliseconds timeout)
     : rank_(rank), host_(this_host_name()), peers_(addresses.size()) {
+  // Every entry in one request, not one GET per rank: N ranks ask N
+  // questions of the store, not N².
+  std::vector<std::string> keys;
+  keys.reserve(addresses.size());
+  for (std::size_t r = 0; r < addresses.size(); ++r)
+    keys.push_back(cat("peer/", r));
+  const std::vector<std::string> entries = store.multi_get(keys, timeout);
   for (std::size_t r = 0; r < addresses.size(); ++r) {
     Peer& peer = peers_[r];
     peer.ip = ip_of(addresses[r]);
     peer.address = address_in(addresses[r]);
-    std::istringstream entry(store.get(cat("peer/", r), timeout));
+    std::istringstream entry(entries[r]);
     entry >> peer.host >> peer.pid;
   }
 }

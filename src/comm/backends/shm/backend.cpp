@@ -139,11 +139,11 @@ int group_cpus(Store* store, int rank, int size, Duration timeout) {
   if (store == nullptr) return usable_cpus();
   store->set(cat("shm/cpus/", rank), affinity_list());
   if (rank != 0) return 0;
-  std::vector<std::string> lists;
-  lists.reserve(static_cast<std::size_t>(size));
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r)
-    lists.push_back(store->get(cat("shm/cpus/", r), timeout));
-  return cpus_in_lists(lists);
+    keys.push_back(cat("shm/cpus/", r));
+  return cpus_in_lists(store->multi_get(keys, timeout));
 }
 
 // Every window of `copies`, in one order for writing and reading them.
