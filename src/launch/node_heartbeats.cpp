@@ -21,8 +21,9 @@ using namespace node_keys;  // this part's own keys
 
 // The heartbeat thread. Every interval each agent adds 1 to its counter; the
 // coordinator checks that every counter moves, and whether an agent's
-// connection closed (gone_key, the agent's last words in the store). It wakes early when its wake
-// key is set (a stop, or every node done).
+// connection closed (gone_key, the agent's last words in the store). It
+// wakes early when its wake key is set (a stop, every node done, an agent's
+// connection closed).
 void NodeGroup::watch() {
   const bool coordinator = server_ != nullptr || options_.node_rank < 0;
   const std::string wake = coordinator ? std::string(kCoordinatorWake) : wake_key(id_);

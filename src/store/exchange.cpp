@@ -13,6 +13,14 @@ std::string exchanged_key(std::string_view prefix, int rank) {
   return cat(prefix, "/", rank);
 }
 
+std::vector<std::string> ranked_keys(std::string_view prefix, std::size_t count) {
+  std::vector<std::string> keys;
+  keys.reserve(count);
+  for (std::size_t rank = 0; rank < count; ++rank)
+    keys.push_back(cat(prefix, "/", rank));
+  return keys;
+}
+
 namespace {
 
 void put_u32(std::string& out, std::uint32_t value) {
@@ -86,11 +94,8 @@ std::vector<std::string> exchange_values(Store& store, std::string_view prefix, 
   store.set(exchanged_key(prefix, rank), value);
   if (store.add(cat(prefix, "/arrived"), 1) == size) {
     // Everyone's value is set by now: one request reads them all.
-    std::vector<std::string> keys;
-    keys.reserve(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r)
-      keys.push_back(exchanged_key(prefix, r));
-    const std::vector<std::string> values = store.multi_get(keys, timeout);
+    const std::vector<std::string> values =
+        store.multi_get(ranked_keys(prefix, static_cast<std::size_t>(size)), timeout);
     store.set(table_key, encode_table(values));
     return values;
   }

@@ -27,6 +27,9 @@ std::vector<std::string> exchange_values(Store& store, std::string_view prefix, 
 
 /// The key of `rank`'s value in an exchange under `prefix`.
 std::string exchanged_key(std::string_view prefix, int rank);
+/// Every rank's key under `prefix`, ranks 0 to `count` - 1: what one
+/// Store::multi_get asks for when every rank set its own.
+std::vector<std::string> ranked_keys(std::string_view prefix, std::size_t count);
 
 /// The table's encoding, every number 4-byte little-endian: how many
 /// distinct values, each as its length and bytes in the order first used,

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/strings.hpp"
+#include "store/exchange.hpp"
 
 namespace cohort::detail {
 
@@ -13,12 +14,9 @@ std::optional<Subgroup> plan_split(const std::shared_ptr<Store>& store, int roun
                                    std::chrono::milliseconds timeout) {
   const std::string prefix = cat("split/", round);
   store->set(cat(prefix, "/", rank), cat(color, " ", key));
-  std::vector<std::string> keys;
-  keys.reserve(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r)
-    keys.push_back(cat(prefix, "/", r));
-  const std::vector<std::string> entries = store->multi_get(keys, timeout);  // one request
-  std::vector<std::tuple<int, int>> members;                                 // key, parent rank
+  const std::vector<std::string> entries =  // one request
+      store->multi_get(ranked_keys(prefix, static_cast<std::size_t>(size)), timeout);
+  std::vector<std::tuple<int, int>> members;  // key, parent rank
   for (int r = 0; r < size; ++r) {
     const std::string& entry = entries[static_cast<std::size_t>(r)];
     const std::size_t space = entry.find(' ');

@@ -9,6 +9,7 @@
 
 #include "comm/kit/host_identity.hpp"
 #include "core/strings.hpp"
+#include "store/exchange.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -55,11 +56,8 @@ Peers::Peers(Store& store, int rank, std::vector<std::string> addresses,
     : rank_(rank), host_(this_host_name()), peers_(addresses.size()) {
   // Every entry in one request, not one GET per rank: N ranks ask N
   // questions of the store, not N².
-  std::vector<std::string> keys;
-  keys.reserve(addresses.size());
-  for (std::size_t r = 0; r < addresses.size(); ++r)
-    keys.push_back(cat("peer/", r));
-  const std::vector<std::string> entries = store.multi_get(keys, timeout);
+  const std::vector<std::string> entries =
+      store.multi_get(ranked_keys("peer", addresses.size()), timeout);
   for (std::size_t r = 0; r < addresses.size(); ++r) {
     Peer& peer = peers_[r];
     peer.ip = ip_of(addresses[r]);

@@ -17,6 +17,7 @@
 #include "core/config.hpp"
 #include "core/cpus.hpp"
 #include "core/strings.hpp"
+#include "store/exchange.hpp"
 
 namespace cohort::detail::shm_backend {
 namespace {
@@ -42,8 +43,11 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // every extra round.
 constexpr std::size_t kMiB = kKiB * kKiB;
 constexpr Window kAlways{0, SIZE_MAX};
+// all_reduce's single copies start at 256 KiB: from 32 to 128 KiB they took
+// 3.1-3.6x the rounds' time at n = 2 (2026-11-27, settings_in_one_job), the
+// 32 KiB cell 4x Open MPI's in compare_allreduce.
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
-    .all_reduce = {32 * kKiB, SIZE_MAX},
+    .all_reduce = {256 * kKiB, SIZE_MAX},
     .broadcast = {64 * kKiB, 512 * kKiB},
     .gather = {16 * kKiB, SIZE_MAX},
     .scatter = {32 * kKiB, SIZE_MAX},
@@ -51,7 +55,7 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_to_all = {32 * kKiB, SIZE_MAX},
 };
 constexpr Tuning::Windows kSingleCopiesOversubscribed{
-    .all_reduce = {kMiB, 8 * kMiB},
+    .all_reduce = {256 * kKiB, 8 * kMiB},  // 256-512 KiB: 0.38-0.44x the rounds' time, n = 4
     .broadcast = {},
     .gather = {256 * kKiB, SIZE_MAX},
     .scatter = {128 * kKiB, SIZE_MAX},
@@ -139,11 +143,8 @@ int group_cpus(Store* store, int rank, int size, Duration timeout) {
   if (store == nullptr) return usable_cpus();
   store->set(cat("shm/cpus/", rank), affinity_list());
   if (rank != 0) return 0;
-  std::vector<std::string> keys;
-  keys.reserve(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r)
-    keys.push_back(cat("shm/cpus/", r));
-  return cpus_in_lists(store->multi_get(keys, timeout));
+  return cpus_in_lists(
+      store->multi_get(ranked_keys("shm/cpus", static_cast<std::size_t>(size)), timeout));
 }
 
 // Every window of `copies`, in one order for writing and reading them.
