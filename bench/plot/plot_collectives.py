@@ -61,6 +61,9 @@ def panel(axes, title, tables, lines, floor=None, ceiling=None):
         low = [min(dict(zip(fs, ft))[s], dict(zip(cs, ct))[s]) for s in common]
         high = [max(dict(zip(fs, ft))[s], dict(zip(cs, ct))[s]) for s in common]
         axes.fill_between(common, low, high, color="0.85", label="floor (memory, cross-core)")
+    elif floor:  # the cross-core bound needs a core per rank
+        fs, ft = series(floor)
+        axes.plot(fs, ft, color="0.6", linewidth=3, alpha=0.6, label="floor (memory bandwidth)")
     for key, label, style in lines:
         sizes, times = series(tables.get(key, {}))
         if not sizes:
