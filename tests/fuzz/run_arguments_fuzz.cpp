@@ -21,7 +21,8 @@ COHORT_FUZZ_TARGET(run_arguments) {
   arguments.set(spec.canonical, value, std::string(spec.canonical));
   const auto no_environment = [](const char*) -> const char* { return nullptr; };
   try {
-    (void)cli::to_run_options(arguments, {"train.py"}, cli::HostCounts::fixed(4, 1), no_environment);
+    (void)cli::to_run_options(arguments, {"train.py"}, cli::HostCounts::fixed(4, 1),
+                              no_environment);
     (void)cli::parse_stream_spec(value, "--tee");
   } catch (const InvalidArgument&) {
   }
