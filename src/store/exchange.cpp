@@ -94,7 +94,7 @@ std::vector<std::string> exchange_values(Store& store, std::string_view prefix, 
   store.set(exchanged_key(prefix, rank), value);
   if (store.add(cat(prefix, "/arrived"), 1) == size) {
     // Everyone's value is set by now: one request reads them all.
-    const std::vector<std::string> values =
+    std::vector<std::string> values =
         store.multi_get(ranked_keys(prefix, static_cast<std::size_t>(size)), timeout);
     store.set(table_key, encode_table(values));
     return values;
