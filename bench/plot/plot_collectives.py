@@ -55,12 +55,11 @@ def panel(axes, title, tables, lines, floor=None, ceiling=None):
     if floor and ceiling:
         # The band between the memory-bandwidth floor and the cross-core
         # bound: where no all_reduce on this machine can go below.
-        fs, ft = series(floor)
-        cs, ct = series(ceiling)
-        common = sorted(set(fs) & set(cs))
-        low = [min(dict(zip(fs, ft))[s], dict(zip(cs, ct))[s]) for s in common]
-        high = [max(dict(zip(fs, ft))[s], dict(zip(cs, ct))[s]) for s in common]
-        axes.fill_between(common, low, high, color="0.85", label="floor (memory, cross-core)")
+        low_bound, high_bound = dict(zip(*series(floor))), dict(zip(*series(ceiling)))
+        common = sorted(set(low_bound) & set(high_bound))
+        bounds = [(low_bound[s], high_bound[s]) for s in common]
+        axes.fill_between(common, [min(b) for b in bounds], [max(b) for b in bounds],
+                          color="0.85", label="floor (memory, cross-core)")
     elif floor:  # the cross-core bound needs a core per rank
         fs, ft = series(floor)
         axes.plot(fs, ft, color="0.6", linewidth=3, alpha=0.6, label="floor (memory bandwidth)")

@@ -3,13 +3,16 @@ where python3-matplotlib lives; the benchmark itself may run under another."""
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLOTTING_PYTHON = "/usr/bin/python3"
 
 
-def write_plot(kind, results_json, out, title):
-    """Returns whether OUT was written; says why not on stderr."""
+def write_plot(kind, results_json, out, reps):
+    """Returns whether OUT was written; says why not on stderr. Its title
+    dates the run and names the machine's CPUs and the benchmark's reps."""
+    title = f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, median of {reps} reps"
     if subprocess.run([PLOTTING_PYTHON, "-c", "import matplotlib"],
                       capture_output=True).returncode != 0:
         print(f"no plot: {PLOTTING_PYTHON} has no matplotlib (apt install python3-matplotlib, "

@@ -70,6 +70,7 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
       // A killed agent's connection closes at once: the store then marks it
       // gone and wakes the coordinator, who need not wait for its heartbeat.
       watch->set_on_close(gone_key(id_), "");
+      watch->set_on_close(kSomeoneGone, "");
       watch->set_on_close(kCoordinatorWake, "");
     }
     watch_store_ = std::move(watch);

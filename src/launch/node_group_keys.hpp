@@ -66,10 +66,12 @@ inline std::string wake_key(int id) {
   return cat("agents/wake/", id);
 }
 // Set by the store when an agent's connection ends (its last words): the
-// agent is gone, whether or not its node still answers.
+// agent is gone, whether or not its node still answers; kSomeoneGone says
+// that some agent's is set, so that the coordinator reads them only then.
 inline std::string gone_key(int id) {
   return cat("agents/gone/", id);
 }
+inline constexpr std::string_view kSomeoneGone = "agents/gone";
 // Elastic rounds: the agents that registered, each one's slot, the table.
 inline std::string round_count_key(int round) {
   return cat("agents/round/", round);

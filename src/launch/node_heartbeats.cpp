@@ -104,13 +104,16 @@ void NodeGroup::watch() {
         continue;
       }
       const auto now = Clock::now();
+      // One request a tick, not one per node: whether any agent's
+      // connection closed since the last look.
+      const bool someone_gone = watch_store_->delete_key(kSomeoneGone);
       for (std::size_t node = 0; node < ids.size(); ++node) {
         if (ids[node] == id_) continue;
         if (!beats.arrived(node)) {  // the --hostfile launcher waits for each node to join
           if (watch_store_->check({node_key(static_cast<int>(node))})) beats.arrive(node, now);
           continue;
         }
-        const bool gone = watch_store_->check({gone_key(ids[node])});
+        const bool gone = someone_gone && watch_store_->check({gone_key(ids[node])});
         if (!gone && !beats.stalled(node, watch_store_->add(heartbeat_key(ids[node]), 0), now)) {
           continue;
         }
