@@ -46,9 +46,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cohort/errors.hpp>
 #include <cohort/store.hpp>
 
 #include "core/socket.hpp"
+#include "core/strings.hpp"
+#include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
 #include "store/protocol.hpp"
 
@@ -132,8 +135,14 @@ struct Protocol {
 struct CohortProtocol : Protocol {
   Fd open(int port) const override {
     Fd fd = connect_or_die(port);
-    send_or_die(fd.get(), wire::handshake(kToken));
-    if (!receive(fd.get(), 5, std::chrono::seconds(60))) std::exit(1);
+    try {
+      cohort::detail::authenticate_to_store(
+          fd.get(), cohort::detail::cat("127.0.0.1:", port), kToken, false,
+          cohort::detail::deadline_after(std::chrono::seconds(60)));
+    } catch (const cohort::Error& error) {
+      std::fprintf(stderr, "rendezvous_scale: %s\n", error.what());
+      std::exit(1);
+    }
     return fd;
   }
   std::string wait(const std::vector<std::string>& keys) const override {
@@ -461,8 +470,26 @@ int main(int argc, char** argv) {
   int wait_all_max = 4096;
   std::string python = "/usr/bin/python3";
   std::string json;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  const auto usage = [] {
+    std::printf(
+        "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
+        "                 [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE]\n"
+        "N simulated ranks against cohort's store and PyTorch's TCPStore; bench/README.md\n");
+  };
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      usage();
+      return 0;
+    }
+    if (i + 1 >= argc || flag.rfind("--", 0) != 0 ||
+        (flag != "--sizes" && flag != "--patterns" && flag != "--wait-all-max" &&
+         flag != "--python" && flag != "--json")) {
+      std::fprintf(stderr, "rendezvous_scale: %s%s\n", flag.c_str(),
+                   i + 1 >= argc ? " needs a value" : ": unknown flag");
+      usage();
+      return 2;
+    }
     if (flag == "--sizes") {
       sizes.clear();
       for (const std::string& item : split(argv[i + 1]))

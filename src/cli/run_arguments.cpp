@@ -14,6 +14,7 @@
 #include <cohort/errors.hpp>
 
 #include "cli/token_file.hpp"
+#include "core/secret_file.hpp"
 #include "core/strings.hpp"
 #include "launch/gpu_placement.hpp"
 #include "launch/ssh_launch.hpp"
@@ -416,6 +417,10 @@ void place(const RunArguments& arguments, RunOptions& options,
   if (const Given file = get(arguments, "--token-file")) {
     options.job_token = detail::read_token_file(file.value);
   } else if (const char* token = getenv("COHORT_JOB_TOKEN"); token != nullptr && *token != 0) {
+    if (const std::string weak = detail::weak_secret(token); !weak.empty()) {
+      throw InvalidArgument(cat("COHORT_JOB_TOKEN can be guessed: ", weak, "; make one with ",
+                                detail::kMakeASecret, " (or use --token-file FILE)"));
+    }
     options.job_token = token;
   }
   options.insecure = arguments.flag("--insecure");

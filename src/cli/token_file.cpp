@@ -32,10 +32,9 @@ std::string read_token_file(const std::string& path) {
     }
     token = read_secret_line(fd.get(), cat("--token-file ", path));
   }
-  if (token.size() < kMinSecretLength) {
-    throw InvalidArgument(cat(
-        "--token-file ", path, ": the token is ", token.size(), " characters; use at least ",
-        kMinSecretLength, " random ones (head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n')"));
+  if (const std::string weak = weak_secret(token); !weak.empty()) {
+    throw InvalidArgument(cat("--token-file ", path, ": the token can be guessed: ", weak,
+                              "; make one with ", kMakeASecret));
   }
   return token;
 }

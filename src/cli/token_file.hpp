@@ -9,8 +9,8 @@ namespace cohort::detail {
 /// The first line of `path` ("-": standard input, read up to its first
 /// newline and no further: what follows belongs to someone else). Throws
 /// cohort::InvalidArgument naming the file and what to do when it cannot be
-/// read, is readable by its group or others, or holds fewer than
-/// kMinSecretLength (core/secret_file.hpp) characters.
+/// read, is readable by its group or others, or can be guessed
+/// (weak_secret, core/secret_file.hpp).
 std::string read_token_file(const std::string& path);
 
 }  // namespace cohort::detail

@@ -9,6 +9,7 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "core/net_interfaces.hpp"
+#include "core/secret_file.hpp"
 #include "core/strings.hpp"
 #include "env/launchers/launcher.hpp"
 
@@ -191,6 +192,12 @@ World init(const InitOptions& options) {
     // on other nodes that prove with MUNGE that they run as this user.
     const auto secret = env.find("COHORT_JOB_TOKEN");
     const bool has_secret = secret != env.end() && !secret->second.empty();
+    if (const std::string weak = has_secret ? detail::weak_secret(secret->second) : "";
+        !weak.empty()) {
+      throw LaunchEnvError(cat("COHORT_JOB_TOKEN can be guessed: ", weak, "; make one with ",
+                               detail::kMakeASecret, " and give every rank the same"),
+                           {{"COHORT_JOB_TOKEN", "(a secret: not shown)"}});
+    }
     client.host = info.master_addr.value;
     client.port = info.master_port.value;
     client.token = has_secret ? secret->second : info.job_id.value;

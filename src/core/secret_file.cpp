@@ -36,4 +36,21 @@ std::string mode_text(mode_t mode) {
   return text;
 }
 
+std::string weak_secret(std::string_view secret) {
+  const bool hex = secret.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
+  const std::size_t needed = hex ? 32 : 22;
+  if (secret.size() < needed) {
+    return cat(secret.size(), " characters", hex ? " of hex digits" : "",
+               " carry fewer than 128 bits (", needed,
+               hex ? " hex digits" : " characters of a wider alphabet", " do)");
+  }
+  std::size_t counts[256] = {};
+  for (unsigned char c : secret) {
+    if (++counts[c] * 4 > secret.size()) {
+      return cat("one character fills more than a quarter of its ", secret.size(), " places");
+    }
+  }
+  return {};
+}
+
 }  // namespace cohort::detail

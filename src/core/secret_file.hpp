@@ -1,17 +1,24 @@
 // What every secret kept in a file shares (cohort run --token-file, the
 // per-user secret in ~/.cohort/secret): one short first line, read without
-// taking what follows, trailing whitespace dropped; a length below which it
-// can be guessed; a mode, shown as people write it.
+// taking what follows, trailing whitespace dropped; what makes one too easy
+// to guess; a mode, shown as people write it.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <sys/types.h>
 
 namespace cohort::detail {
 
-/// Secrets shorter than this are refused: they can be guessed.
-inline constexpr std::size_t kMinSecretLength = 16;
+/// How a secret that carries too little is made instead.
+inline constexpr const char* kMakeASecret = "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'";
+
+/// Why `secret` can be guessed, "" when it carries at least 16 bytes of
+/// entropy as far as its characters can tell: 32 characters when all are
+/// hex digits (4 bits each), 22 of a wider alphabet (6 bits each, as
+/// base64), and no character in more than a quarter of the places.
+std::string weak_secret(std::string_view secret);
 /// A secret is one short line; a longer first line is refused.
 inline constexpr std::size_t kMaxSecretLength = 4096;
 

@@ -9,41 +9,21 @@
 
 #include <cohort/errors.hpp>
 
+#include "core/own_files.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// Says which directory stops --log-dir, before any worker starts: the
-// deepest one that exists, and why it cannot be written.
-void check_writable(const std::string& dir) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (!error && ::access(dir.c_str(), W_OK | X_OK) == 0) return;
-  fs::path existing = fs::absolute(dir, error);
-  while (!existing.empty() && existing != existing.root_path() && !fs::exists(existing, error))
-    existing = existing.parent_path();
-  std::string why;
-  if (fs::exists(existing, error) && !fs::is_directory(existing, error)) {
-    why = cat(existing.string(), " is a file, not a directory");
-  } else if (::access(existing.c_str(), W_OK | X_OK) != 0) {
-    why = cat(existing.string(), ": ", errno_text(errno));
-  } else {
-    why = errno_text(EACCES);
-  }
-  throw Error(cat("cohort run: cannot write the logs to --log-dir ", dir, ": ", why,
-                  "; give a directory you can write to"));
-}
-
-}  // namespace
-
 JobFiles::JobFiles(std::string log_dir, const std::string& run_id, bool keep)
     : dir_(std::move(log_dir)), keep_(keep) {
   if (!dir_.empty()) {
-    check_writable(dir_);
+    dir_fd_ = open_own_directory(dir_, "cohort run: --log-dir");
+    if (::faccessat(dir_fd_.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
+      throw Error(cat("cohort run: cannot write the logs to --log-dir ", dir_, ": ",
+                      errno_text(errno), "; give a directory you can write to"));
+    }
     return;
   }
   const char* tmp = std::getenv("TMPDIR");
@@ -55,6 +35,7 @@ JobFiles::JobFiles(std::string log_dir, const std::string& run_id, bool keep)
   }
   dir_ = pattern;
   made_ = true;
+  dir_fd_ = open_own_directory(dir_, "cohort run: the job's directory");
 }
 
 JobFiles::~JobFiles() {
@@ -63,31 +44,35 @@ JobFiles::~JobFiles() {
   fs::remove_all(dir_, ignored);
 }
 
-std::string JobFiles::rank_dir(int attempt, int rank) {
-  const fs::path dir = fs::path(dir_) / cat("attempt_", attempt) / cat("rank_", rank);
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) {
-    throw Error(cat("cohort run: cannot make ", dir.string(), ": ", error.message(),
-                    made_ ? "" : " (check --log-dir)"));
+Fd JobFiles::rank_dir(int attempt, int rank, std::string* path) {
+  const std::string attempt_name = cat("attempt_", attempt);
+  const std::string rank_name = cat("rank_", rank);
+  *path = cat(dir_, "/", attempt_name, "/", rank_name);
+  try {
+    const Fd attempt_dir =
+        open_own_subdirectory(dir_fd_.get(), attempt_name, cat(dir_, "/", attempt_name));
+    return open_own_subdirectory(attempt_dir.get(), rank_name, *path);
+  } catch (const Error& error) {
+    throw Error(cat("cohort run: ", error.what(), made_ ? "" : " (check --log-dir)"));
   }
-  return dir.string();
 }
 
 std::string JobFiles::error_file(int attempt, int rank) {
-  std::string path = rank_dir(attempt, rank) + "/error.json";
-  ::unlink(path.c_str());  // a stale file must not be taken for this attempt's
-  return path;
+  std::string path;
+  const Fd dir = rank_dir(attempt, rank, &path);
+  ::unlinkat(dir.get(), "error.json", 0);  // a stale file must not be taken for this attempt's
+  return path + "/error.json";
 }
 
 Fd JobFiles::open_log(int attempt, int rank, const char* stream) {
-  const std::string path = cat(rank_dir(attempt, rank), "/", stream, ".log");
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd.valid()) {
-    throw Error(cat("cohort run: cannot write the log file ", path, ": ", errno_text(errno),
-                    made_ ? "" : " (check --log-dir)"));
+  std::string path;
+  const Fd dir = rank_dir(attempt, rank, &path);
+  const std::string name = cat(stream, ".log");
+  try {
+    return create_own_file(dir.get(), name, cat("the log file ", path, "/", name));
+  } catch (const Error& error) {
+    throw Error(cat("cohort run: ", error.what(), made_ ? "" : " (check --log-dir)"));
   }
-  return fd;
 }
 
 }  // namespace cohort::detail

@@ -3,7 +3,10 @@
 // and DIR/attempt_K/rank_R/error.json (each worker's TORCHELASTIC_ERROR_FILE).
 // DIR is --log-dir; without it, a directory of the job's own in $TMPDIR
 // (mode 0700: error messages may hold secrets), removed at the end unless
-// --redirects or --tee put logs there.
+// --redirects or --tee put logs there. Every directory below DIR is made
+// 0700 and every file 0600, opened relative to its directory, never through
+// a symbolic link, and only in directories no other user can write to
+// (core/own_files.hpp): a file another user prepared there is refused.
 #pragma once
 
 #include <string>
@@ -16,7 +19,8 @@ class JobFiles {
  public:
   /// `keep`: logs go to the directory even without `log_dir` (redirects or
   /// tee), so a directory made for the job stays. Throws cohort::Error when
-  /// it cannot be made.
+  /// it cannot be made, or `log_dir` is another user's or others may write
+  /// to it.
   JobFiles(std::string log_dir, const std::string& run_id, bool keep);
   ~JobFiles();
   JobFiles(const JobFiles&) = delete;
@@ -33,9 +37,11 @@ class JobFiles {
   Fd open_log(int attempt, int rank, const char* stream);
 
  private:
-  std::string rank_dir(int attempt, int rank);
+  /// DIR/attempt_K/rank_R, made when missing; its path in `*path`.
+  Fd rank_dir(int attempt, int rank, std::string* path);
 
   std::string dir_;
+  Fd dir_fd_;
   bool made_ = false;
   bool keep_ = false;
 };

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cohort/errors.hpp>
+
 #include "core/fd.hpp"
+#include "core/own_files.hpp"
 #include "core/strings.hpp"
 #include "launch/console.hpp"
 
@@ -50,14 +52,26 @@ int tid_of(int rank) {
 void write_job_trace(const std::string& path, const std::vector<std::string>& node_events,
                      const std::string& run_id, const std::vector<std::string>& command,
                      int exit_code) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << Timeline::merge(
+  const std::string trace = Timeline::merge(
       node_events,
       {{"run_id", run_id}, {"command", join(command, " ")}, {"exit_status", cat(exit_code)}});
-  file.close();
-  if (!file) {
-    console_write(STDERR_FILENO, cat("cohort run: cannot write the trace to ", path, ": ",
-                                     errno_text(errno), " (check --trace's directory)\n"));
+  std::string why;
+  try {
+    const Fd file = create_own_file(path, "--trace");
+    for (std::string_view left = trace; !left.empty() && why.empty();) {
+      const ssize_t n = ::write(file.get(), left.data(), left.size());
+      if (n > 0) {
+        left.remove_prefix(static_cast<std::size_t>(n));
+      } else if (n < 0 && errno != EINTR) {
+        why = errno_text(errno);
+      }
+    }
+  } catch (const Error& error) {
+    why = error.what();
+  }
+  if (!why.empty()) {
+    console_write(STDERR_FILENO,
+                  cat("cohort run: cannot write the trace to ", path, ": ", why, "\n"));
   }
 }
 

@@ -101,10 +101,9 @@ UserSecret user_secret() {
   }
   check_private(info, secret.path, false);
   const std::string text = read_secret_line(fd.get(), cat("cohort run: ", secret.path));
-  if (text.size() < kMinSecretLength) {
-    throw InvalidArgument(cat("cohort run: the per-user secret ", secret.path, " holds ",
-                              text.size(), " characters, fewer than ", kMinSecretLength,
-                              ": remove it, and cohort makes a new one"));
+  if (const std::string weak = weak_secret(text); !weak.empty()) {
+    throw InvalidArgument(cat("cohort run: the per-user secret ", secret.path, " can be guessed: ",
+                              weak, "; remove it, and cohort makes a new one"));
   }
   secret.token = text;
   return secret;

@@ -5,18 +5,6 @@
 #include "store/protocol.hpp"
 
 namespace cohort::detail {
-namespace {
-
-bool equal_in_constant_time(std::string_view a, std::string_view b) {
-  unsigned char difference = a.size() == b.size() ? 0 : 1;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    difference |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  }
-  return difference == 0;
-}
-
-}  // namespace
-
 std::string admission_refusal(const PeerOwner& owner, bool checked,
                               const StoreServer::Options& options, uid_t user) {
   const bool remote = owner.where != PeerOwner::Where::this_host;
@@ -35,9 +23,9 @@ std::string admission_refusal(const PeerOwner& owner, bool checked,
   return {};
 }
 
-std::string credential_refusal(std::string_view token, std::string_view credential, bool remote,
+std::string credential_refusal(bool token_proven, std::string_view credential, bool remote,
                                const StoreServer::Options& options, uid_t user) {
-  if (!equal_in_constant_time(token, options.token)) {
+  if (!token_proven) {
     return cat(store_protocol::kWrongToken,
                " (COHORT_JOB_TOKEN): the client belongs to another job, or another user's");
   }

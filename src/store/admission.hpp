@@ -23,7 +23,8 @@ std::string admission_refusal(const PeerOwner& owner, bool checked,
                               const StoreServer::Options& options, uid_t user);
 
 /// Why a cohort client's handshake is refused, "" when it is accepted.
-std::string credential_refusal(std::string_view token, std::string_view credential, bool remote,
+/// `token_proven`: its proof of the job token (store/proof.hpp) held.
+std::string credential_refusal(bool token_proven, std::string_view credential, bool remote,
                                const StoreServer::Options& options, uid_t user);
 
 }  // namespace cohort::detail

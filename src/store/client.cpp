@@ -11,7 +11,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
-#include "store/munge_credential.hpp"
+#include "store/client_handshake.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -25,6 +25,9 @@ namespace {
 // How much longer than a GET/WAIT timeout the client waits for the server's
 // own "timeout" answer before it declares the server unresponsive.
 constexpr std::chrono::milliseconds kServerGrace{5000};
+// The largest answer taken: a MULTI_GET of every rank's entry may exceed
+// the server's request limit; 4 GiB is what a frame's length can say.
+constexpr std::size_t kMaxAnswerBytes = 0xffffffffu;
 
 std::string quoted_list(const std::vector<std::string>& keys) {
   std::string out;
@@ -45,43 +48,7 @@ StoreClient::StoreClient(Options options)
   for (;;) {
     detail::Fd fd = detail::connect_tcp(options_.host, options_.port, deadline, &error);
     if (fd.valid()) {
-      // A credential is good once: each connection makes its own. Without
-      // munged the client goes on: a server on this host needs none, and
-      // one elsewhere says why it refuses (with munged's error appended).
-      std::string credential;
-      std::string munge_error;
-      if (options_.munge) {
-        try {
-          credential = detail::munge_encode(options_.token);
-        } catch (const StoreError& failure) {
-          munge_error = failure.what();
-        }
-      }
-      const std::string hello = wire::handshake(options_.token, credential);
-      char header[wire::kFrameHeaderBytes];
-      if (!detail::send_all(fd.get(), hello.data(), hello.size(), deadline, &error) ||
-          !detail::recv_all(fd.get(), header, sizeof(header), deadline, &error)) {
-        throw StoreError(cat("store at ", address_, " ", error, " during the handshake"));
-      }
-      std::string payload(wire::frame_length(header), '\0');
-      if (payload.size() > wire::kMaxHandshakeBytes ||
-          !detail::recv_all(fd.get(), payload.data(), payload.size(), deadline, &error) ||
-          payload.empty()) {
-        throw StoreError(cat("store at ", address_, " sent no valid handshake answer: ",
-                             error.empty() ? "bad frame" : error));
-      }
-      if (static_cast<wire::Status>(payload[0]) != wire::Status::ok) {
-        wire::Reader reader(std::string_view(payload).substr(1));
-        std::string why;
-        try {
-          why = reader.bytes();
-        } catch (const wire::ProtocolError&) {
-          why = "no reason given";
-        }
-        throw StoreError(cat("store at ", address_, " rejected this client: ", why,
-                             munge_error.empty() ? "" : " (this client has no credential: ",
-                             munge_error, munge_error.empty() ? "" : ")"));
-      }
+      detail::authenticate_to_store(fd.get(), address_, options_.token, options_.munge, deadline);
       fd_ = fd.release();
       return;
     }
@@ -106,15 +73,12 @@ std::string StoreClient::call(std::string request, std::chrono::milliseconds ser
   const auto deadline = detail::deadline_after(
       std::max(options_.timeout, detail::saturating_sum(server_timeout, kServerGrace)));
   std::string error;
-  char header[wire::kFrameHeaderBytes];
   std::string payload;
   bool ok = detail::send_all(fd_, request.data(), request.size(), deadline, &error) &&
-            detail::recv_all(fd_, header, sizeof(header), deadline, &error);
-  if (ok) {
-    payload.resize(wire::frame_length(header));
-    ok =
-        detail::recv_all(fd_, payload.data(), payload.size(), deadline, &error) && !payload.empty();
-    if (ok && payload.empty()) error = "sent an empty answer";
+            detail::recv_frame(fd_, &payload, kMaxAnswerBytes, deadline, &error);
+  if (ok && payload.empty()) {
+    ok = false;
+    error = "sent an empty answer";
   }
   if (!ok) {
     // The stream is out of step now: every later call fails the same way.

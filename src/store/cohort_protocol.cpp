@@ -2,8 +2,12 @@
 
 #include <algorithm>
 
+#include <cohort/errors.hpp>
+
 #include "core/strings.hpp"
 #include "store/admission.hpp"
+#include "store/munge_credential.hpp"
+#include "store/proof.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort::detail {
@@ -56,6 +60,30 @@ bool CohortProtocol::handle(StoreCore& core, Id id, Connection& connection) {
 }
 
 void CohortProtocol::handshake(StoreCore& core, Connection& connection, std::string_view payload) {
+  if (connection.challenge.empty()) return hello(core, connection, payload);
+  wire::Reader reader(payload);
+  const std::string_view proof = reader.bytes();
+  const std::string_view credential = reader.bytes();
+  reader.expect_end();
+  const std::string_view client_nonce =
+      std::string_view(connection.challenge).substr(0, store_proof::kNonceBytes);
+  const std::string_view server_nonce =
+      std::string_view(connection.challenge).substr(store_proof::kNonceBytes);
+  const bool proven = store_proof::same(
+      proof, store_proof::client_proof(core.options().token, client_nonce, server_nonce));
+  const std::string why =
+      credential_refusal(proven, credential, connection.remote, core.options(), core.user());
+  if (!why.empty()) return refuse(core, connection, why);
+  connection.authenticated = true;
+  connection.challenge.clear();
+  connection.challenge.shrink_to_fit();
+  core.end_handshake(connection);
+  connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
+}
+
+// The client's first frame: the server answers with its nonce and its
+// proof of the token, before the client proves anything.
+void CohortProtocol::hello(StoreCore& core, Connection& connection, std::string_view payload) {
   wire::Reader reader(payload);
   std::string magic;
   for (std::size_t i = 0; i < wire::kMagic.size(); ++i)
@@ -68,15 +96,31 @@ void CohortProtocol::handshake(StoreCore& core, Connection& connection, std::str
                                               ", this server speaks ", int{wire::kVersion},
                                               ": every process of a job must run the same cohort"));
   }
-  const std::string_view token = reader.bytes();
-  const std::string_view credential = reader.bytes();
+  const std::string_view client_nonce = reader.bytes();
   reader.expect_end();
-  const std::string why =
-      credential_refusal(token, credential, connection.remote, core.options(), core.user());
-  if (!why.empty()) return refuse(core, connection, why);
-  connection.authenticated = true;
-  core.end_handshake(connection);
-  connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
+  if (client_nonce.size() != store_proof::kNonceBytes) {
+    throw wire::ProtocolError(cat("a nonce of ", client_nonce.size(), " bytes (",
+                                  store_proof::kNonceBytes, " expected)"));
+  }
+  const std::string server_nonce = store_proof::nonce();
+  std::string credential;
+  if (core.options().munge && connection.remote && !core.options().token_is_secret) {
+    try {
+      credential = munge_encode(store_proof::server_munge_payload(client_nonce));
+    } catch (const StoreError& error) {
+      return refuse(
+          core, connection,
+          cat("this store cannot prove its user to a client on another host: ", error.what()));
+    }
+  }
+  connection.challenge = cat(client_nonce, server_nonce);
+  connection.out +=
+      wire::Writer()
+          .u8(static_cast<std::uint8_t>(wire::Status::ok))
+          .bytes(server_nonce)
+          .bytes(store_proof::server_proof(core.options().token, client_nonce, server_nonce))
+          .bytes(credential)
+          .frame();
 }
 
 void CohortProtocol::refuse(StoreCore& core, Connection& connection, const std::string& why) {

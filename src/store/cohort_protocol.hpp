@@ -1,5 +1,6 @@
 // cohort's own store protocol (protocol.hpp, docs/store-protocol.md) on the
-// store's transport: a handshake with the job token (and MUNGE), then one
+// store's transport: a handshake in which each side proves it knows the job
+// token (and, across hosts without a secret, MUNGE proves the user), then one
 // framed request at a time; a GET or WAIT of keys not yet set waits, with a
 // deadline, while later frames stay buffered.
 #pragma once
@@ -19,6 +20,7 @@ class CohortProtocol final : public StoreProtocol {
 
  private:
   void handshake(StoreCore& core, Connection& connection, std::string_view payload);
+  void hello(StoreCore& core, Connection& connection, std::string_view payload);
   void refuse(StoreCore& core, Connection& connection, const std::string& why);
   void request(StoreCore& core, Id id, Connection& connection, std::string_view payload);
 };

@@ -84,7 +84,11 @@ std::string_view Reader::bytes() {
 
 std::vector<std::string> Reader::strings() {
   const auto count = static_cast<std::size_t>(read_le(take(4).data(), 4));
-  if (count > kMaxStrings || count > data_.size()) throw ProtocolError("implausible key count");
+  // Each string takes 4 bytes at least: a count the rest of the frame cannot
+  // hold is refused before anything is reserved for it.
+  if (count > kMaxStrings || count > (data_.size() - position_) / 4) {
+    throw ProtocolError("implausible key count");
+  }
   std::vector<std::string> out;
   out.reserve(count);
   for (std::size_t i = 0; i < count; ++i)
@@ -100,12 +104,16 @@ std::uint32_t frame_length(const char* header) noexcept {
   return static_cast<std::uint32_t>(read_le(header, 4));
 }
 
-std::string handshake(std::string_view token, std::string_view credential) {
+std::string hello(std::string_view client_nonce) {
   Writer writer;
   for (char c : kMagic)
     writer.u8(static_cast<std::uint8_t>(c));
-  writer.u8(kVersion).bytes(token).bytes(credential);
+  writer.u8(kVersion).bytes(client_nonce);
   return writer.frame();
+}
+
+std::string proof(std::string_view client_proof, std::string_view credential) {
+  return Writer().bytes(client_proof).bytes(credential).frame();
 }
 
 }  // namespace cohort::detail::store_protocol

@@ -10,12 +10,13 @@
 
 namespace cohort::detail::store_protocol {
 
-inline constexpr std::uint8_t kVersion = 3;
+inline constexpr std::uint8_t kVersion = 4;
 inline constexpr std::string_view kMagic = "COHS";
 /// How a rejection for a wrong job token begins: a client that used the
 /// per-user secret says then what to do.
 inline constexpr std::string_view kWrongToken = "wrong job token";
-/// Largest handshake frame: magic, version, a token and a MUNGE credential.
+/// Largest handshake frame: magic, version and a nonce; proofs and a MUNGE
+/// credential.
 inline constexpr std::uint32_t kMaxHandshakeBytes = 4096;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 
@@ -87,8 +88,17 @@ class Reader {
 /// The payload length in a frame header.
 std::uint32_t frame_length(const char* header) noexcept;
 
-/// The handshake frame a client sends first: the job token and a MUNGE
-/// credential ("" for none; munge_credential.hpp).
-std::string handshake(std::string_view token, std::string_view credential = {});
+// The handshake (docs/store-protocol.md): neither side sends the job token,
+// each proves it knows it (store/proof.hpp).
+//   client: hello(client nonce)
+//   server: ok, server nonce, server proof, server MUNGE credential ("" for
+//           none), or rejected and why
+//   client: proof(client proof, client MUNGE credential ("" for none))
+//   server: ok, or rejected and why; then requests.
+
+/// The frame a client sends first.
+std::string hello(std::string_view client_nonce);
+/// The client's second frame, once the server proved itself.
+std::string proof(std::string_view client_proof, std::string_view credential = {});
 
 }  // namespace cohort::detail::store_protocol

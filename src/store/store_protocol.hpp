@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,12 @@ namespace cohort::detail {
 
 class StoreProtocol;
 
+/// What a protocol keeps of one connection between arrivals of its bytes.
+class ConnectionState {
+ public:
+  virtual ~ConnectionState() = default;
+};
+
 struct Connection {
   Fd fd;
   std::string peer;
@@ -31,9 +38,13 @@ struct Connection {
   std::string out;  // bytes to send
   StoreProtocol* protocol = nullptr;
   bool authenticated = false;
-  bool remote = false;   // the peer is not on this host
-  int dialect = -1;      // the protocol's own, once known from the first bytes
-  bool closing = false;  // close once `out` is sent
+  // During the handshake, after the client's hello: its nonce, then the
+  // server's (each store_proof::kNonceBytes).
+  std::string challenge;
+  bool remote = false;                     // the peer is not on this host
+  int dialect = -1;                        // the protocol's own, once known from the first bytes
+  std::unique_ptr<ConnectionState> state;  // the protocol's own
+  bool closing = false;                    // close once `out` is sent
   bool want_write = false;
   bool eof = false;  // the peer sent end-of-file
   // SETs the server does when this connection ends (StoreClient::set_on_close).

@@ -173,6 +173,11 @@ bool execute(StoreCore& core, KeySpace::Id id, Connection& connection,
   return true;
 }
 
+struct TorchConnection final : ConnectionState {
+  TorchConnection(Dialect dialect, std::size_t max_bytes) : parser(dialect, max_bytes) {}
+  torch_wire::Parser parser;
+};
+
 }  // namespace
 
 std::size_t TorchProtocol::receive_limit(const StoreCore& core, const Connection&) const {
@@ -193,16 +198,26 @@ bool TorchProtocol::handle(StoreCore& core, Id id, Connection& connection) {
     if (core.keys().waiting(id) && !(dialect == Dialect::v2 && pending[0] == kCancelWaitByte)) {
       break;
     }
+    if (!connection.state) {
+      connection.state = std::make_unique<TorchConnection>(dialect, core.options().max_frame_bytes);
+    }
     std::size_t size = 0;
     std::optional<torch_wire::Request> request;
     try {
-      request = torch_wire::parse(pending, dialect, core.options().max_frame_bytes, &size);
+      request = static_cast<TorchConnection&>(*connection.state).parser.next(pending, &size);
     } catch (const torch_wire::Unsupported& error) {
-      core.unservable(
-          id, connection,
+      const std::string why =
           cat("a PyTorch TCPStore client at ", connection.peer, " (",
               dialect == Dialect::v2 ? "PyTorch 2.1 or later" : "PyTorch 1.13 or earlier",
-              ") sent ", error.what()));
+              ") sent ", error.what());
+      // Anyone the network reaches may speak on this port (PyTorch's
+      // protocol has no secret): only a client of this host's user, one of
+      // the job's own, can end the job by asking what is not served.
+      if (connection.remote) {
+        core.drop(id, connection, why);
+      } else {
+        core.unservable(id, connection, why);
+      }
       return false;
     }
     if (!request) break;

@@ -1,6 +1,7 @@
 #include "store/torch_wire.hpp"
 
 #include <array>
+#include <span>
 
 #include "core/strings.hpp"
 
@@ -17,77 +18,49 @@ constexpr std::array kV2{Query::validate,    Query::set,       Query::compare_se
                          Query::cancel_wait, Query::ping,      Query::queue_push,  Query::queue_pop,
                          Query::queue_len,   Query::list_keys, Query::barrier};
 
-// Reads fields from the front of a buffer that may hold only part of a
-// request: every read says whether the bytes were there.
-class Cursor {
- public:
-  Cursor(std::string_view data, std::size_t max_bytes) : data_(data), max_bytes_(max_bytes) {}
+// What each query carries after its byte, in order.
+enum class Field : std::uint8_t { word, number, key, value, expected, keys, pairs };
 
-  template <class Unsigned>
-  bool integer(Unsigned* value) {
-    if (data_.size() - position_ < sizeof(Unsigned)) return false;
-    *value = 0;
-    for (std::size_t i = 0; i < sizeof(Unsigned); ++i) {
-      *value |= static_cast<Unsigned>(static_cast<unsigned char>(data_[position_ + i])) << (8 * i);
-    }
-    position_ += sizeof(Unsigned);
-    return true;
+std::span<const Field> fields_of(Query query) noexcept {
+  static constexpr Field kWord[] = {Field::word};
+  static constexpr Field kKeyValue[] = {Field::key, Field::value};
+  static constexpr Field kCompareSet[] = {Field::key, Field::expected, Field::value};
+  static constexpr Field kKey[] = {Field::key};
+  static constexpr Field kKeyNumber[] = {Field::key, Field::number};
+  static constexpr Field kKeys[] = {Field::keys};
+  static constexpr Field kPairs[] = {Field::pairs};
+  switch (query) {
+    case Query::validate:
+    case Query::ping:
+      return kWord;
+    case Query::set:
+    case Query::append:
+    case Query::queue_push:
+      return kKeyValue;
+    case Query::compare_set:
+      return kCompareSet;
+    case Query::get:
+    case Query::delete_key:
+    case Query::queue_pop:
+    case Query::queue_len:
+      return kKey;
+    case Query::add:
+    case Query::barrier:
+      return kKeyNumber;
+    case Query::check:
+    case Query::wait:
+    case Query::multi_get:
+      return kKeys;
+    case Query::multi_set:
+      return kPairs;
+    case Query::num_keys:
+    case Query::cancel_wait:
+    case Query::list_keys:
+    case Query::watch_key:  // decode() refuses it
+      break;
   }
-  bool i64(std::int64_t* value) {
-    std::uint64_t bits = 0;
-    if (!integer(&bits)) return false;
-    *value = static_cast<std::int64_t>(bits);
-    return true;
-  }
-
-  bool string(std::string* out, const char* what) {
-    std::uint64_t size = 0;
-    if (!integer(&size)) return false;
-    if (size > max_bytes_) {
-      throw Unsupported(cat("a ", what, " of ", size, " bytes, over the limit of ", max_bytes_));
-    }
-    if (data_.size() - position_ < size) return false;
-    out->assign(data_.substr(position_, static_cast<std::size_t>(size)));
-    position_ += static_cast<std::size_t>(size);
-    return true;
-  }
-
-  // A count of items that take at least `item_bytes` each: one beyond what
-  // a request under the limit can hold is refused before anything is kept.
-  bool count(std::uint64_t* value, std::size_t item_bytes) {
-    if (!integer(value)) return false;
-    if (*value > max_bytes_ / item_bytes) throw Unsupported(cat("a list of ", *value, " keys"));
-    return true;
-  }
-
-  bool keys(std::vector<std::string>* out) {
-    std::uint64_t n = 0;
-    if (!count(&n, 8)) return false;
-    out->resize(static_cast<std::size_t>(n));
-    for (std::string& key : *out) {
-      if (!string(&key, "key")) return false;
-    }
-    return true;
-  }
-
-  bool pairs(std::vector<std::string>* keys, std::vector<std::string>* values) {
-    std::uint64_t n = 0;
-    if (!count(&n, 16)) return false;
-    keys->resize(static_cast<std::size_t>(n));
-    values->resize(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < keys->size(); ++i) {
-      if (!string(&(*keys)[i], "key") || !string(&(*values)[i], "value")) return false;
-    }
-    return true;
-  }
-
-  std::size_t position() const noexcept { return position_; }
-
- private:
-  std::string_view data_;
-  std::size_t max_bytes_;
-  std::size_t position_ = 1;  // after the query byte
-};
+  return {};
+}
 
 Query decode(std::uint8_t byte, Dialect dialect) {
   if (dialect == Dialect::v1) {
@@ -111,60 +84,109 @@ Query decode(std::uint8_t byte, Dialect dialect) {
 
 }  // namespace
 
+bool Parser::integer(std::string_view buffer, std::size_t size, std::uint64_t* value) {
+  if (buffer.size() < position_ + size) {
+    needed_ = position_ + size;
+    return false;
+  }
+  *value = 0;
+  for (std::size_t i = 0; i < size; ++i) {
+    *value |= static_cast<std::uint64_t>(static_cast<unsigned char>(buffer[position_ + i]))
+              << (8 * i);
+  }
+  position_ += size;
+  return true;
+}
+
+bool Parser::string(std::string_view buffer, std::string* out, const char* what) {
+  const std::size_t start = position_;
+  std::uint64_t size = 0;
+  if (!integer(buffer, 8, &size)) return false;
+  if (size > max_bytes_) {
+    throw Unsupported(cat("a ", what, " of ", size, " bytes, over the limit of ", max_bytes_));
+  }
+  if (buffer.size() - position_ < size) {
+    needed_ = position_ + static_cast<std::size_t>(size);
+    position_ = start;  // the length is read again with the bytes
+    return false;
+  }
+  out->assign(buffer.substr(position_, static_cast<std::size_t>(size)));
+  position_ += static_cast<std::size_t>(size);
+  return true;
+}
+
+bool Parser::read_field(std::string_view buffer) {
+  Request& request = *request_;
+  const Field field = fields_of(request.query)[field_];
+  switch (field) {
+    case Field::word: {
+      std::uint64_t word = 0;
+      if (!integer(buffer, 4, &word)) return false;
+      request.word = static_cast<std::uint32_t>(word);
+      return true;
+    }
+    case Field::number: {
+      std::uint64_t bits = 0;
+      if (!integer(buffer, 8, &bits)) return false;
+      request.number = static_cast<std::int64_t>(bits);
+      return true;
+    }
+    case Field::key:
+      if (request.keys.empty()) request.keys.emplace_back();
+      return string(buffer, &request.keys[0], "key");
+    case Field::value:
+      return string(buffer, &request.value, "value");
+    case Field::expected:
+      return string(buffer, &request.expected, "value");
+    case Field::keys:
+    case Field::pairs: {
+      // A count of items that take at least 8 bytes each (16 a pair): one
+      // beyond what a request under the limit can hold is refused.
+      const std::size_t item_bytes = field == Field::keys ? 8 : 16;
+      if (!count_) {
+        std::uint64_t count = 0;
+        if (!integer(buffer, 8, &count)) return false;
+        if (count > max_bytes_ / item_bytes) throw Unsupported(cat("a list of ", count, " keys"));
+        count_ = count;
+      }
+      std::vector<std::string>& done = field == Field::keys ? request.keys : request.values;
+      std::string item;
+      while (done.size() < *count_) {
+        const bool key = field == Field::keys || request.keys.size() == request.values.size();
+        if (!string(buffer, &item, key ? "key" : "value")) return false;
+        (key ? request.keys : request.values).push_back(std::move(item));
+      }
+      count_.reset();
+      return true;
+    }
+  }
+  return true;
+}
+
+std::optional<Request> Parser::next(std::string_view buffer, std::size_t* consumed) {
+  if (buffer.size() < needed_ || buffer.empty()) return std::nullopt;
+  if (!request_) {
+    const Query query = decode(static_cast<std::uint8_t>(buffer[0]), dialect_);
+    request_.emplace();
+    request_->query = query;
+    field_ = 0;
+    position_ = 1;
+  }
+  const std::span<const Field> fields = fields_of(request_->query);
+  while (field_ < fields.size()) {
+    if (!read_field(buffer)) return std::nullopt;
+    ++field_;
+  }
+  *consumed = position_;
+  needed_ = 0;
+  std::optional<Request> done = std::move(request_);
+  request_.reset();
+  return done;
+}
+
 std::optional<Request> parse(std::string_view buffer, Dialect dialect, std::size_t max_bytes,
                              std::size_t* consumed) {
-  if (buffer.empty()) return std::nullopt;
-  Request request;
-  request.query = decode(static_cast<std::uint8_t>(buffer[0]), dialect);
-  Cursor in(buffer, max_bytes);
-  const auto one_key = [&] {
-    request.keys.resize(1);
-    return in.string(&request.keys[0], "key");
-  };
-  bool complete = false;
-  switch (request.query) {
-    case Query::validate:
-    case Query::ping:
-      complete = in.integer(&request.word);
-      break;
-    case Query::set:
-    case Query::append:
-    case Query::queue_push:
-      complete = one_key() && in.string(&request.value, "value");
-      break;
-    case Query::compare_set:
-      complete =
-          one_key() && in.string(&request.expected, "value") && in.string(&request.value, "value");
-      break;
-    case Query::get:
-    case Query::delete_key:
-    case Query::queue_pop:
-    case Query::queue_len:
-      complete = one_key();
-      break;
-    case Query::add:
-    case Query::barrier:
-      complete = one_key() && in.i64(&request.number);
-      break;
-    case Query::check:
-    case Query::wait:
-    case Query::multi_get:
-      complete = in.keys(&request.keys);
-      break;
-    case Query::multi_set:
-      complete = in.pairs(&request.keys, &request.values);
-      break;
-    case Query::num_keys:
-    case Query::cancel_wait:
-    case Query::list_keys:
-      complete = true;
-      break;
-    case Query::watch_key:  // decode() refuses it
-      break;
-  }
-  if (!complete) return std::nullopt;
-  *consumed = in.position();
-  return request;
+  return Parser(dialect, max_bytes).next(buffer, consumed);
 }
 
 bool opens_like_newer_client(std::string_view first_bytes) noexcept {

@@ -91,10 +91,36 @@ class Unsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Parses the request at the front of `buffer`: nullopt when more bytes are
-/// needed, else the request and, in `*consumed`, its size. Every length and
-/// count is checked against `max_bytes` before anything is allocated.
-/// Throws Unsupported.
+/// Reads a connection's requests as their bytes arrive. A request not yet
+/// complete is resumed where it stopped, and the parser says how many bytes
+/// it needs before it tries again, so bytes that arrive one at a time cost
+/// O(1) each; a list grows with the keys that arrived, never with the count
+/// it announced. Every length and count is checked against `max_bytes`.
+class Parser {
+ public:
+  Parser(Dialect dialect, std::size_t max_bytes) : dialect_(dialect), max_bytes_(max_bytes) {}
+  /// The request at the front of `buffer`, which begins where the last
+  /// complete request ended and holds at least the bytes the previous call
+  /// saw: nullopt when more bytes are needed, else the request and, in
+  /// `*consumed`, its size. Throws Unsupported.
+  std::optional<Request> next(std::string_view buffer, std::size_t* consumed);
+
+ private:
+  bool read_field(std::string_view buffer);
+  bool integer(std::string_view buffer, std::size_t size, std::uint64_t* value);
+  bool string(std::string_view buffer, std::string* out, const char* what);
+
+  Dialect dialect_;
+  std::size_t max_bytes_;
+  std::optional<Request> request_;      // the one under way
+  std::size_t field_ = 0;               // its fields read so far
+  std::size_t position_ = 0;            // its bytes read so far
+  std::optional<std::uint64_t> count_;  // the current list's announced length
+  std::size_t needed_ = 0;              // bytes needed before the next try
+};
+
+/// The request at the front of `buffer`, all its bytes at hand (a fresh
+/// Parser's first answer).
 std::optional<Request> parse(std::string_view buffer, Dialect dialect, std::size_t max_bytes,
                              std::size_t* consumed);
 

@@ -147,30 +147,33 @@ TEST(FuzzReplay, PmiReply) {
 TEST(FuzzReplay, StoreServer) {
   namespace wire = detail::store_protocol;
   const auto request = [](wire::Op op) { return wire::Writer().u8(static_cast<std::uint8_t>(op)); };
-  replay(store_server,
-         {std::string(1, '\0') + request(wire::Op::set).bytes("k").bytes("v").frame(),
-          std::string(1, '\0') + request(wire::Op::add).bytes("n").i64(3).frame() +
-              request(wire::Op::get).bytes("n").i64(10).frame(),
-          std::string(1, '\0') + request(wire::Op::wait).strings({"a", "b"}).i64(1).frame(),
-          std::string(1, '\0') +
-              request(wire::Op::compare_set).bytes("k").bytes("").bytes("x").frame() +
-              request(wire::Op::check).strings({"k"}).frame() + request(wire::Op::num_keys).frame(),
-          std::string(1, '\1') + wire::handshake("fuzz-token", "credential") +
-              request(wire::Op::delete_key).bytes("k").frame(),
-          std::string(1, '\1') + "COHS\x02",
-          std::string(1, '\0') + request(wire::Op::set).bytes("k").bytes("v").frame() +
-              request(wire::Op::multi_get).strings({"k", "k", "missing"}).i64(1).frame() +
-              request(wire::Op::multi_get).strings({"k"}).i64(1).frame(),
-          // Last words: set when the connection ends, cleared, over the limit.
-          std::string(1, '\0') + request(wire::Op::set_on_close).bytes("gone").bytes("1").frame() +
-              request(wire::Op::clear_on_close).frame() +
-              request(wire::Op::set_on_close).bytes("gone").bytes("2").frame(),
-          [&request] {
-            std::string many(1, '\0');
-            for (std::size_t i = 0; i <= wire::kMaxOnCloseSets; ++i)
-              many += request(wire::Op::set_on_close).bytes("k").bytes("v").frame();
-            return many;
-          }()});
+  replay(
+      store_server,
+      {std::string(1, '\0') + request(wire::Op::set).bytes("k").bytes("v").frame(),
+       std::string(1, '\0') + request(wire::Op::add).bytes("n").i64(3).frame() +
+           request(wire::Op::get).bytes("n").i64(10).frame(),
+       std::string(1, '\0') + request(wire::Op::wait).strings({"a", "b"}).i64(1).frame(),
+       std::string(1, '\0') +
+           request(wire::Op::compare_set).bytes("k").bytes("").bytes("x").frame() +
+           request(wire::Op::check).strings({"k"}).frame() + request(wire::Op::num_keys).frame(),
+       // A hello, then a proof that cannot hold (the server's nonce is fresh).
+       std::string(1, '\1') + wire::hello(std::string(32, 'n')) +
+           wire::proof(std::string(32, 'p'), "credential") +
+           request(wire::Op::delete_key).bytes("k").frame(),
+       std::string(1, '\1') + "COHS\x02", std::string(1, '\1') + wire::hello("a nonce too short"),
+       std::string(1, '\0') + request(wire::Op::set).bytes("k").bytes("v").frame() +
+           request(wire::Op::multi_get).strings({"k", "k", "missing"}).i64(1).frame() +
+           request(wire::Op::multi_get).strings({"k"}).i64(1).frame(),
+       // Last words: set when the connection ends, cleared, over the limit.
+       std::string(1, '\0') + request(wire::Op::set_on_close).bytes("gone").bytes("1").frame() +
+           request(wire::Op::clear_on_close).frame() +
+           request(wire::Op::set_on_close).bytes("gone").bytes("2").frame(),
+       [&request] {
+         std::string many(1, '\0');
+         for (std::size_t i = 0; i <= wire::kMaxOnCloseSets; ++i)
+           many += request(wire::Op::set_on_close).bytes("k").bytes("v").frame();
+         return many;
+       }()});
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // A live StoreServer driven over a loopback connection: the handshake and
 // the requests after it (src/store/server.cpp, protocol.cpp). The first byte
-// chooses whether a valid handshake goes first (to reach the requests) or
-// the fuzzer's bytes are the handshake. The server must answer or close,
+// chooses whether the harness first does the handshake itself (its proofs
+// depend on the server's fresh nonce) to reach the requests, or the
+// fuzzer's bytes are the handshake. The server must answer or close,
 // and never crash; the connection ends when the input does.
 #include <cstdlib>
 #include <memory>
@@ -9,11 +10,12 @@
 
 #include <sys/socket.h>
 
+#include <cohort/errors.hpp>
 #include <cohort/store.hpp>
 
 #include "core/socket.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "store/protocol.hpp"
+#include "store/client_handshake.hpp"
 
 namespace cohort::fuzz {
 namespace {
@@ -42,8 +44,14 @@ COHORT_FUZZ_TARGET(store_server) {
   std::string error;
   detail::Fd fd = detail::connect_tcp("127.0.0.1", server().port(), deadline, &error);
   if (!fd.valid()) std::abort();  // the server stopped accepting
-  std::string bytes = data[0] % 2 == 0 ? detail::store_protocol::handshake(kToken) : "";
-  bytes.append(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (data[0] % 2 == 0) {
+    try {
+      detail::authenticate_to_store(fd.get(), "the fuzzed store", kToken, false, deadline);
+    } catch (const Error&) {
+      std::abort();  // a server that refuses its own token
+    }
+  }
+  const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   detail::send_all(fd.get(), bytes.data(), bytes.size(), deadline, &error);
   shutdown(fd.get(), SHUT_WR);
   // Until the server closes: after end-of-file it answers what came before

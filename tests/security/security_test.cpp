@@ -21,6 +21,7 @@
 #include "comm/registry.hpp"
 #include "core/cpus.hpp"
 #include "core/socket.hpp"
+#include "core/strings.hpp"
 #include "store/exchange.hpp"
 #include "support/files.hpp"
 #include "support/skip.hpp"
@@ -192,6 +193,135 @@ TEST_F(SecondUser, CannotOpenTheBarrierOfAJobWithoutAgent) {
   EXPECT_EQ(table.find(wildcard), std::string::npos) << table;
   const auto result = rank0.finish();
   EXPECT_NE(result.exit_code, 0) << test::describe(result);
+}
+
+// Another process listened first on the port a job without agent will
+// use, and plays its store: rank 0 cannot serve (the port is taken), and
+// rank 1, which would have joined the fake's barrier and exited 0 for a job
+// that never ran, fails at once naming the port. The listener learns
+// nothing: as another user it is refused before a byte is sent (the kernel
+// says who owns it); as the job's own user (a stale process, another job)
+// it gets only a hello, for it cannot prove the token.
+TEST_F(SecondUser, ListeningFirstOnAJobsPortLearnsNothing) {
+  const std::string token = "5f0c2a8e9b7d4613a0e1f2d3c4b5a697";
+  for (const bool as_nobody : {true, false}) {
+    SCOPED_TRACE(as_nobody ? "the listener is nobody" : "the listener is the job's user");
+    const int port = detail::pick_free_port("127.0.0.1");
+    std::vector<std::string> listen{intruder_.string(), "--listen", std::to_string(port), "3"};
+    if (as_nobody) {
+      listen.insert(listen.begin(),
+                    {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+    }
+    test::Subprocess listener(listen);
+    char entry[32];
+    std::snprintf(entry, sizeof(entry), "0100007F:%04X 00000000:0000 0A", port);
+    for (int i = 0; i < 200; ++i) {  // until it listens
+      std::ifstream tcp("/proc/net/tcp");
+      const std::string table((std::istreambuf_iterator<char>(tcp)),
+                              std::istreambuf_iterator<char>());
+      if (table.find(entry) != std::string::npos) break;
+      std::this_thread::sleep_for(25ms);
+    }
+    test::ProcessOptions options;
+    options.env = process_environment();
+    for (const char* name : {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+                             "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "COHORT_STORE_ADDR"}) {
+      options.env->erase(name);
+    }
+    (*options.env)["WORLD_SIZE"] = "2";
+    (*options.env)["MASTER_ADDR"] = "127.0.0.1";
+    (*options.env)["MASTER_PORT"] = std::to_string(port);
+    (*options.env)["COHORT_JOB_TOKEN"] = token;
+    (*options.env)["COHORT_TIMEOUT"] = "4";
+    (*options.env)["RANK"] = "1";
+    test::Subprocess rank1({COHORT_HELLO_PATH}, options);
+    (*options.env)["RANK"] = "0";
+    const auto rank0 = test::run_process({COHORT_HELLO_PATH}, options);
+    const auto joined = rank1.finish();
+    EXPECT_NE(rank0.exit_code, 0) << test::describe(rank0);
+    EXPECT_NE(joined.exit_code, 0) << test::describe(joined);
+    EXPECT_NE(joined.err.find(detail::cat("store at 127.0.0.1:", port)), std::string::npos)
+        << joined.err;
+    EXPECT_NE(joined.err.find("another process holds this port"), std::string::npos) << joined.err;
+    const auto heard = listener.finish();
+    EXPECT_NE(heard.out.find("received"), std::string::npos) << test::describe(heard);
+    std::string token_hex;
+    for (unsigned char c : token)
+      token_hex += detail::cat(std::hex, (c | 0x100)).substr(1);
+    EXPECT_EQ(heard.out.find(token_hex), std::string::npos) << heard.out;
+    EXPECT_EQ(heard.out.find(token), std::string::npos) << heard.out;
+    // The job's user got a hello (45 bytes), nobody not a byte.
+    EXPECT_EQ(heard.out.find(as_nobody ? "received 2d" : "received \n"), std::string::npos)
+        << heard.out;
+  }
+}
+
+// --log-dir as root, where another user prepared the files it writes: a
+// link to a root-only file in place of rank 0's stdout.log. Whether the
+// link sits in a directory of that user's (--log-dir itself, or an
+// attempt_0 in a shared sticky directory), cohort run refuses before any
+// worker starts, names the directory, and the file the link points to is
+// untouched; nothing is made where it points.
+TEST_F(SecondUser, CannotTurnLogFilesAgainstTheirUser) {
+  const fs::path target = dir_.path() / "root-only";
+  std::ofstream(target) << "precious\n";
+  fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write);
+  const fs::path shared = dir_.path() / "shared";  // as /tmp is: 1777
+  fs::create_directory(shared);
+  fs::permissions(shared, fs::perms::all | fs::perms::sticky_bit);
+  const auto as_nobody = [](const std::string& script) {
+    return test::run_process(
+        {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script});
+  };
+  struct Case {
+    fs::path log_dir;
+    std::string refused;
+  };
+  for (const Case& trap : {Case{shared / "nobodys", "belongs to uid 65534"},
+                           Case{shared, "attempt_0 belongs to uid 65534"}}) {
+    SCOPED_TRACE(trap.log_dir.string());
+    const fs::path rank_dir = trap.log_dir / "attempt_0" / "rank_0";
+    const auto planted = as_nobody(detail::cat(
+        "mkdir -p ", rank_dir.string(), " && chmod -R 777 ",
+        trap.log_dir == shared ? rank_dir.parent_path().string() : trap.log_dir.string(),
+        " && ln -s ", target.string(), " ", (rank_dir / "stdout.log").string(), " && ln -s ",
+        (dir_.path() / "made-by-root").string(), " ", (rank_dir / "stderr.log").string()));
+    ASSERT_EQ(planted.exit_code, 0) << test::describe(planted);
+    const auto result =
+        test::run_process({COHORT_CLI_PATH, "run", "-n", "1", "--log-dir", trap.log_dir.string(),
+                           "--redirects", "3", "--", "echo", "a secret of root's"});
+    EXPECT_NE(result.exit_code, 0) << test::describe(result);
+    EXPECT_NE(result.err.find(trap.refused), std::string::npos) << result.err;
+    EXPECT_EQ(test::read_file(target), "precious\n");
+    EXPECT_FALSE(fs::exists(dir_.path() / "made-by-root"));
+    std::error_code ignored;
+    fs::remove_all(shared / "attempt_0", ignored);
+  }
+}
+
+// COHORT_JOB_TOKEN=a was found from another host in 11 tries: a rank
+// without agent refuses a token that can be guessed before it serves or
+// connects to anything, and says how to make one.
+TEST(JobToken, AGuessableOneIsRefusedByEveryRank) {
+  test::ProcessOptions options;
+  options.env = process_environment();
+  for (const char* name : {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+                           "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "COHORT_STORE_ADDR"}) {
+    options.env->erase(name);
+  }
+  (*options.env)["WORLD_SIZE"] = "2";
+  (*options.env)["MASTER_ADDR"] = "127.0.0.1";
+  (*options.env)["MASTER_PORT"] = std::to_string(detail::pick_free_port("127.0.0.1"));
+  (*options.env)["COHORT_JOB_TOKEN"] = "a";
+  (*options.env)["COHORT_TIMEOUT"] = "4";
+  for (const char* rank : {"0", "1"}) {
+    (*options.env)["RANK"] = rank;
+    const auto result = test::run_process({COHORT_HELLO_PATH}, options);
+    EXPECT_NE(result.exit_code, 0) << test::describe(result);
+    EXPECT_NE(result.err.find("COHORT_JOB_TOKEN can be guessed"), std::string::npos)
+        << test::describe(result);
+    EXPECT_NE(result.err.find("/dev/urandom"), std::string::npos) << result.err;
+  }
 }
 
 // Descriptors run out (prlimit) while 200 idle peers hold connections to

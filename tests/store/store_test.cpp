@@ -3,6 +3,7 @@
 // faults (server gone, client killed inside wait, wrong token, oversized
 // frame, random bytes): a bad client only ever loses its own connection.
 #include <atomic>
+#include <fstream>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -21,6 +22,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
 #include "store/protocol.hpp"
 
@@ -77,10 +79,8 @@ class StoreTest : public ::testing::Test {
     const auto deadline = detail::Clock::now() + 5s;
     detail::Fd fd = detail::connect_tcp("127.0.0.1", server_->port(), deadline, &error);
     EXPECT_TRUE(fd.valid()) << error;
-    const std::string hello = wire::handshake(token);
-    EXPECT_TRUE(detail::send_all(fd.get(), hello.data(), hello.size(), deadline, &error)) << error;
-    char answer[5];
-    EXPECT_TRUE(detail::recv_all(fd.get(), answer, sizeof(answer), deadline, &error)) << error;
+    EXPECT_NO_THROW(
+        detail::authenticate_to_store(fd.get(), "the test's store", token, false, deadline));
     return fd;
   }
   // Whether the server closed `fd` (reads until EOF, bounded).
@@ -258,6 +258,54 @@ TEST_F(StoreTest, ServerGoneFailsTheWaitingClient) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   stopper.join();
   EXPECT_THROW(store->set("after", "x"), StoreError);  // and every later call
+}
+
+// A process of this user listened first on the job's port and plays the
+// store (the same as another user's, which the client refuses before it
+// sends anything: tests/security). It cannot prove the token, so the client
+// fails at once, naming the port, and all it received is a hello: no token
+// bytes, no proof it could test guesses against.
+TEST(StoreClientCheck, AServerThatCannotProveTheTokenLearnsNothing) {
+  detail::Listener fake = detail::listen_tcp("127.0.0.1", 0);
+  std::string received;
+  std::thread play([&] {
+    pollfd ready{fake.fd.get(), POLLIN, 0};
+    if (poll(&ready, 1, 10000) != 1) return;
+    detail::Fd client(accept(fake.fd.get(), nullptr, nullptr));
+    const std::string challenge = wire::Writer()
+                                      .u8(static_cast<std::uint8_t>(wire::Status::ok))
+                                      .bytes(std::string(32, 'n'))
+                                      .bytes(std::string(32, 'p'))
+                                      .bytes("")
+                                      .frame();
+    bool answered = false;
+    char buffer[4096];
+    for (;;) {
+      pollfd readable{client.get(), POLLIN, 0};
+      if (poll(&readable, 1, 10000) != 1) return;
+      const ssize_t n = recv(client.get(), buffer, sizeof(buffer), 0);
+      if (n <= 0) return;
+      received.append(buffer, static_cast<std::size_t>(n));
+      if (!answered) (void)!send(client.get(), challenge.data(), challenge.size(), MSG_NOSIGNAL);
+      answered = true;
+    }
+  });
+  StoreClient::Options options;
+  options.port = fake.port;
+  options.token = "0123456789abcdef0123456789abcdef";
+  options.timeout = 30s;
+  std::string message;
+  try {
+    StoreClient victim(options);
+  } catch (const StoreError& error) {
+    message = error.what();
+  }
+  play.join();
+  EXPECT_NE(message.find(detail::cat("store at 127.0.0.1:", fake.port)), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("another process holds this port"), std::string::npos) << message;
+  EXPECT_EQ(received, wire::hello(received.substr(13, 32)));  // its hello, and nothing after
+  EXPECT_EQ(received.find("0123456789abcdef"), std::string::npos);
 }
 
 TEST_F(StoreTest, WrongTokenIsRejectedAndOthersAreServed) {
@@ -663,6 +711,40 @@ class TorchPortTest : public StoreTest {
   static std::string text(const std::string& value) { return u64(value.size()) + value; }
   static std::string validate() { return std::string("\x00\xCE\xF7\x85\x3C", 5); }
 };
+
+// The flood a probe stopped jobs with: 64 unauthenticated connections each
+// announce a CHECK of 8,388,608 keys (what the server's real 64 MiB limit
+// allows), then send a byte at a time. The store keeps only what arrived
+// (it allocated 256 MB per connection ahead, then re-read each request from
+// its start at every byte) and goes on serving the job's own client.
+TEST_F(TorchPortTest, AnnouncedListsCostOnlyTheBytesThatArrived) {
+  const auto resident = [] {
+    std::ifstream statm("/proc/self/statm");
+    long pages = 0;
+    statm >> pages >> pages;
+    return pages * sysconf(_SC_PAGESIZE);
+  };
+  StoreServer::Options options;
+  options.host = "127.0.0.1";
+  options.token = kToken;
+  options.torch_port = 0;  // and the default, real, request limit
+  server_ = std::make_unique<StoreServer>(options);
+  const long before = resident();
+  std::vector<detail::Fd> flood;
+  for (int i = 0; i < 64; ++i) {
+    flood.push_back(torch_connection());
+    send(flood.back().get(), std::string(1, '\x04') + u64(8388608));
+  }
+  auto store = client();
+  for (int round = 0; round < 40; ++round) {
+    for (detail::Fd& fd : flood)
+      send(fd.get(), std::string(1, '\0'));  // every 8: one more (empty) key
+    store->set("alive", std::to_string(round));
+  }
+  EXPECT_EQ(store->get("alive", 10s), "39");
+  EXPECT_EQ(server_->connection_count(), 65u);  // none of them was dropped: they broke no rule
+  EXPECT_LT(resident() - before, 64L << 20);
+}
 
 TEST_F(TorchPortTest, TorchClientsWorkInAKeySpaceOfTheirOwn) {
   ASSERT_GT(server_->torch_port(), 0);

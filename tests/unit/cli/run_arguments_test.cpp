@@ -192,6 +192,24 @@ TEST(RunArguments, ErrorsNameTheOptionOrTheVariable) {
             std::string::npos);
 }
 
+// A job token that can be guessed is refused, in the variable as in a file
+// (cohort run --token-file); a strong one is taken as given.
+TEST(RunArguments, AGuessableJobTokenIsRefused) {
+  for (const char* weak : {"a", "TopSecretJobToken0123", "0123456789abcdef0123456789abcde",
+                           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) {
+    const std::string error = error_of({}, {{"COHORT_JOB_TOKEN", weak}});
+    EXPECT_NE(error.find("COHORT_JOB_TOKEN can be guessed"), std::string::npos) << weak;
+    EXPECT_NE(error.find("/dev/urandom"), std::string::npos) << error;
+    if (std::string_view(weak).size() > 8) {
+      EXPECT_EQ(error.find(weak), std::string::npos) << "the secret is in the message: " << error;
+    }
+  }
+  EXPECT_EQ(parse({}, {{"COHORT_JOB_TOKEN", "0123456789abcdef0123456789abcdef"}}).job_token,
+            "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(parse({}, {{"COHORT_JOB_TOKEN", "q3V+8zL0xWm/2Rk9tYb4nA"}}).job_token,
+            "q3V+8zL0xWm/2Rk9tYb4nA");  // 22 characters of base64: 132 bits
+}
+
 TEST(RunArguments, StreamSpecs) {
   EXPECT_EQ(parse_stream_spec("0", "-r"), (std::map<int, int>{{-1, 0}}));
   EXPECT_EQ(parse_stream_spec("9:0", "-r"), (std::map<int, int>{{9, 0}}));

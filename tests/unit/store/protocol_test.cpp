@@ -2,8 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include "store/proof.hpp"
+
 namespace cohort::detail::store_protocol {
 namespace {
+
+std::string hex(std::string_view bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += "0123456789abcdef"[c >> 4];
+    out += "0123456789abcdef"[c & 15];
+  }
+  return out;
+}
 
 TEST(StoreProtocol, FramesRoundTrip) {
   Writer writer;
@@ -36,17 +47,48 @@ TEST(StoreProtocol, TruncatedOrOverlongPayloadsAreErrors) {
   EXPECT_THROW(extra.expect_end(), ProtocolError);
 }
 
-TEST(StoreProtocol, HandshakeCarriesMagicVersionTokenAndCredential) {
-  const std::string frame = handshake("tok", "MUNGE:cred");
+TEST(StoreProtocol, HelloCarriesMagicVersionAndNonceButNoToken) {
+  const std::string frame = hello("nonce");
   Reader reader(std::string_view(frame).substr(kFrameHeaderBytes));
   std::string magic;
   for (int i = 0; i < 4; ++i)
     magic.push_back(static_cast<char>(reader.u8()));
   EXPECT_EQ(magic, kMagic);
   EXPECT_EQ(reader.u8(), kVersion);
-  EXPECT_EQ(reader.bytes(), "tok");
+  EXPECT_EQ(reader.bytes(), "nonce");
+  EXPECT_NO_THROW(reader.expect_end());
+}
+
+TEST(StoreProtocol, ProofCarriesTheProofAndCredential) {
+  const std::string frame = proof("proof", "MUNGE:cred");
+  Reader reader(std::string_view(frame).substr(kFrameHeaderBytes));
+  EXPECT_EQ(reader.bytes(), "proof");
   EXPECT_EQ(reader.bytes(), "MUNGE:cred");
   EXPECT_NO_THROW(reader.expect_end());
+}
+
+// The proofs differ by direction (one cannot be sent back as the other),
+// by token and by either nonce; their bytes are docs/store-protocol.md's
+// HMAC-SHA256 (the expected values from Python's hmac module).
+TEST(StoreProof, ProofsBindTokenNoncesAndDirection) {
+  namespace proof = detail::store_proof;
+  const std::string a = proof::nonce();
+  const std::string b = proof::nonce();
+  EXPECT_EQ(a.size(), proof::kNonceBytes);
+  EXPECT_NE(a, b);
+  const std::string server = proof::server_proof("token", a, b);
+  EXPECT_EQ(server.size(), proof::kProofBytes);
+  EXPECT_TRUE(proof::same(server, proof::server_proof("token", a, b)));
+  EXPECT_FALSE(proof::same(server, proof::client_proof("token", a, b)));
+  EXPECT_FALSE(proof::same(server, proof::server_proof("tokem", a, b)));
+  EXPECT_FALSE(proof::same(server, proof::server_proof("token", b, a)));
+  EXPECT_FALSE(proof::same(server, server.substr(1)));
+  const std::string c(32, 'c');
+  const std::string s(32, 's');
+  EXPECT_EQ(hex(proof::server_proof("token", c, s)),
+            "5abed02950b5acf3ebaad72e464262b148cfd98e923bc080be17a06db4c78172");
+  EXPECT_EQ(hex(proof::client_proof("token", c, s)),
+            "d20b4ffc5f57a1f73ad4f31292f236618d9389e8d9320617b082bc95e2b57d2b");
 }
 
 }  // namespace

@@ -67,6 +67,32 @@ TEST(TorchWire, PartialRequestsWaitForMoreBytes) {
   EXPECT_EQ(used, set.size());
 }
 
+// Bytes that arrive one at a time: the parser resumes where it stopped and
+// reads the same request as from all the bytes at once; a list grows with
+// the keys that arrived, not with the count announced.
+TEST(TorchWire, APartialRequestIsResumedWhereItStopped) {
+  const std::string wait = bytes({5}) + u64(3) + u64(2) + "/a" + u64(0) + u64(3) + "/bc";
+  Parser parser(Dialect::v1, 1 << 20);
+  std::size_t used = 0;
+  for (std::size_t size = 1; size < wait.size(); ++size)
+    EXPECT_FALSE(parser.next(std::string_view(wait).substr(0, size), &used)) << size;
+  const auto request = parser.next(wait + "more", &used);
+  ASSERT_TRUE(request);
+  EXPECT_EQ(request->keys, (std::vector<std::string>{"/a", "", "/bc"}));
+  EXPECT_EQ(used, wait.size());
+  // The next request starts afresh.
+  const std::string pairs =
+      bytes({11}) + u64(2) + u64(1) + "k" + u64(1) + "v" + u64(2) + "k2" + u64(0);
+  Parser newer(Dialect::v2, 1 << 20);
+  for (std::size_t size = 1; size < pairs.size(); ++size)
+    EXPECT_FALSE(newer.next(std::string_view(pairs).substr(0, size), &used)) << size;
+  const auto multi_set = newer.next(pairs, &used);
+  ASSERT_TRUE(multi_set);
+  EXPECT_EQ(multi_set->keys, (std::vector<std::string>{"k", "k2"}));
+  EXPECT_EQ(multi_set->values, (std::vector<std::string>{"v", ""}));
+  EXPECT_EQ(used, pairs.size());
+}
+
 TEST(TorchWire, LimitsAndUnsupportedQueries) {
   std::size_t used = 0;
   // A length over the limit is refused before anything is allocated or read.

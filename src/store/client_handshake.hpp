@@ -1,0 +1,29 @@
+// The client's side of the store's handshake (protocol.hpp): it checks who
+// the server is before it proves anything itself, so that a process that
+// listened first on the job's port learns neither the token nor a MUNGE
+// credential, and the client fails at once, naming the port.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/socket.hpp"
+
+namespace cohort::detail {
+
+/// Reads one frame's payload from blocking `fd`; the buffer grows with the
+/// bytes that arrive, not with the length the header announces. False and
+/// `*error` on end of stream, timeout, or a length over `limit`.
+bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
+                std::string* error);
+
+/// Runs the handshake on `fd`, connected to the store at `address`
+/// (host:port): a server on this host must run as this user; every server
+/// must prove it knows `token`; with `munge`, one on another host must also
+/// show a MUNGE credential of this user. Then this client proves the token
+/// (and sends its own credential with `munge`). Throws cohort::StoreError
+/// saying which check failed.
+void authenticate_to_store(int fd, const std::string& address, std::string_view token, bool munge,
+                           Deadline deadline);
+
+}  // namespace cohort::detail
