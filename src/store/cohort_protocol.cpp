@@ -28,7 +28,7 @@ std::size_t CohortProtocol::receive_limit(const StoreCore& core,
 
 bool CohortProtocol::handle(StoreCore& core, Id id, Connection& connection) {
   std::size_t used = 0;
-  while (!core.keys().waiting(id) && !connection.closing) {
+  while (!core.keys().waiting(id) && !connection.closing && connection.held_answer.empty()) {
     const std::size_t available = connection.in.size() - used;
     if (available < wire::kFrameHeaderBytes) break;
     const std::uint32_t length = wire::frame_length(connection.in.data() + used);
@@ -73,12 +73,24 @@ void CohortProtocol::handshake(StoreCore& core, Connection& connection, std::str
       proof, store_proof::client_proof(core.options().token, client_nonce, server_nonce));
   const std::string why =
       credential_refusal(proven, credential, connection.remote, core.options(), core.user());
-  if (!why.empty()) return refuse(core, connection, why);
+  const bool held = core.judged(connection, proven);
+  if (!why.empty()) {
+    if (!held) return refuse(core, connection, why);
+    core.log_refusal(cat("rejected the connection from ", connection.peer, ": ", why));
+    connection.held_answer = refusal(why);
+    connection.close_after_held = true;
+    return;
+  }
   connection.authenticated = true;
   connection.challenge.clear();
   connection.challenge.shrink_to_fit();
+  const std::string ok = wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
+  if (held) {
+    connection.held_answer = ok;  // the slot is kept until it is sent
+    return;
+  }
   core.end_handshake(connection);
-  connection.out += wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
+  connection.out += ok;
 }
 
 // The client's first frame: the server answers with its nonce and its

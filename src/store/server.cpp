@@ -30,6 +30,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "store/admission.hpp"
+#include "store/handshake_slots.hpp"
 #include "store/cohort_protocol.hpp"
 #include "store/key_space.hpp"
 #include "store/store_protocol.hpp"
@@ -63,8 +64,6 @@ constexpr std::uint64_t kTaskId = 3;  // another thread asks something of the lo
 // Out of descriptors: how long the listeners rest before accepting again.
 constexpr std::chrono::milliseconds kAcceptPause{100};
 
-using DeadlineIndex = std::multimap<Deadline, std::uint64_t>;  // -> connection id
-
 }  // namespace
 
 struct StoreServer::Impl final : detail::StoreCore {
@@ -92,8 +91,8 @@ struct StoreServer::Impl final : detail::StoreCore {
   std::uint64_t next_id = 4;
   bool told_unservable = false;  // Options::on_unservable is called once
   detail::KeySpace key_space;
-  DeadlineIndex handshake_deadlines;  // connections still in their handshake
-  std::size_t pending_handshakes = 0;
+  detail::HandshakeSlots handshakes{server_options.max_pending_handshakes,
+                                    server_options.handshake_timeout};
   bool accepting = true;                 // the listeners are watched
   std::optional<Deadline> accept_again;  // out of descriptors: when to retry
   std::vector<std::uint64_t> resumed;    // connections whose wait ended: send, go on
@@ -145,12 +144,17 @@ struct StoreServer::Impl final : detail::StoreCore {
     refusals.log(LogLevel::warn, "store", text);
   }
 
-  void end_handshake(Connection& connection) override {
-    if (!connection.handshake_deadline) return;
-    handshake_deadlines.erase(*connection.handshake_deadline);
-    connection.handshake_deadline.reset();
-    --pending_handshakes;
-    update_accepting();
+  void end_handshake(Connection& connection) override { handshakes.release(connection.id); }
+
+  bool judged(Connection& connection, bool proven) override {
+    const auto hold = handshakes.judged(connection.id, proven, Clock::now());
+    if (!proven) {
+      log_refusal(cat(handshakes.failures_of(connection.id),
+                      " failed proofs of the job token from the address of ", connection.peer,
+                      " so far", hold.count() == 0 ? "" : "; its answers now wait ",
+                      hold.count() == 0 ? std::string() : cat(hold.count(), " ms")));
+    }
+    return hold.count() != 0;
   }
 
   void unservable(std::uint64_t id, Connection& connection, const std::string& why) override {
@@ -172,9 +176,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   int wait_timeout() const {
     std::optional<Deadline> next = accept_again;
     for (std::optional<Deadline> other :
-         {key_space.next_deadline(), handshake_deadlines.empty()
-                                         ? std::optional<Deadline>()
-                                         : handshake_deadlines.begin()->first}) {
+         {key_space.next_deadline(), handshakes.next_deadline()}) {
       if (other && (!next || *other < *next)) next = other;
     }
     if (!next) return -1;
@@ -238,10 +240,10 @@ struct StoreServer::Impl final : detail::StoreCore {
     task_done.notify_all();
   }
 
-  // Watches the listeners unless out of descriptors or too many handshakes
-  // are under way; connections then wait in the kernel's backlog.
+  // Watches the listeners unless out of descriptors; connections then wait
+  // in the kernel's backlog.
   void update_accepting() {
-    const bool wanted = !accept_again && pending_handshakes < server_options.max_pending_handshakes;
+    const bool wanted = !accept_again;
     if (wanted == accepting) return;
     accepting = wanted;
     const std::uint32_t events = wanted ? EPOLLIN : 0u;
@@ -292,19 +294,23 @@ struct StoreServer::Impl final : detail::StoreCore {
     }
     const std::uint64_t id = next_id++;
     Connection& connection = connections[id];
+    connection.id = id;
     connection.peer = peer;
     connection.protocol = &protocol;
     connection.remote = owner.where != detail::PeerOwner::Where::this_host;
     connection.authenticated = !protocol.has_handshake();
     connection.fd = std::move(fd);
-    if (protocol.has_handshake()) {
-      ++pending_handshakes;
-      connection.handshake_deadline =
-          handshake_deadlines.emplace(detail::deadline_after(server_options.handshake_timeout), id);
-      update_accepting();
-    }
     watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
     ++open_connections;
+    if (!protocol.has_handshake()) return;
+    const std::string address = peer.substr(0, peer.rfind(':'));
+    if (const auto evicted = handshakes.take(id, address, Clock::now())) {
+      const Connection& old = connections.at(*evicted);
+      drop(*evicted, connections.at(*evicted),
+           cat("its handshake slot went to a newer connection: all ",
+               server_options.max_pending_handshakes, " were taken, the most by its address (",
+               old.peer.substr(0, old.peer.rfind(':')), ")"));
+    }
   }
 
   void close_connection(std::uint64_t id) {
@@ -384,12 +390,20 @@ struct StoreServer::Impl final : detail::StoreCore {
                      });
   }
 
+  // Connections silent past the handshake deadline are closed; answers
+  // held back are sent, and what their clients sent since is handled.
   void expire_handshakes() {
-    const Deadline now = Clock::now();
-    while (!handshake_deadlines.empty() && handshake_deadlines.begin()->first <= now) {
-      const std::uint64_t id = handshake_deadlines.begin()->second;
-      drop(id, connections.at(id),
-           cat("no handshake within ", server_options.handshake_timeout.count(), " ms"));
+    for (const std::uint64_t id : handshakes.expired(Clock::now())) {
+      Connection& connection = connections.at(id);
+      if (connection.held_answer.empty()) {
+        drop(id, connection,
+             cat("no handshake within ", server_options.handshake_timeout.count(), " ms"));
+        continue;
+      }
+      handshakes.release(id);
+      connection.out += std::exchange(connection.held_answer, {});
+      connection.closing = connection.close_after_held;
+      handle_frames(id);
     }
   }
 

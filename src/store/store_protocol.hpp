@@ -32,6 +32,7 @@ class ConnectionState {
 };
 
 struct Connection {
+  std::uint64_t id = 0;  // the server's name for it
   Fd fd;
   std::string peer;
   std::string in;   // bytes received, not yet handled
@@ -49,7 +50,10 @@ struct Connection {
   bool eof = false;  // the peer sent end-of-file
   // SETs the server does when this connection ends (StoreClient::set_on_close).
   std::vector<std::pair<std::string, std::string>> on_close;
-  std::optional<std::multimap<Deadline, std::uint64_t>::iterator> handshake_deadline;
+  // A handshake's answer held back (StoreCore::judged): sent when its time
+  // comes; later frames wait for it. Then the connection closes, or not.
+  std::string held_answer;
+  bool close_after_held = false;
 };
 
 /// What a protocol may ask of the server it runs in.
@@ -65,6 +69,10 @@ class StoreCore {
   virtual void log_refusal(const std::string& text) = 0;
   /// The handshake is over: the connection no longer counts as pending.
   virtual void end_handshake(Connection& connection) = 0;
+  /// The connection's proof of the token was judged (`proven`: it held):
+  /// true when the answer must be held back for a while, in
+  /// `connection.held_answer` (handshake_slots.hpp), false to send it now.
+  virtual bool judged(Connection& connection, bool proven) = 0;
   /// A client asked what this store can never serve: closes it, and tells
   /// whoever runs the job (once), who can end it now.
   virtual void unservable(Id id, Connection& connection, const std::string& why) = 0;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@
 #include "core/strings.hpp"
 #include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
+#include "store/proof.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -611,8 +613,8 @@ TEST_F(StoreTest, NoMungedIsNoObstacleOnTheSameHost) {
 
 // Guards before the handshake: a peer that connects and says nothing is
 // closed after the handshake deadline, and idle ones never hold more than
-// the cap of pending handshakes: the rest wait in the backlog, and a real
-// client still gets in.
+// the cap of pending handshakes: a newer connection takes the oldest's
+// slot, and a real client gets in at once.
 TEST_F(StoreTest, SilentPeersAreClosedAndCannotCrowdOthersOut) {
   StoreServer::Options options;
   options.token = kToken;
@@ -633,6 +635,67 @@ TEST_F(StoreTest, SilentPeersAreClosedAndCannotCrowdOthersOut) {
   for (const detail::Fd& fd : silent)
     EXPECT_TRUE(closed_by_server(fd.get()));
   EXPECT_TRUE(connections_become(1));
+}
+
+// 2,000 silent connections from another address (another namespace in the
+// probe; 127.0.0.2 here) with a handshake deadline longer than the client's
+// whole patience: the job's client is served at once all the same, for
+// the silent address holds the most slots and gives them up first.
+TEST_F(StoreTest, ASilentFloodFromOneAddressDelaysNoOtherHandshake) {
+  StoreServer::Options options;
+  options.host = "0.0.0.0";
+  options.token = kToken;
+  options.handshake_timeout = 120s;
+  server_ = std::make_unique<StoreServer>(options);
+  std::vector<detail::Fd> silent;
+  for (int i = 0; i < 2000; ++i) {
+    detail::Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+    ASSERT_EQ(bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons(static_cast<std::uint16_t>(server_->port()));
+    ASSERT_EQ(connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    silent.push_back(std::move(fd));
+  }
+  auto store = client(10s);  // within 10 s, with every silent peer still there
+  store->set("k", "v");
+  EXPECT_EQ(store->get("k", 1s), "v");
+  EXPECT_LE(server_->connection_count(), options.max_pending_handshakes + 1);
+}
+
+// An address that keeps failing to prove the token waits for its answers,
+// right or wrong: after kFreeFailures, 100 ms, then doubling.
+TEST_F(StoreTest, GuessesFromOneAddressAreAnsweredEverLater) {
+  const auto guess = [&](const std::string& token) {
+    std::string error;
+    const auto deadline = detail::Clock::now() + 10s;
+    detail::Fd fd = detail::connect_tcp("127.0.0.1", server_->port(), deadline, &error);
+    const std::string nonce(32, 'c');
+    std::string answer;
+    EXPECT_TRUE(detail::send_all(fd.get(), wire::hello(nonce).data(), wire::hello(nonce).size(),
+                                 deadline, &error));
+    EXPECT_TRUE(detail::recv_frame(fd.get(), &answer, 4096, deadline, &error)) << error;
+    wire::Reader challenge(std::string_view(answer).substr(1));
+    const std::string server_nonce(challenge.bytes());
+    const std::string proof =
+        wire::proof(detail::store_proof::client_proof(token, nonce, server_nonce));
+    const auto sent = detail::Clock::now();
+    EXPECT_TRUE(detail::send_all(fd.get(), proof.data(), proof.size(), deadline, &error));
+    EXPECT_TRUE(detail::recv_frame(fd.get(), &answer, 4096, deadline, &error)) << error;
+    return std::make_pair(static_cast<wire::Status>(answer[0]), detail::Clock::now() - sent);
+  };
+  EXPECT_EQ(guess("wrong one").first, wire::Status::rejected);
+  EXPECT_EQ(guess("wrong two").first, wire::Status::rejected);
+  const auto third = guess("wrong three");
+  EXPECT_EQ(third.first, wire::Status::rejected);
+  EXPECT_GE(third.second, 100ms);
+  const auto right = guess(kToken);
+  EXPECT_EQ(right.first, wire::Status::ok);
+  EXPECT_GE(right.second, 100ms);  // no sooner than a wrong guess
 }
 
 // The process hosting the store leaves only once its peers are done with it
