@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <map>
 #include <set>
@@ -1126,6 +1127,40 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
   EXPECT_NE(ends[0].err.find("node 2 (n3) stopped answering"), std::string::npos) << ends[0].err;
   EXPECT_NE(ends[2].err.find("lost the job's store at n1:29411"), std::string::npos) << ends[2].err;
   EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
+// An unauthenticated peer on a third node floods node 0's two ports while a
+// 2-node static job (with a secret) starts and runs: 2,000 silent
+// connections to the agents' store, and 64 to the PyTorch port that each
+// announce a CHECK of 8,388,608 keys and then send a byte per round. The
+// job finishes as it would have, and the flood's own handshakes with the
+// token (a joining node's) are answered throughout; their times are in the
+// test's output.
+TEST_F(MultiNode, AStaticJobOutlastsAFloodOfItsStoreFromAnotherNode) {
+  const fs::path port_file = temp_.path() / "torch_port";
+  env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
+  std::vector<std::unique_ptr<test::Subprocess>> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(start_on(
+        node == 0 ? "n1" : "n2",
+        {kCohort, "run", "--nnodes", "2", "--node-rank", std::to_string(node), "--master-addr",
+         "n1", "--master-port", "29421", "--heartbeat-timeout", "3", "-n", "2", "sh", "-c",
+         "[ $RANK = 0 ] && echo $MASTER_PORT > \"$0\"; sleep 6; exec \"$1\"",
+         port_file.string(), kReduction},
+        seconds(90)));
+  }
+  const auto flood = on("n3",
+                        {"/usr/bin/python3", COHORT_TEST_DATA_DIR "/store_flood.py", "n1",
+                         "29421", port_file.string(), "5"},
+                        seconds(60));
+  EXPECT_EQ(flood.exit_code, 0) << test::describe(flood);
+  EXPECT_NE(flood.out.find("handshake under flood"), std::string::npos) << flood.out;
+  std::cout << flood.out;
+  auto node1 = nodes[1]->finish();
+  auto node0 = nodes[0]->finish();
+  EXPECT_EQ(node1.exit_code, 0) << test::describe(node1);
+  node0.out += node1.out;
+  expect_reduction(node0, 4, kTwoNodesTwoEach);
 }
 
 // The check: srun -N4, one agent per node, two workers each, a worker

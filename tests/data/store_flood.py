@@ -1,0 +1,70 @@
+"""What an unauthenticated peer on another host can do to a job's store:
+2,000 silent connections to the agents' store, and 64 connections to the
+PyTorch port that each announce a CHECK of 8,388,608 keys and then send a
+byte per round. Meanwhile it times a handshake of its own with the job's
+token (from COHORT_JOB_TOKEN), as a joining node would make.
+
+    store_flood.py HOST STORE_PORT TORCH_PORT_FILE SECONDS
+
+Prints "handshake under flood: N ms" for each timed handshake; exits 0.
+"""
+import hashlib, hmac, os, resource, socket, struct, sys, time
+
+host, store_port, port_file, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def frame(payload):
+    return struct.pack("<I", len(payload)) + payload
+
+
+def field(data):
+    return struct.pack("<I", len(data)) + data
+
+
+def receive_frame(sock):
+    header = b""
+    while len(header) < 4:
+        header += sock.recv(4 - len(header))
+    length = struct.unpack("<I", header)[0]
+    payload = b""
+    while len(payload) < length:
+        payload += sock.recv(length - len(payload))
+    return payload
+
+
+def handshake(token):
+    """docs/store-protocol.md's handshake, as cohort's client makes it."""
+    start = time.monotonic()
+    with socket.create_connection((host, store_port), timeout=30) as sock:
+        nonce = os.urandom(32)
+        sock.sendall(frame(b"COHS" + bytes([4]) + field(nonce)))
+        answer = receive_frame(sock)
+        assert answer[0] == 0, answer
+        server_nonce = answer[5:5 + struct.unpack("<I", answer[1:5])[0]]
+        label = b"cohort store: the client knows the token\n"
+        proof = hmac.new(token, label + nonce + server_nonce, hashlib.sha256).digest()
+        sock.sendall(frame(field(proof) + field(b"")))
+        assert receive_frame(sock)[:1] == b"\0"
+    return (time.monotonic() - start) * 1000
+
+
+silent = []
+for _ in range(2000):
+    silent.append(socket.create_connection((host, store_port)))
+while not os.path.exists(port_file) or not open(port_file).read().strip():
+    time.sleep(0.05)
+torch_port = int(open(port_file).read())
+flood = []
+for _ in range(64):
+    sock = socket.create_connection((host, torch_port))
+    sock.sendall(bytes([4]) + struct.pack("<Q", 8388608))  # CHECK of 8,388,608 keys
+    flood.append(sock)
+token = os.environ["COHORT_JOB_TOKEN"].encode()
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    for sock in flood:
+        sock.send(b"\0")
+    print("handshake under flood: %.1f ms" % handshake(token), flush=True)
+    time.sleep(0.2)
