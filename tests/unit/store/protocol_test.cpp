@@ -1,5 +1,9 @@
 #include "store/protocol.hpp"
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "store/proof.hpp"
@@ -89,6 +93,30 @@ TEST(StoreProof, ProofsBindTokenNoncesAndDirection) {
             "5abed02950b5acf3ebaad72e464262b148cfd98e923bc080be17a06db4c78172");
   EXPECT_EQ(hex(proof::client_proof("token", c, s)),
             "d20b4ffc5f57a1f73ad4f31292f236618d9389e8d9320617b082bc95e2b57d2b");
+}
+
+// docs/store-protocol.md's example, byte for byte: the page a client in
+// another language would be written from says what the encoder writes.
+TEST(StoreProtocol, TheDocumentedHandshakeIsWhatTheEncoderWrites) {
+  std::ifstream page(COHORT_SOURCE_DIR "/docs/store-protocol.md");
+  std::map<std::string, std::string> documented;
+  for (std::string line; std::getline(page, line);) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    if (name != "hello" && name != "server_proof" && name != "client_proof") continue;
+    if (line.rfind("    ", 0) != 0) continue;
+    std::string bytes;
+    for (std::string word; words >> word;)
+      bytes += word;
+    // The example's lines, not the formulas' (server_proof = HMAC...).
+    if (bytes.find_first_not_of("0123456789abcdef") == std::string::npos) documented[name] = bytes;
+  }
+  const std::string c(32, 'c');
+  const std::string s(32, 's');
+  EXPECT_EQ(documented["hello"], hex(hello(c)));
+  EXPECT_EQ(documented["server_proof"], hex(detail::store_proof::server_proof("token", c, s)));
+  EXPECT_EQ(documented["client_proof"], hex(detail::store_proof::client_proof("token", c, s)));
 }
 
 }  // namespace
