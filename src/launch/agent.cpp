@@ -386,14 +386,20 @@ void Agent::reap() {
                    });
   if (processes_->any_running()) return;
   stop_left_behind();
-  if (any_pipe_open() && !loop_->has_deadline(kDrainDeadline)) {
-    loop_->set_deadline(kDrainDeadline, kDrainTimeout, [this] {
-      for (Worker& worker : workers_) {
-        close_pipe(worker, 0);
-        close_pipe(worker, 1);
-      }
-    });
-  }
+  if (any_pipe_open() && !loop_->has_deadline(kDrainDeadline)) arm_drain();
+}
+
+// Pipes still open once every worker ended (a daemon the worker left holds
+// them) are closed after kDrainTimeout; output held back for a reader that
+// is still taking it is not lost to that.
+void Agent::arm_drain() {
+  loop_->set_deadline(kDrainDeadline, kDrainTimeout, [this] {
+    if (output_held_back()) return arm_drain();
+    for (Worker& worker : workers_) {
+      close_pipe(worker, 0);
+      close_pipe(worker, 1);
+    }
+  });
 }
 
 void Agent::stop_left_behind() {

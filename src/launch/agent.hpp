@@ -43,9 +43,13 @@ namespace cohort::detail {
 constexpr int kGraceDeadline = 0;  // SIGKILL for the workers still running
 constexpr int kDrainDeadline = 1;  // output pipes still open after every worker ended
 constexpr int kJobDeadline = 2;    // --timeout
+constexpr int kOutputDeadline = 3;  // output held back for a slow reader: read on?
 // How long output pipes may stay open after every worker exited (a
 // grandchild that left the process group may hold them).
 constexpr std::chrono::milliseconds kDrainTimeout{2000};
+// How often output held back for a slow reader looks whether it may go on:
+// the console's 4 MiB ahead keep a reader of up to 200 MB/s busy meanwhile.
+constexpr std::chrono::milliseconds kOutputRecheck{20};
 
 // A stop signal that came while the agent waited at the rendezvous.
 struct StoppedWhileWaiting {
@@ -60,6 +64,7 @@ struct Worker {
   bool running_at_timeout = false;
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
   Fd pipes[2];             // read ends: stdout, stderr (invalid once at EOF)
+  bool paused[2] = {false, false};  // not read while the console's reader is behind
   std::unique_ptr<OutputStream> streams[2];
   Timeline::Clock::time_point started;  // for the trace
 };
@@ -101,6 +106,10 @@ class Agent {
   void run_attempt(int attempt);
   bool any_pipe_open() const;
   void on_output(std::size_t local, int stream);
+  void watch_output(std::size_t local, int stream);
+  void resume_output();
+  bool output_held_back() const;
+  void arm_drain();
   void close_pipe(Worker& worker, int stream);
 
   // Carries out what the lifecycle decided.

@@ -150,8 +150,7 @@ void Agent::spawn_all(int attempt) {
               ? files_->open_log(attempt, worker.rank, name)
               : Fd(),
           stream == 1 ? kTailLines : 0);
-      loop_->watch(worker.pipes[stream].get(),
-                   [this, local, stream] { on_output(static_cast<std::size_t>(local), stream); });
+      watch_output(static_cast<std::size_t>(local), stream);
     }
     Environment env = detail::worker_environment(base, identity);
     if (!plan_.one_worker_per_task) {
@@ -174,8 +173,22 @@ bool Agent::any_pipe_open() const {
                      [](const Worker& w) { return w.pipes[0].valid() || w.pipes[1].valid(); });
 }
 
+void Agent::watch_output(std::size_t local, int stream) {
+  loop_->watch(workers_[local].pipes[stream].get(), [this, local, stream] { on_output(local, stream); });
+}
+
 void Agent::on_output(std::size_t local, int stream) {
   Worker& worker = workers_[local];
+  if (detail::console_behind(worker.streams[stream]->console_fd())) {
+    // The reader is slow: the worker waits in write(2) once its pipe is
+    // full, as on a slow terminal, instead of its lines being dropped.
+    loop_->unwatch(worker.pipes[stream].get());
+    worker.paused[stream] = true;
+    if (!loop_->has_deadline(kOutputDeadline)) {
+      loop_->set_deadline(kOutputDeadline, kOutputRecheck, [this] { resume_output(); });
+    }
+    return;
+  }
   char buffer[65536];
   const ssize_t n = detail::retry_eintr(
       [&] { return ::read(worker.pipes[stream].get(), buffer, sizeof(buffer)); });
@@ -186,10 +199,33 @@ void Agent::on_output(std::size_t local, int stream) {
   }
 }
 
+void Agent::resume_output() {
+  bool still = false;
+  for (std::size_t local = 0; local < workers_.size(); ++local) {
+    for (int stream = 0; stream < 2; ++stream) {
+      Worker& worker = workers_[local];
+      if (!worker.paused[stream]) continue;
+      if (detail::console_behind(worker.streams[stream]->console_fd())) {
+        still = true;
+        continue;
+      }
+      worker.paused[stream] = false;
+      watch_output(local, stream);
+    }
+  }
+  if (still) loop_->set_deadline(kOutputDeadline, kOutputRecheck, [this] { resume_output(); });
+}
+
+bool Agent::output_held_back() const {
+  return std::any_of(workers_.begin(), workers_.end(),
+                     [](const Worker& w) { return w.paused[0] || w.paused[1]; });
+}
+
 void Agent::close_pipe(Worker& worker, int stream) {
   if (!worker.pipes[stream].valid()) return;
+  worker.paused[stream] = false;
   worker.streams[stream]->finish();
-  loop_->unwatch(worker.pipes[stream].get());
+  loop_->unwatch(worker.pipes[stream].get());  // (or not watched: paused)
   worker.pipes[stream].reset();
 }
 

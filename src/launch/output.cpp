@@ -9,9 +9,6 @@
 namespace cohort::detail {
 namespace {
 
-// A line longer than this is cut and sent on: a worker that never prints a
-// newline must not make the agent buffer without bound.
-constexpr std::size_t kMaxLine = std::size_t{64} * 1024;
 // Lines kept for the report are cut to this length.
 constexpr std::size_t kMaxTailLine = 1000;
 // Lines emitted by every stream of this process, in order: tells which of a
@@ -63,7 +60,7 @@ void OutputStream::feed(std::string_view data) {
     emit_lines(std::string_view(partial_).substr(0, last_newline + 1));
     partial_.erase(0, last_newline + 1);
   }
-  if (partial_.size() >= kMaxLine) {
+  if (partial_.size() >= kMaxLineBytes) {
     partial_.push_back('\n');
     emit_lines(partial_);
     partial_.clear();
@@ -92,7 +89,7 @@ void OutputStream::emit_lines(std::string_view lines) {
       last_line_at_ = ++lines_seen;
     }
   }
-  if (console_fd_ >= 0) console_write(console_fd_, batch);
+  if (console_fd_ >= 0) console_write(console_fd_, batch, /*droppable=*/true);
 }
 
 void OutputStream::remember(std::string_view line) {

@@ -13,6 +13,11 @@
 
 namespace cohort::detail {
 
+/// A line is cut (and goes on as the next) only once this many bytes came
+/// without a newline: a worker that never prints one must not make the
+/// agent buffer without bound.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+
 /// "[{rank}] " with {rank}, {local_rank} and {host} replaced.
 std::string format_prefix(std::string_view pattern, int rank, int local_rank,
                           std::string_view host);
@@ -29,6 +34,8 @@ class OutputStream {
   void finish();
 
   const std::deque<std::string>& tail() const noexcept { return tail_; }
+  /// Where its lines go on the console, -1 for nowhere.
+  int console_fd() const noexcept { return console_fd_; }
   /// The last complete line (without '\n', cut at 1000 bytes), and how many
   /// lines of any stream came before it: which stream spoke last.
   const std::string& last_line() const noexcept { return last_line_; }

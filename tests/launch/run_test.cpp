@@ -25,6 +25,7 @@
 #include <cohort/launch_env.hpp>
 
 #include "core/socket.hpp"
+#include "core/strings.hpp"
 #include "support/backends.hpp"
 #include "support/files.hpp"
 #include "support/subprocess.hpp"
@@ -876,6 +877,48 @@ TEST_F(RunTest, OutputLinesNeverMixMidLine) {
     EXPECT_EQ(line.substr(0, 10), "[" + rank + "] rank" + rank + "-") << line.substr(0, 120);
     EXPECT_EQ(line.substr(10), std::string(200, 'x')) << line.substr(0, 120);
   }
+}
+
+// A reader that is merely slow (20 MB/s here, a log shipper or a remote
+// terminal) gets every line: the workers wait for it, as they would writing
+// to it themselves. Before, it got the first 8 MiB and a marker saying it
+// "stopped reading". Lines of 1 MiB come whole.
+TEST_F(RunTest, ASlowReaderGetsEveryLine) {
+  const std::string workers =
+      "head -c 15000000 /dev/zero | tr '\\0' 'x' | fold -w 99; head -c 1048560 /dev/zero | tr "
+      "'\\0' 'y'; echo";
+  std::string command;
+  for (const std::string& word : cohort_run({"-n", "2", "--", "sh", "-c", workers}))
+    command += "'" + word + "' ";
+  command += "| /usr/bin/python3 " COHORT_TEST_DATA_DIR "/slow_reader.py 20e6";
+  const ProcessResult result = test::run_process({"sh", "-c", command}, options());
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  // Per worker 151,515 lines of 99 x, then one of 15 x and 1,048,560 y:
+  // 1 MiB with its newline. Each line has its "[R] " prefix.
+  const std::uint64_t lines = 2 * (151515 + 1);
+  const std::uint64_t bytes = 2 * (15000000 + 151515 + 1048560 + 1 + (151515 + 1) * 4);
+  EXPECT_NE(result.out.find(detail::cat("lines ", lines, " bytes ", bytes, " ")), std::string::npos)
+      << result.out;
+  EXPECT_EQ(result.out.find("dropped"), std::string::npos) << result.out;
+}
+
+// A standard output nobody reads (a pipe into a stuck process) holds the
+// workers back for as long as its reader might wake (10 s), then their
+// lines are dropped, and the job goes on; the launcher's report of the
+// failure reaches standard error all the same, which has a writer of its
+// own. Before, one writer served both, and the report waited forever behind
+// stdout.
+TEST_F(RunTest, AStalledStdoutNeitherStopsTheJobNorSwallowsTheReport) {
+  const fs::path err = dir_ / "stderr";
+  std::string command;
+  for (const std::string& word :
+       cohort_run({"-n", "1", "--", "sh", "-c",
+                   "head -c 20000000 /dev/zero | tr '\\0' 'x' | fold -w 99; exit 3"}))
+    command += "'" + word + "' ";
+  command += "2> '" + err.string() + "' | sleep 16";
+  const ProcessResult result = test::run_process({"sh", "-c", command}, options());
+  const std::string report = test::read_file(err);
+  EXPECT_NE(report.find("rank 0 failed: exited with code 3"), std::string::npos) << report;
 }
 
 TEST_F(RunTest, TwoJobsAtOnceNeverClash) {
