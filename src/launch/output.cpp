@@ -1,5 +1,7 @@
 #include "launch/output.hpp"
 
+#include <cctype>
+
 #include <cerrno>
 
 #include <unistd.h>
@@ -46,11 +48,45 @@ void write_fully(int fd, std::string_view data) noexcept {
   }
 }
 
+std::string terminal_safe(std::string_view line) {
+  std::string_view text = line.substr(0, line.size() - 1);
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  if (const std::size_t cr = text.rfind('\r'); cr != std::string_view::npos) {
+    text.remove_prefix(cr + 1);
+  }
+  std::string out;
+  out.reserve(text.size() + 1);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == 0x1b && i + 1 < text.size() && text[i + 1] == '[') {
+      // A color (SGR): ESC [ digits and semicolons, then 'm'.
+      std::size_t end = i + 2;
+      while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) != 0 ||
+                                   text[end] == ';'))
+        ++end;
+      if (end < text.size() && text[end] == 'm') {
+        out.append(text.substr(i, end + 1 - i));
+        i = end;
+        continue;
+      }
+    }
+    if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      out.push_back('^');
+      out.push_back(c == 0x7f ? '?' : static_cast<char>(c + 0x40));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('\n');
+  return out;
+}
+
 OutputStream::OutputStream(int console_fd, std::string prefix, Fd log_fd, std::size_t keep_tail)
     : console_fd_(console_fd),
       prefix_(std::move(prefix)),
       log_fd_(std::move(log_fd)),
-      keep_tail_(keep_tail) {}
+      keep_tail_(keep_tail),
+      terminal_(console_fd >= 0 && ::isatty(console_fd) == 1) {}
 
 void OutputStream::feed(std::string_view data) {
   if (log_fd_.valid()) write_fully(log_fd_.get(), data);
@@ -81,7 +117,14 @@ void OutputStream::emit_lines(std::string_view lines) {
   while (start < lines.size()) {
     const std::size_t end = lines.find('\n', start) + 1;  // every line ends in '\n'
     const std::string_view line = lines.substr(start, end - start);
-    if (console_fd_ >= 0) batch.append(prefix_).append(line);
+    if (console_fd_ >= 0) {
+      batch.append(prefix_);
+      if (terminal_) {
+        batch.append(terminal_safe(line));
+      } else {
+        batch.append(line);
+      }
+    }
     if (keep_tail_ > 0) remember(line.substr(0, line.size() - 1));
     start = end;
     if (start == lines.size()) {

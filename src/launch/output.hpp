@@ -18,6 +18,15 @@ namespace cohort::detail {
 /// agent buffer without bound.
 inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
 
+/// What a terminal is shown of a worker's line (`line` ends in '\n'): a
+/// rank must not be able to move the cursor, overwrite its prefix, retitle
+/// the window or forge a line of the launcher's. A carriage return keeps
+/// what follows the last one (what the terminal would have shown, but after
+/// the prefix; "\r\n" is a newline); colors (ESC [ ... m) pass; every other
+/// control character but tab is shown as ^X (DEL as ^?), as `cat -v` does.
+/// Log files and a console that is no terminal get the bytes as written.
+std::string terminal_safe(std::string_view line);
+
 /// "[{rank}] " with {rank}, {local_rank} and {host} replaced.
 std::string format_prefix(std::string_view pattern, int rank, int local_rank,
                           std::string_view host);
@@ -49,6 +58,7 @@ class OutputStream {
   std::string prefix_;
   Fd log_fd_;
   std::size_t keep_tail_;
+  bool terminal_ = false;  // the console is a terminal: lines are terminal_safe()
   std::string partial_;
   std::deque<std::string> tail_;
   std::string last_line_;

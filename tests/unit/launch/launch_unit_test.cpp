@@ -194,10 +194,26 @@ TEST_F(OutputTest, ConsoleOffStillKeepsTheTail) {
 
 TEST_F(OutputTest, AnEndlessLineIsCutNotBuffered) {
   OutputStream stream(fd_, "", Fd(), 0);
-  stream.feed(std::string(70000, 'x'));
+  stream.feed(std::string(kMaxLineBytes - 1, 'x'));
+  stream.feed("\n");  // a line of 1 MiB, its newline included: whole
+  EXPECT_EQ(console().size(), kMaxLineBytes);
+  stream.feed(std::string(kMaxLineBytes + 100, 'x'));
   const std::string out = console();
-  EXPECT_EQ(out.size(), 70001u);  // flushed with a newline once over the 64 KiB limit
+  // Flushed with a newline once over the limit without one.
+  EXPECT_EQ(out.size(), 2 * kMaxLineBytes + 101);
   EXPECT_EQ(out.back(), '\n');
+}
+
+// A rank's control characters, on a terminal: no cursor moves, no prefix
+// overwritten, no window title, no forged launcher line; colors pass.
+TEST(TerminalSafe, ControlCharactersAreShownNotObeyed) {
+  EXPECT_EQ(terminal_safe("plain\ttext\n"), "plain\ttext\n");
+  EXPECT_EQ(terminal_safe("\rcohort run: rank 1 failed\n"), "cohort run: rank 1 failed\n");
+  EXPECT_EQ(terminal_safe("10%\r50%\r100%\n"), "100%\n");  // a progress bar's last state
+  EXPECT_EQ(terminal_safe("windows\r\n"), "windows\n");
+  EXPECT_EQ(terminal_safe("\x1b[31mred\x1b[0m\n"), "\x1b[31mred\x1b[0m\n");
+  EXPECT_EQ(terminal_safe("\x1b]0;title\x07\x1b[2J\x1b[H\n"), "^[]0;title^G^[[2J^[[H\n");
+  EXPECT_EQ(terminal_safe(std::string("nul\0bell\x07" "del\x7f\n", 14)), "nul^@bell^Gdel^?\n");
 }
 
 TEST(Report, NamesTheFailureItsPlaceAndItsLastWords) {
