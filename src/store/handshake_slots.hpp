@@ -5,7 +5,8 @@
 // connection never waits for one: when all are taken, the oldest slot of
 // the address that holds the most is given up (closed). Silent peers from
 // one address thus crowd out only each other, while a job's own clients,
-// which finish in milliseconds, are served at once. Once an address has
+// which finish in milliseconds, are served at once. Once an address on
+// another host (a peer on this one is the job's own user) has
 // failed to prove the token more than kFreeFailures times, every answer to
 // a proof from it, right or wrong, is held back, longer with each failure,
 // and its slot held meanwhile: guesses cost time and slots, and a quick

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -1135,7 +1135,8 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
 // announce a CHECK of 8,388,608 keys and then send a byte per round. The
 // job finishes as it would have, and the flood's own handshakes with the
 // token (a joining node's) are answered throughout; their times are in the
-// test's output.
+// test's output. Then it guesses the token: from its third wrong guess on,
+// every answer to its address waits (100 ms, then 200), the right one too.
 TEST_F(MultiNode, AStaticJobOutlastsAFloodOfItsStoreFromAnotherNode) {
   const fs::path port_file = temp_.path() / "torch_port";
   env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
@@ -1145,17 +1146,24 @@ TEST_F(MultiNode, AStaticJobOutlastsAFloodOfItsStoreFromAnotherNode) {
         node == 0 ? "n1" : "n2",
         {kCohort, "run", "--nnodes", "2", "--node-rank", std::to_string(node), "--master-addr",
          "n1", "--master-port", "29421", "--heartbeat-timeout", "3", "-n", "2", "sh", "-c",
-         "[ $RANK = 0 ] && echo $MASTER_PORT > \"$0\"; sleep 6; exec \"$1\"",
-         port_file.string(), kReduction},
+         "[ $RANK = 0 ] && echo $MASTER_PORT > \"$0\"; sleep 6; exec \"$1\"", port_file.string(),
+         kReduction},
         seconds(90)));
   }
   const auto flood = on("n3",
-                        {"/usr/bin/python3", COHORT_TEST_DATA_DIR "/store_flood.py", "n1",
-                         "29421", port_file.string(), "5"},
+                        {"/usr/bin/python3", COHORT_TEST_DATA_DIR "/store_flood.py", "n1", "29421",
+                         port_file.string(), "5"},
                         seconds(60));
   EXPECT_EQ(flood.exit_code, 0) << test::describe(flood);
   EXPECT_NE(flood.out.find("handshake under flood"), std::string::npos) << flood.out;
   std::cout << flood.out;
+  const auto milliseconds = [&](const std::string& label) {
+    const std::size_t at = flood.out.find(label);
+    return at == std::string::npos ? -1.0 : std::stod(flood.out.substr(at + label.size()));
+  };
+  EXPECT_GE(milliseconds("guess 3: "), 100.0) << flood.out;
+  EXPECT_GE(milliseconds("guess 4: "), 200.0) << flood.out;
+  EXPECT_GE(milliseconds("right after guesses: "), 200.0) << flood.out;
   auto node1 = nodes[1]->finish();
   auto node0 = nodes[0]->finish();
   EXPECT_EQ(node1.exit_code, 0) << test::describe(node1);

@@ -6,7 +6,12 @@ token (from COHORT_JOB_TOKEN), as a joining node would make.
 
     store_flood.py HOST STORE_PORT TORCH_PORT_FILE SECONDS
 
-Prints "handshake under flood: N ms" for each timed handshake; exits 0.
+Then it guesses the token 4 times, and makes one more handshake with the
+right one: once an address failed more than twice, every answer to it
+waits.
+
+Prints "handshake under flood: N ms" for each timed handshake, "guess K:
+N ms" for each wrong guess and "right after guesses: N ms"; exits 0.
 """
 import hashlib, hmac, os, resource, socket, struct, sys, time
 
@@ -34,9 +39,10 @@ def receive_frame(sock):
     return payload
 
 
-def handshake(token):
-    """docs/store-protocol.md's handshake, as cohort's client makes it."""
-    start = time.monotonic()
+def handshake(token, accepted=True):
+    """docs/store-protocol.md's handshake, as cohort's client makes it.
+    Returns the milliseconds of the whole, and from the proof to the verdict."""
+    began = time.monotonic()
     with socket.create_connection((host, store_port), timeout=30) as sock:
         nonce = os.urandom(32)
         sock.sendall(frame(b"COHS" + bytes([4]) + field(nonce)))
@@ -45,9 +51,11 @@ def handshake(token):
         server_nonce = answer[5:5 + struct.unpack("<I", answer[1:5])[0]]
         label = b"cohort store: the client knows the token\n"
         proof = hmac.new(token, label + nonce + server_nonce, hashlib.sha256).digest()
+        start = time.monotonic()
         sock.sendall(frame(field(proof) + field(b"")))
-        assert receive_frame(sock)[:1] == b"\0"
-    return (time.monotonic() - start) * 1000
+        verdict = receive_frame(sock)[:1]
+        assert (verdict == b"\0") == accepted, verdict
+    return (time.monotonic() - began) * 1000, (time.monotonic() - start) * 1000
 
 
 silent = []
@@ -66,5 +74,8 @@ end = time.monotonic() + seconds
 while time.monotonic() < end:
     for sock in flood:
         sock.send(b"\0")
-    print("handshake under flood: %.1f ms" % handshake(token), flush=True)
+    print("handshake under flood: %.1f ms" % handshake(token)[0], flush=True)
     time.sleep(0.2)
+for guess in range(1, 5):
+    print("guess %d: %.1f ms" % (guess, handshake(b"%032d" % guess, accepted=False)[1]), flush=True)
+print("right after guesses: %.1f ms" % handshake(token)[1], flush=True)

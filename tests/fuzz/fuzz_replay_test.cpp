@@ -176,5 +176,33 @@ TEST(FuzzReplay, StoreServer) {
        }()});
 }
 
+TEST(FuzzReplay, OutputLines) {
+  replay(output_lines, {std::string(1, '\3') + "one\ntwo\nthree",
+                        std::string(1, '\0') + "\r\x1b[31mred\x1b[0m\x1b]0;t\x07\n\t\x7f",
+                        std::string(1, '\x3f') + std::string(300, 'x') + "\n\n"});
+}
+
+TEST(FuzzReplay, StopRecord) {
+  replay(stop_record, {"2\tn3\t5\t137\t0\trank 5 failed: killed by SIGKILL",
+                       "-1\t\t-1\t1\t1\tnode 2 (n3) stopped answering", "0\th\t0\t0\t2\t"});
+}
+
+TEST(FuzzReplay, MasterAddress) {
+  replay(master_address, {"10.0.0.1:4242/0123456789abcdef", "[::1]:1/", "n1:65535/a/b:c"});
+}
+
+TEST(FuzzReplay, SecretLine) {
+  replay(secret_line, {"0123456789abcdef0123456789abcdef\n", "q3V+8zL0xWm/2Rk9tYb4nA \r\nrest",
+                       std::string(5000, 'a')});
+}
+
+TEST(FuzzReplay, CgroupQuota) {
+  replay(cgroup_quota, {"max 100000", "200000 100000\n", "-1\n100000", "150000\n100000\n"});
+}
+
+TEST(FuzzReplay, PeerEntries) {
+  replay(peer_entries, {"n1 1234\nn2 99", "host\n 7\nh -5\nh 99999999999999999999", "\n\n"});
+}
+
 }  // namespace
 }  // namespace cohort::fuzz

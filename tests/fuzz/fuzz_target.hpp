@@ -30,4 +30,10 @@ int pmi_reply(const std::uint8_t* data, std::size_t size);
 int store_server(const std::uint8_t* data, std::size_t size);
 int exchange_table(const std::uint8_t* data, std::size_t size);
 int round_table(const std::uint8_t* data, std::size_t size);
+int output_lines(const std::uint8_t* data, std::size_t size);
+int stop_record(const std::uint8_t* data, std::size_t size);
+int master_address(const std::uint8_t* data, std::size_t size);
+int secret_line(const std::uint8_t* data, std::size_t size);
+int cgroup_quota(const std::uint8_t* data, std::size_t size);
+int peer_entries(const std::uint8_t* data, std::size_t size);
 }  // namespace cohort::fuzz

@@ -25,7 +25,6 @@
 #include "core/strings.hpp"
 #include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
-#include "store/proof.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -665,37 +664,6 @@ TEST_F(StoreTest, ASilentFloodFromOneAddressDelaysNoOtherHandshake) {
   store->set("k", "v");
   EXPECT_EQ(store->get("k", 1s), "v");
   EXPECT_LE(server_->connection_count(), options.max_pending_handshakes + 1);
-}
-
-// An address that keeps failing to prove the token waits for its answers,
-// right or wrong: after kFreeFailures, 100 ms, then doubling.
-TEST_F(StoreTest, GuessesFromOneAddressAreAnsweredEverLater) {
-  const auto guess = [&](const std::string& token) {
-    std::string error;
-    const auto deadline = detail::Clock::now() + 10s;
-    detail::Fd fd = detail::connect_tcp("127.0.0.1", server_->port(), deadline, &error);
-    const std::string nonce(32, 'c');
-    std::string answer;
-    EXPECT_TRUE(detail::send_all(fd.get(), wire::hello(nonce).data(), wire::hello(nonce).size(),
-                                 deadline, &error));
-    EXPECT_TRUE(detail::recv_frame(fd.get(), &answer, 4096, deadline, &error)) << error;
-    wire::Reader challenge(std::string_view(answer).substr(1));
-    const std::string server_nonce(challenge.bytes());
-    const std::string proof =
-        wire::proof(detail::store_proof::client_proof(token, nonce, server_nonce));
-    const auto sent = detail::Clock::now();
-    EXPECT_TRUE(detail::send_all(fd.get(), proof.data(), proof.size(), deadline, &error));
-    EXPECT_TRUE(detail::recv_frame(fd.get(), &answer, 4096, deadline, &error)) << error;
-    return std::make_pair(static_cast<wire::Status>(answer[0]), detail::Clock::now() - sent);
-  };
-  EXPECT_EQ(guess("wrong one").first, wire::Status::rejected);
-  EXPECT_EQ(guess("wrong two").first, wire::Status::rejected);
-  const auto third = guess("wrong three");
-  EXPECT_EQ(third.first, wire::Status::rejected);
-  EXPECT_GE(third.second, 100ms);
-  const auto right = guess(kToken);
-  EXPECT_EQ(right.first, wire::Status::ok);
-  EXPECT_GE(right.second, 100ms);  // no sooner than a wrong guess
 }
 
 // The process hosting the store leaves only once its peers are done with it
