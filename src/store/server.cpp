@@ -295,6 +295,17 @@ struct StoreServer::Impl final : detail::StoreCore {
       return;
     }
     const std::uint64_t id = next_id++;
+    if (protocol.has_handshake()) {
+      // The slot first: one given up closes before this one counts.
+      const std::string address = peer.substr(0, peer.rfind(':'));
+      if (const auto evicted = handshakes.take(id, address, Clock::now())) {
+        const Connection& old = connections.at(*evicted);
+        drop(*evicted, connections.at(*evicted),
+             cat("its handshake slot went to a newer connection: all ",
+                 server_options.max_pending_handshakes, " were taken, the most by its address (",
+                 old.peer.substr(0, old.peer.rfind(':')), ")"));
+      }
+    }
     Connection& connection = connections[id];
     connection.id = id;
     connection.peer = peer;
@@ -304,15 +315,6 @@ struct StoreServer::Impl final : detail::StoreCore {
     connection.fd = std::move(fd);
     watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
     ++open_connections;
-    if (!protocol.has_handshake()) return;
-    const std::string address = peer.substr(0, peer.rfind(':'));
-    if (const auto evicted = handshakes.take(id, address, Clock::now())) {
-      const Connection& old = connections.at(*evicted);
-      drop(*evicted, connections.at(*evicted),
-           cat("its handshake slot went to a newer connection: all ",
-               server_options.max_pending_handshakes, " were taken, the most by its address (",
-               old.peer.substr(0, old.peer.rfind(':')), ")"));
-    }
   }
 
   void close_connection(std::uint64_t id) {
