@@ -33,6 +33,23 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+// A rank started with plain torchrun variables and no agent, one of 2, its
+// store at 127.0.0.1:`port`, 4 s to meet; nothing of an outer job's.
+test::ProcessOptions without_agent(int port) {
+  test::ProcessOptions options;
+  options.env = process_environment();
+  for (const char* name :
+       {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "COHORT_JOB_TOKEN", "SLURM_JOB_ID",
+        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "COHORT_STORE_ADDR"}) {
+    options.env->erase(name);
+  }
+  (*options.env)["WORLD_SIZE"] = "2";
+  (*options.env)["MASTER_ADDR"] = "127.0.0.1";
+  (*options.env)["MASTER_PORT"] = std::to_string(port);
+  (*options.env)["COHORT_TIMEOUT"] = "4";
+  return options;
+}
+
 class SecondUser : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -162,17 +179,8 @@ TEST_F(SecondUser, IsRefusedOverIpv6Too) {
 // of finishing a job that never ran.
 TEST_F(SecondUser, CannotOpenTheBarrierOfAJobWithoutAgent) {
   const int port = detail::pick_free_port("127.0.0.1");
-  test::ProcessOptions options;
-  options.env = process_environment();
-  for (const char* name : {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "COHORT_JOB_TOKEN",
-                           "SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"}) {
-    options.env->erase(name);
-  }
+  test::ProcessOptions options = without_agent(port);
   (*options.env)["RANK"] = "0";
-  (*options.env)["WORLD_SIZE"] = "2";
-  (*options.env)["MASTER_ADDR"] = "127.0.0.1";
-  (*options.env)["MASTER_PORT"] = std::to_string(port);
-  (*options.env)["COHORT_TIMEOUT"] = "4";
   test::Subprocess rank0({COHORT_HELLO_PATH}, options);
   test::ProcessResult attempt;
   for (int i = 0; i < 100; ++i) {  // until rank 0 listens
@@ -222,17 +230,8 @@ TEST_F(SecondUser, ListeningFirstOnAJobsPortLearnsNothing) {
       if (table.find(entry) != std::string::npos) break;
       std::this_thread::sleep_for(25ms);
     }
-    test::ProcessOptions options;
-    options.env = process_environment();
-    for (const char* name : {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
-                             "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "COHORT_STORE_ADDR"}) {
-      options.env->erase(name);
-    }
-    (*options.env)["WORLD_SIZE"] = "2";
-    (*options.env)["MASTER_ADDR"] = "127.0.0.1";
-    (*options.env)["MASTER_PORT"] = std::to_string(port);
+    test::ProcessOptions options = without_agent(port);
     (*options.env)["COHORT_JOB_TOKEN"] = token;
-    (*options.env)["COHORT_TIMEOUT"] = "4";
     (*options.env)["RANK"] = "1";
     test::Subprocess rank1({COHORT_HELLO_PATH}, options);
     (*options.env)["RANK"] = "0";
@@ -303,17 +302,8 @@ TEST_F(SecondUser, CannotTurnLogFilesAgainstTheirUser) {
 // without agent refuses a token that can be guessed before it serves or
 // connects to anything, and says how to make one.
 TEST(JobToken, AGuessableOneIsRefusedByEveryRank) {
-  test::ProcessOptions options;
-  options.env = process_environment();
-  for (const char* name : {"COHORT_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
-                           "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "COHORT_STORE_ADDR"}) {
-    options.env->erase(name);
-  }
-  (*options.env)["WORLD_SIZE"] = "2";
-  (*options.env)["MASTER_ADDR"] = "127.0.0.1";
-  (*options.env)["MASTER_PORT"] = std::to_string(detail::pick_free_port("127.0.0.1"));
+  test::ProcessOptions options = without_agent(detail::pick_free_port("127.0.0.1"));
   (*options.env)["COHORT_JOB_TOKEN"] = "a";
-  (*options.env)["COHORT_TIMEOUT"] = "4";
   for (const char* rank : {"0", "1"}) {
     (*options.env)["RANK"] = rank;
     const auto result = test::run_process({COHORT_HELLO_PATH}, options);
