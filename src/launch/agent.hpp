@@ -40,9 +40,9 @@
 namespace cohort::detail {
 
 // The agent's deadlines on its event loop.
-constexpr int kGraceDeadline = 0;  // SIGKILL for the workers still running
-constexpr int kDrainDeadline = 1;  // output pipes still open after every worker ended
-constexpr int kJobDeadline = 2;    // --timeout
+constexpr int kGraceDeadline = 0;   // SIGKILL for the workers still running
+constexpr int kDrainDeadline = 1;   // output pipes still open after every worker ended
+constexpr int kJobDeadline = 2;     // --timeout
 constexpr int kOutputDeadline = 3;  // output held back for a slow reader: read on?
 // How long output pipes may stay open after every worker exited (a
 // grandchild that left the process group may hold them).
@@ -62,8 +62,8 @@ struct Worker {
   int rank = 0;
   int local_rank = 0;
   bool running_at_timeout = false;
-  std::string error_file;  // its TORCHELASTIC_ERROR_FILE
-  Fd pipes[2];             // read ends: stdout, stderr (invalid once at EOF)
+  std::string error_file;           // its TORCHELASTIC_ERROR_FILE
+  Fd pipes[2];                      // read ends: stdout, stderr (invalid once at EOF)
   bool paused[2] = {false, false};  // not read while the console's reader is behind
   std::unique_ptr<OutputStream> streams[2];
   Timeline::Clock::time_point started;  // for the trace

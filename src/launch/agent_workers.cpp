@@ -174,7 +174,8 @@ bool Agent::any_pipe_open() const {
 }
 
 void Agent::watch_output(std::size_t local, int stream) {
-  loop_->watch(workers_[local].pipes[stream].get(), [this, local, stream] { on_output(local, stream); });
+  loop_->watch(workers_[local].pipes[stream].get(),
+               [this, local, stream] { on_output(local, stream); });
 }
 
 void Agent::on_output(std::size_t local, int stream) {

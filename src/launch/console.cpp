@@ -103,10 +103,10 @@ class Console {
       wake_.wait(lock, [&] { return !stream.queue.empty() || stream.dropped_lines > 0; });
       std::string chunk;
       if (stream.dropped_lines > 0) {
-        chunk = cat("cohort run: ", stream.dropped_lines, " line",
-                    stream.dropped_lines == 1 ? "" : "s", " of output dropped here: the reader of ",
-                    stream.name, " took nothing for ", kStalledReader.count(),
-                    " s (--log-dir keeps every line)\n");
+        chunk =
+            cat("cohort run: ", stream.dropped_lines, " line", stream.dropped_lines == 1 ? "" : "s",
+                " of output dropped here: the reader of ", stream.name, " took nothing for ",
+                kStalledReader.count(), " s (--log-dir keeps every line)\n");
         stream.dropped_lines = 0;
       }
       while (!stream.queue.empty() && chunk.size() < (std::size_t{1} << 20)) {

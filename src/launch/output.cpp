@@ -1,7 +1,6 @@
 #include "launch/output.hpp"
 
 #include <cctype>
-
 #include <cerrno>
 
 #include <unistd.h>
@@ -61,8 +60,8 @@ std::string terminal_safe(std::string_view line) {
     if (c == 0x1b && i + 1 < text.size() && text[i + 1] == '[') {
       // A color (SGR): ESC [ digits and semicolons, then 'm'.
       std::size_t end = i + 2;
-      while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) != 0 ||
-                                   text[end] == ';'))
+      while (end < text.size() &&
+             (std::isdigit(static_cast<unsigned char>(text[end])) != 0 || text[end] == ';'))
         ++end;
       if (end < text.size() && text[end] == 'm') {
         out.append(text.substr(i, end + 1 - i));

@@ -66,9 +66,9 @@ std::vector<HandshakeSlots::Id> HandshakeSlots::expired(Deadline now) const {
 }
 
 HandshakeSlots::Id HandshakeSlots::oldest_of_the_largest_holder() const {
-  const auto largest = std::max_element(
-      held_by_address_.begin(), held_by_address_.end(),
-      [](const auto& a, const auto& b) { return a.second < b.second; });
+  const auto largest =
+      std::max_element(held_by_address_.begin(), held_by_address_.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
   std::optional<std::pair<Deadline, Id>> oldest;
   for (const auto& [id, slot] : slots_) {
     if (slot.address != largest->first) continue;

@@ -1139,22 +1139,41 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
 // every answer to its address waits (100 ms, then 200), the right one too.
 TEST_F(MultiNode, AStaticJobOutlastsAFloodOfItsStoreFromAnotherNode) {
   const fs::path port_file = temp_.path() / "torch_port";
+  const fs::path done = temp_.path() / "flood_done";  // the workers wait for it
   env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
   std::vector<std::unique_ptr<test::Subprocess>> nodes;
   for (int node = 0; node < 2; ++node) {
     nodes.push_back(start_on(
         node == 0 ? "n1" : "n2",
-        {kCohort, "run", "--nnodes", "2", "--node-rank", std::to_string(node), "--master-addr",
-         "n1", "--master-port", "29421", "--heartbeat-timeout", "3", "-n", "2", "sh", "-c",
-         "[ $RANK = 0 ] && echo $MASTER_PORT > \"$0\"; sleep 6; exec \"$1\"", port_file.string(),
+        {kCohort,
+         "run",
+         "--nnodes",
+         "2",
+         "--node-rank",
+         std::to_string(node),
+         "--master-addr",
+         "n1",
+         "--master-port",
+         "29421",
+         "--heartbeat-timeout",
+         "3",
+         "-n",
+         "2",
+         "sh",
+         "-c",
+         "[ $RANK = 0 ] && echo $MASTER_PORT > \"$0\"; until [ -e \"$1\" ]; do sleep 0.1; done; "
+         "exec \"$2\"",
+         port_file.string(),
+         done.string(),
          kReduction},
-        seconds(90)));
+        seconds(180)));
   }
   const auto flood = on("n3",
                         {"/usr/bin/python3", COHORT_TEST_DATA_DIR "/store_flood.py", "n1", "29421",
-                         port_file.string(), "5"},
-                        seconds(60));
+                         port_file.string(), "5", done.string()},
+                        seconds(150));
   EXPECT_EQ(flood.exit_code, 0) << test::describe(flood);
+  std::ofstream{done};  // whatever became of the flood
   EXPECT_NE(flood.out.find("handshake under flood"), std::string::npos) << flood.out;
   std::cout << flood.out;
   const auto milliseconds = [&](const std::string& label) {

@@ -4,18 +4,21 @@ PyTorch port that each announce a CHECK of 8,388,608 keys and then send a
 byte per round. Meanwhile it times a handshake of its own with the job's
 token (from COHORT_JOB_TOKEN), as a joining node would make.
 
-    store_flood.py HOST STORE_PORT TORCH_PORT_FILE SECONDS
+    store_flood.py HOST STORE_PORT TORCH_PORT_FILE SECONDS DONE_FILE
 
 Then it guesses the token 4 times, and makes one more handshake with the
 right one: once an address failed more than twice, every answer to it
 waits.
 
 Prints "handshake under flood: N ms" for each timed handshake, "guess K:
-N ms" for each wrong guess and "right after guesses: N ms"; exits 0.
+N ms" for each wrong guess and "right after guesses: N ms", then makes
+DONE_FILE (the job's workers wait for it, so the store outlives all this);
+exits 0.
 """
 import hashlib, hmac, os, resource, socket, struct, sys, time
 
-host, store_port, port_file, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+host, store_port, port_file, seconds, done_file = (sys.argv[1], int(sys.argv[2]), sys.argv[3],
+                                                   float(sys.argv[4]), sys.argv[5])
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -71,7 +74,9 @@ for _ in range(64):
     flood.append(sock)
 token = os.environ["COHORT_JOB_TOKEN"].encode()
 end = time.monotonic() + seconds
-while time.monotonic() < end:
+timed = 0
+while time.monotonic() < end or timed < 5:
+    timed += 1
     for sock in flood:
         sock.send(b"\0")
     print("handshake under flood: %.1f ms" % handshake(token)[0], flush=True)
@@ -79,3 +84,4 @@ while time.monotonic() < end:
 for guess in range(1, 5):
     print("guess %d: %.1f ms" % (guess, handshake(b"%032d" % guess, accepted=False)[1]), flush=True)
 print("right after guesses: %.1f ms" % handshake(token)[1], flush=True)
+open(done_file, "w").close()

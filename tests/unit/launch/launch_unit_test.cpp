@@ -213,7 +213,10 @@ TEST(TerminalSafe, ControlCharactersAreShownNotObeyed) {
   EXPECT_EQ(terminal_safe("windows\r\n"), "windows\n");
   EXPECT_EQ(terminal_safe("\x1b[31mred\x1b[0m\n"), "\x1b[31mred\x1b[0m\n");
   EXPECT_EQ(terminal_safe("\x1b]0;title\x07\x1b[2J\x1b[H\n"), "^[]0;title^G^[[2J^[[H\n");
-  EXPECT_EQ(terminal_safe(std::string("nul\0bell\x07" "del\x7f\n", 14)), "nul^@bell^Gdel^?\n");
+  EXPECT_EQ(terminal_safe(std::string("nul\0bell\x07"
+                                      "del\x7f\n",
+                                      14)),
+            "nul^@bell^Gdel^?\n");
 }
 
 TEST(Report, NamesTheFailureItsPlaceAndItsLastWords) {
