@@ -52,6 +52,10 @@ std::string server_munge_payload(std::string_view client_nonce) {
   return payload.append(client_nonce);
 }
 
+void forget_thread_state() noexcept {
+  OPENSSL_thread_stop();
+}
+
 bool same(std::string_view a, std::string_view b) noexcept {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }

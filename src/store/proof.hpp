@@ -30,6 +30,10 @@ std::string client_proof(std::string_view token, std::string_view client_nonce,
 /// the token is no secret (a job id) and MUNGE proves the server's user.
 std::string server_munge_payload(std::string_view client_nonce);
 
+/// Frees what the library keeps for the calling thread (its random
+/// generators); for a thread that drew nonces and is about to end.
+void forget_thread_state() noexcept;
+
 /// Compares two proofs in time that does not depend on where they differ.
 bool same(std::string_view a, std::string_view b) noexcept;
 

@@ -33,6 +33,7 @@
 #include "store/cohort_protocol.hpp"
 #include "store/handshake_slots.hpp"
 #include "store/key_space.hpp"
+#include "store/proof.hpp"
 #include "store/store_protocol.hpp"
 #include "store/torch_protocol.hpp"
 #include "store/torch_wire.hpp"
@@ -121,7 +122,10 @@ struct StoreServer::Impl final : detail::StoreCore {
     }
     watch(wake.get(), kWakeId, EPOLLIN);
     watch(task.get(), kTaskId, EPOLLIN);
-    thread = std::thread([this] { run(); });
+    thread = std::thread([this] {
+      run();
+      detail::store_proof::forget_thread_state();  // its nonces' generators
+    });
   }
 
   ~Impl() {
