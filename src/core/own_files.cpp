@@ -53,10 +53,10 @@ std::string unsafe_directory(const struct stat& info) {
 }
 
 Fd open_own_directory(const std::string& path, const std::string& what) {
-  make_parents(fs::path(path).lexically_normal(), what);
   struct stat link {};
-  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != geteuid() &&
-      link.st_uid != 0) {
+  if (::lstat(path.c_str(), &link) != 0) {
+    make_parents(fs::path(path).lexically_normal(), what);  // only what is missing
+  } else if (S_ISLNK(link.st_mode) && link.st_uid != geteuid() && link.st_uid != 0) {
     throw Error(cat(what, " ", path, " is a symbolic link of uid ", link.st_uid,
                     ", not of this user (uid ", geteuid(),
                     "): another user could point it anywhere; give the directory itself"));

@@ -49,9 +49,12 @@ Fd JobFiles::rank_dir(int attempt, int rank, std::string* path) {
   const std::string rank_name = cat("rank_", rank);
   *path = cat(dir_, "/", attempt_name, "/", rank_name);
   try {
-    const Fd attempt_dir =
-        open_own_subdirectory(dir_fd_.get(), attempt_name, cat(dir_, "/", attempt_name));
-    return open_own_subdirectory(attempt_dir.get(), rank_name, *path);
+    if (attempt != attempt_) {  // every worker of an attempt asks for it three times
+      attempt_dir_ =
+          open_own_subdirectory(dir_fd_.get(), attempt_name, cat(dir_, "/", attempt_name));
+      attempt_ = attempt;
+    }
+    return open_own_subdirectory(attempt_dir_.get(), rank_name, *path);
   } catch (const Error& error) {
     throw Error(cat("cohort run: ", error.what(), made_ ? "" : " (check --log-dir)"));
   }

@@ -42,6 +42,8 @@ class JobFiles {
 
   std::string dir_;
   Fd dir_fd_;
+  int attempt_ = -1;  // whose directory attempt_dir_ is
+  Fd attempt_dir_;
   bool made_ = false;
   bool keep_ = false;
 };

@@ -65,6 +65,11 @@ constexpr std::uint64_t kTaskId = 3;  // another thread asks something of the lo
 // Out of descriptors: how long the listeners rest before accepting again.
 constexpr std::chrono::milliseconds kAcceptPause{100};
 
+// "10.0.0.1" of "10.0.0.1:4242" (and "[::1]" of "[::1]:4242").
+std::string host_of(const std::string& peer) {
+  return peer.substr(0, peer.rfind(':'));
+}
+
 }  // namespace
 
 struct StoreServer::Impl final : detail::StoreCore {
@@ -301,13 +306,12 @@ struct StoreServer::Impl final : detail::StoreCore {
     const std::uint64_t id = next_id++;
     if (protocol.has_handshake()) {
       // The slot first: one given up closes before this one counts.
-      const std::string address = peer.substr(0, peer.rfind(':'));
-      if (const auto evicted = handshakes.take(id, address, Clock::now())) {
-        const Connection& old = connections.at(*evicted);
-        drop(*evicted, connections.at(*evicted),
+      if (const auto evicted = handshakes.take(id, host_of(peer), Clock::now())) {
+        Connection& old = connections.at(*evicted);
+        drop(*evicted, old,
              cat("its handshake slot went to a newer connection: all ",
                  server_options.max_pending_handshakes, " were taken, the most by its address (",
-                 old.peer.substr(0, old.peer.rfind(':')), ")"));
+                 host_of(old.peer), ")"));
       }
     }
     Connection& connection = connections[id];

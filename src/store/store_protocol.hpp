@@ -43,7 +43,6 @@ struct Connection {
   // server's (each store_proof::kNonceBytes).
   std::string challenge;
   bool remote = false;                     // the peer is not on this host
-  int dialect = -1;                        // the protocol's own, once known from the first bytes
   std::unique_ptr<ConnectionState> state;  // the protocol's own
   bool closing = false;                    // close once `out` is sent
   bool want_write = false;

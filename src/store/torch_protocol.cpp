@@ -36,11 +36,23 @@ std::string compare_set(KeySpace& keys, const std::string& key, const std::strin
   return *current;
 }
 
+// A connection's dialect, told from its first bytes, and the request its
+// bytes are read into.
+struct TorchConnection final : ConnectionState {
+  TorchConnection(Dialect of, std::size_t max_bytes) : dialect(of), parser(of, max_bytes) {}
+  Dialect dialect;
+  torch_wire::Parser parser;
+};
+
+TorchConnection& torch_state(Connection& connection) {
+  return static_cast<TorchConnection&>(*connection.state);
+}
+
 // One request; false when the connection was closed.
 bool execute(StoreCore& core, KeySpace::Id id, Connection& connection,
              const torch_wire::Request& request) {
   KeySpace& store = core.keys();
-  const bool v2 = connection.dialect == static_cast<int>(Dialect::v2);
+  const bool v2 = torch_state(connection).dialect == Dialect::v2;
   std::vector<std::string> keys;
   keys.reserve(request.keys.size());
   for (const std::string& key : request.keys)
@@ -173,11 +185,6 @@ bool execute(StoreCore& core, KeySpace::Id id, Connection& connection,
   return true;
 }
 
-struct TorchConnection final : ConnectionState {
-  TorchConnection(Dialect dialect, std::size_t max_bytes) : parser(dialect, max_bytes) {}
-  torch_wire::Parser parser;
-};
-
 }  // namespace
 
 std::size_t TorchProtocol::receive_limit(const StoreCore& core, const Connection&) const {
@@ -189,22 +196,20 @@ bool TorchProtocol::handle(StoreCore& core, Id id, Connection& connection) {
   while (!connection.closing) {
     const std::string_view pending = std::string_view(connection.in).substr(used);
     if (pending.empty()) break;
-    if (connection.dialect < 0) {
+    if (!connection.state) {
       if (pending.size() < 5 && pending[0] == 0) break;  // VALIDATE, or not yet known
-      connection.dialect = static_cast<int>(
-          torch_wire::opens_like_newer_client(pending) ? Dialect::v2 : Dialect::v1);
+      connection.state = std::make_unique<TorchConnection>(
+          torch_wire::opens_like_newer_client(pending) ? Dialect::v2 : Dialect::v1,
+          core.options().max_frame_bytes);
     }
-    const auto dialect = static_cast<Dialect>(connection.dialect);
+    const Dialect dialect = torch_state(connection).dialect;
     if (core.keys().waiting(id) && !(dialect == Dialect::v2 && pending[0] == kCancelWaitByte)) {
       break;
-    }
-    if (!connection.state) {
-      connection.state = std::make_unique<TorchConnection>(dialect, core.options().max_frame_bytes);
     }
     std::size_t size = 0;
     std::optional<torch_wire::Request> request;
     try {
-      request = static_cast<TorchConnection&>(*connection.state).parser.next(pending, &size);
+      request = torch_state(connection).parser.next(pending, &size);
     } catch (const torch_wire::Unsupported& error) {
       const std::string why =
           cat("a PyTorch TCPStore client at ", connection.peer, " (",
