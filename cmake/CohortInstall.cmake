@@ -19,6 +19,13 @@ set_target_properties(cohort_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_cohort_bin
 file(RELATIVE_PATH _cohort_tools_to_lib ${CMAKE_INSTALL_FULL_LIBEXECDIR}/cohort
      ${CMAKE_INSTALL_FULL_LIBDIR})
 set_target_properties(cohort_comm_tools PROPERTIES INSTALL_RPATH "$ORIGIN/${_cohort_tools_to_lib}")
+# The build tree has the install layout (CMakeLists.txt): build with the
+# install RPATH, never with a padded one. An absolute libdir outside the
+# prefix has no such mirror, and keeps CMake's edit at install.
+if(NOT IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set_target_properties(${_cohort_parts} cohort_cli cohort_comm_tools
+                        PROPERTIES BUILD_WITH_INSTALL_RPATH ON)
+endif()
 
 install(TARGETS cohort_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # `cohort env` and `cohort bench` (src/cli/CMakeLists.txt).

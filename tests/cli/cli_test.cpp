@@ -105,9 +105,7 @@ TEST(CliUsage, EnvAndBenchAreListedAndAMissingCohortCommIsNamed) {
   std::filesystem::copy_file(COHORT_CLI_PATH, alone);
   std::filesystem::permissions(alone, std::filesystem::perms::owner_all);
   test::ProcessOptions options;
-  options.env = {{"PATH", "/usr/bin:/bin"},
-                 {"LD_LIBRARY_PATH",
-                  std::filesystem::path(COHORT_CLI_PATH).parent_path().string() + "/../lib"}};
+  options.env = {{"PATH", "/usr/bin:/bin"}, {"LD_LIBRARY_PATH", COHORT_BUILD_LIBDIR}};
   const ProcessResult result = test::run_process({alone.string(), "env"}, options);
   expect_one_line_error(result, 1);
   EXPECT_NE(result.err.find("cohort env: cannot run " + dir.path().string() + "/bin/"),
