@@ -176,6 +176,48 @@ TEST(FuzzReplay, StoreServer) {
        }()});
 }
 
+// Records of store_protocols_fuzz.cpp: which connection, then its bytes.
+std::string records(char flags, const std::vector<std::pair<int, std::string>>& received) {
+  std::string out(1, flags);
+  for (const auto& [which, bytes] : received) {
+    std::size_t at = 0;
+    do {
+      const std::size_t length = std::min<std::size_t>(bytes.size() - at, 0x7f);
+      out += static_cast<char>((which << 7) | static_cast<int>(length));
+      out += bytes.substr(at, length);
+      at += length;
+    } while (at < bytes.size());
+  }
+  return out;
+}
+
+TEST(FuzzReplay, StoreProtocols) {
+  namespace wire = detail::store_protocol;
+  const auto request = [](wire::Op op) { return wire::Writer().u8(static_cast<std::uint8_t>(op)); };
+  const char authenticated = 2;
+  const char torch = 1;
+  replay(
+      store_protocols,
+      {// A waits for keys that B sets, then B's last words wake A's second wait.
+       records(authenticated,
+               {{0, request(wire::Op::wait).strings({"a", "b"}).i64(60000).frame()},
+                {1, request(wire::Op::set).bytes("a").bytes("1").frame() +
+                        request(wire::Op::set_on_close).bytes("gone").bytes("1").frame() +
+                        request(wire::Op::set).bytes("b").bytes(std::string(300, 'v')).frame()},
+                {0, request(wire::Op::get).bytes("gone").i64(60000).frame()},
+                {1, ""}}),
+       // A wait that only its deadline ends; an ADD; a hello that cannot hold.
+       records(authenticated, {{0, request(wire::Op::add).bytes("n").i64(3).frame() +
+                                       request(wire::Op::wait).strings({"never"}).i64(5).frame() +
+                                       request(wire::Op::num_keys).frame()}}),
+       records(0, {{0, wire::hello(std::string(32, 'n')) +
+                           wire::proof(std::string(32, 'p'), "credential")},
+                   {1, "COHS\x02"}}),
+       records(torch, {{0, std::string("\x00\xCE\xF7\x85\x3C", 5)},
+                       {0, u64(3) + "/ab" + u64(3) + "xyz"},
+                       {1, u64(2) + u64(2) + "/a" + u64(3) + "/bb"}})});
+}
+
 TEST(FuzzReplay, OutputLines) {
   replay(output_lines, {std::string(1, '\3') + "one\ntwo\nthree",
                         std::string(1, '\0') + "\r\x1b[31mred\x1b[0m\x1b]0;t\x07\n\t\x7f",

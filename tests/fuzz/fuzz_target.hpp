@@ -28,6 +28,7 @@ int gpu_lists(const std::uint8_t* data, std::size_t size);
 int launch_env(const std::uint8_t* data, std::size_t size);
 int pmi_reply(const std::uint8_t* data, std::size_t size);
 int store_server(const std::uint8_t* data, std::size_t size);
+int store_protocols(const std::uint8_t* data, std::size_t size);
 int exchange_table(const std::uint8_t* data, std::size_t size);
 int round_table(const std::uint8_t* data, std::size_t size);
 int output_lines(const std::uint8_t* data, std::size_t size);

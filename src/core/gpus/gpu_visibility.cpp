@@ -8,6 +8,14 @@
 namespace cohort::detail {
 namespace {
 
+// The inventory position of the GPU whose index is `index`; -1 for none.
+int gpu_with_index(const GpuInventory& inventory, std::int64_t index) {
+  for (std::size_t i = 0; i < inventory.gpus.size(); ++i) {
+    if (inventory.gpus[i].index == index) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 // The inventory position of the GPU `token` names: an index, or a prefix of
 // a UUID ("GPU-8f6c"), as CUDA reads them; -1 when it names none.
 int named_gpu(const GpuInventory& inventory, const std::string& token) {
@@ -21,11 +29,7 @@ int named_gpu(const GpuInventory& inventory, const std::string& token) {
     return found;
   }
   const auto index = parse_int(token);
-  if (!index) return -1;
-  for (std::size_t i = 0; i < inventory.gpus.size(); ++i) {
-    if (inventory.gpus[i].index == *index) return static_cast<int>(i);
-  }
-  return -1;
+  return index ? gpu_with_index(inventory, *index) : -1;
 }
 
 // CUDA_VISIBLE_DEVICES' rules: entries in order, up to the first that names
@@ -78,14 +82,21 @@ GpuVisibility visible_gpus(const GpuInventory& inventory, const Environment& env
       out.notes.push_back(cat(name, "='", *list, "' is not a list of GPU indices"));
       return out;
     }
+    // One note for every index missing, however many: "0-65535" is one line.
+    std::vector<int> missing;
     for (int index : *indices) {
-      const int gpu = named_gpu(inventory, cat(index));
+      const int gpu = gpu_with_index(inventory, index);
       if (gpu < 0) {
-        out.notes.push_back(cat(name, ": GPU ", index, " is not on this node"));
+        missing.push_back(index);
         continue;
       }
       out.gpus.push_back(gpu);
       out.tokens.push_back(cat(index));
+    }
+    if (!missing.empty()) {
+      out.notes.push_back(cat(name, ": GPU", missing.size() == 1 ? " " : "s ",
+                              format_cpu_list(missing), missing.size() == 1 ? " is" : " are",
+                              " not on this node"));
     }
     return out;
   }

@@ -109,5 +109,16 @@ TEST(VisibleGpus, SlurmsAllocatedGpusWhenCudaVisibleDevicesIsUnset) {
             (std::vector<int>{0}));
 }
 
+// Indices Slurm names that the node lacks are one note, however many.
+TEST(VisibleGpus, SlurmIndicesTheNodeLacksAreOneNote) {
+  const GpuInventory dgx = node("dgx-h100-x8", false);
+  const GpuVisibility wide = visible_gpus(dgx, {{"SLURM_STEP_GPUS", "6-65535"}});
+  EXPECT_EQ(wide.gpus, (std::vector<int>{6, 7}));
+  EXPECT_EQ(wide.notes,
+            (std::vector<std::string>{"SLURM_STEP_GPUS: GPUs 8-65535 are not on this node"}));
+  EXPECT_EQ(visible_gpus(dgx, {{"SLURM_JOB_GPUS", "1,9"}}).notes,
+            (std::vector<std::string>{"SLURM_JOB_GPUS: GPU 9 is not on this node"}));
+}
+
 }  // namespace
 }  // namespace cohort::detail

@@ -1,0 +1,159 @@
+// The store's wire protocols without sockets: cohort's (handshake and
+// requests) and PyTorch's TCPStore, each driven as server.cpp drives it
+// (receive limit, handle, resumed waits, expired waits, last words on
+// close) over two connections that share one key space, at the server's
+// real limits. store_server_fuzz.cpp drives the same code through a live
+// server and its transport, about 100 times slower.
+//
+// Input: a flags byte (bit 0: PyTorch's protocol, else cohort's; bit 1:
+// cohort's connections start authenticated, as after a handshake), then
+// records: a byte whose bit 7 picks connection B over A and whose low
+// 7 bits are a length n, then n bytes that connection receives; n = 0 is
+// its end-of-file. When the records end, every wait's deadline passes and
+// both connections close.
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include <unistd.h>
+
+#include "fuzz/fuzz_target.hpp"
+#include "store/cohort_protocol.hpp"
+#include "store/torch_protocol.hpp"
+
+namespace cohort::fuzz {
+namespace {
+
+using detail::Connection;
+
+class Core final : public detail::StoreCore {
+ public:
+  Core() { options_.token = "fuzz-token"; }  // every limit is the server's default
+  detail::KeySpace& keys() override { return keys_; }
+  const StoreServer::Options& options() const override { return options_; }
+  uid_t user() const override { return geteuid(); }
+  void drop(Id, Connection& connection, const std::string&) override { connection.closing = true; }
+  void log_refusal(const std::string&) override {}
+  void end_handshake(Connection&) override {}
+  bool judged(Connection&, bool) override { return false; }
+  void unservable(Id, Connection& connection, const std::string&) override {
+    connection.closing = true;
+  }
+
+ private:
+  detail::KeySpace keys_;
+  StoreServer::Options options_;
+};
+
+struct Peer {
+  Connection connection;
+  bool open = true;
+};
+
+class Driver {
+ public:
+  Driver(detail::StoreProtocol& protocol, bool authenticated) {
+    for (std::size_t i = 0; i < peers_.size(); ++i) {
+      Connection& connection = peers_[i].connection;
+      connection.id = i + 4;
+      connection.peer = "127.0.0.1:" + std::to_string(40000 + i);
+      connection.protocol = &protocol;
+      connection.authenticated = authenticated || !protocol.has_handshake();
+    }
+  }
+
+  void receive(std::size_t which, std::string_view bytes) {
+    Peer& peer = peers_[which];
+    if (!peer.open || peer.connection.eof) return;
+    Connection& connection = peer.connection;
+    if (bytes.empty()) {
+      connection.eof = true;
+    } else {
+      connection.in.append(bytes);
+      if (connection.in.size() > connection.protocol->receive_limit(core_, connection)) {
+        return close(which);
+      }
+    }
+    handle(which);
+  }
+
+  // Every wait's deadline passes, then both connections end.
+  void finish() {
+    core_.keys().expire(detail::Clock::now() + std::chrono::hours(24),
+                        [this](Id id, const std::vector<std::string>& missing) {
+                          Peer& peer = peers_[id - 4];
+                          peer.connection.protocol->answer_timeout(peer.connection, missing);
+                        });
+    for (std::size_t which = 0; which < peers_.size(); ++which) {
+      handle(which);
+      close(which);
+    }
+    resume();
+  }
+
+ private:
+  using Id = detail::KeySpace::Id;
+
+  void handle(std::size_t which) {
+    Peer& peer = peers_[which];
+    if (!peer.open) return;
+    Connection& connection = peer.connection;
+    if (!connection.protocol->handle(core_, connection.id, connection) || connection.closing) {
+      return close(which);
+    }
+    connection.out.clear();  // sent
+    if (connection.eof && !core_.keys().waiting(connection.id)) return close(which);
+    resume();
+  }
+
+  void resume() {
+    while (core_.keys().may_resume()) {
+      std::vector<std::size_t> resumed;
+      core_.keys().resume_ready([&](Id id, const detail::Wait& wait) {
+        Peer& peer = peers_[id - 4];
+        if (!peer.open) std::abort();  // a closed connection's wait was cancelled
+        peer.connection.protocol->answer_wait(core_, peer.connection, wait);
+        resumed.push_back(id - 4);
+      });
+      for (std::size_t which : resumed)
+        handle(which);
+    }
+  }
+
+  void close(std::size_t which) {
+    Peer& peer = peers_[which];
+    if (!peer.open) return;
+    peer.open = false;
+    core_.keys().cancel(peer.connection.id);
+    for (auto& [key, value] : peer.connection.on_close)
+      core_.keys().set(key, std::move(value));
+    peer.connection.on_close.clear();
+  }
+
+  Core core_;
+  std::array<Peer, 2> peers_;
+};
+
+}  // namespace
+
+COHORT_FUZZ_TARGET(store_protocols) {
+  if (size == 0) return 0;
+  static detail::CohortProtocol cohort_protocol;
+  static detail::TorchProtocol torch_protocol;
+  detail::StoreProtocol& protocol =
+      (data[0] & 1) != 0 ? static_cast<detail::StoreProtocol&>(torch_protocol) : cohort_protocol;
+  Driver driver(protocol, (data[0] & 2) != 0);
+  std::size_t at = 1;
+  while (at < size) {
+    const std::size_t which = data[at] >> 7;
+    const std::size_t length = std::min<std::size_t>(data[at] & 0x7f, size - at - 1);
+    ++at;
+    driver.receive(which, std::string_view(reinterpret_cast<const char*>(data) + at, length));
+    at += length;
+  }
+  driver.finish();
+  return 0;
+}
+
+}  // namespace cohort::fuzz
