@@ -137,7 +137,7 @@ struct CohortProtocol : Protocol {
     Fd fd = connect_or_die(port);
     try {
       cohort::detail::authenticate_to_store(
-          fd.get(), cohort::detail::cat("127.0.0.1:", port), kToken, false,
+          fd.get(), cohort::detail::cat("127.0.0.1:", port), {.token = kToken},
           cohort::detail::deadline_after(std::chrono::seconds(60)));
     } catch (const cohort::Error& error) {
       std::fprintf(stderr, "rendezvous_scale: %s\n", error.what());

@@ -92,9 +92,16 @@ class StoreServer {
     std::uint32_t max_frame_bytes = 64u << 20;  ///< largest request accepted
     /// A client that has not finished its handshake by then is closed.
     std::chrono::milliseconds handshake_timeout{5000};
-    /// Connections in their handshake at once; more wait in the kernel's
-    /// backlog until one finishes or times out.
+    /// Connections in their handshake at once; a new one past it takes the
+    /// oldest slot of the address that holds the most (docs/security.md).
     std::size_t max_pending_handshakes = 512;
+    /// Bytes received on all connections together and not yet handled
+    /// (requests still arriving, or sent ahead behind a wait). Past it, the
+    /// connection holding the most is closed, and named in the log: many
+    /// peers announcing large requests cannot exhaust the server's memory
+    /// (each connection alone is bounded by max_frame_bytes). What a PyTorch
+    /// request under way holds besides its bytes is at most 4 times them.
+    std::size_t max_pending_bytes = std::size_t{1} << 30;
     /// Also serve PyTorch's TCPStore protocol (1.13's, and 2.1-and-later's,
     /// told apart by a connection's first bytes; see docs/store-protocol.md)
     /// on a second port: -1 none, 0 any free port. PyTorch's clients present
@@ -160,6 +167,11 @@ class StoreClient : public Store {
     /// Also present a MUNGE credential of this user: how a client on another
     /// host proves itself to a server that accepts MUNGE (under Slurm).
     bool munge = false;
+    /// The store's process when it runs on this host, as its launcher names
+    /// it to the ranks (COHORT_STORE_PROCESS, "pid:start"): a server here
+    /// that is not that process is refused, even with the right token (the
+    /// same user's other job on the port). "" checks only the user.
+    std::string server_process;
     /// Bound on connecting and on every call that takes no timeout of its own.
     std::chrono::milliseconds timeout = kDefaultTimeout;
   };

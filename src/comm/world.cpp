@@ -144,6 +144,9 @@ World init(const InitOptions& options) {
     client.port = static_cast<int>(*number);
     client.token = token->second;
     client.munge = env.count("COHORT_STORE_MUNGE") != 0;
+    if (auto process = env.find("COHORT_STORE_PROCESS"); process != env.end()) {
+      client.server_process = process->second;  // set on the store's own host only
+    }
     view = cat("attempt_", info.restart_count.value);
   } else if (info.world_size.value == 1) {
     StoreServer::Options server;

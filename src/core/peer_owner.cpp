@@ -2,12 +2,16 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/fd.hpp"
 #include "core/strings.hpp"
@@ -100,7 +104,44 @@ PeerOwner owner_of_peer(int fd) {
   const auto* found = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
   owner.where = PeerOwner::Where::this_host;
   owner.uid = found->idiag_uid;
+  owner.inode = found->idiag_inode;
   return owner;
+}
+
+std::string process_identity(pid_t pid) {
+  std::ifstream file(cat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  // Fields after the command, which may hold spaces and parentheses:
+  // state is field 3, the start time field 22.
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return cat(pid, ":", field);
+  }
+  return {};
+}
+
+SocketHolding process_holding(const std::string& identity, std::uint64_t inode) {
+  const std::size_t colon = identity.find(':');
+  const auto pid = parse_int(identity.substr(0, colon));
+  if (colon == std::string::npos || !pid || *pid <= 0 || inode == 0 ||
+      process_identity(static_cast<pid_t>(*pid)) != identity) {
+    return SocketHolding::cannot_tell;
+  }
+  const std::string wanted = cat("socket:[", inode, "]");
+  std::error_code error;
+  std::filesystem::directory_iterator fds(cat("/proc/", *pid, "/fd"), error);
+  if (error) return SocketHolding::cannot_tell;
+  for (; fds != std::filesystem::directory_iterator(); fds.increment(error)) {
+    char target[64];
+    const ssize_t n = readlink(fds->path().c_str(), target, sizeof(target));
+    if (n > 0 && std::string_view(target, static_cast<std::size_t>(n)) == wanted) {
+      return SocketHolding::holds;
+    }
+  }
+  return error ? SocketHolding::cannot_tell : SocketHolding::not_held;
 }
 
 }  // namespace cohort::detail

@@ -5,6 +5,7 @@
 // answer comes from the socket-diagnostics netlink (sock_diag).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <sys/types.h>
@@ -19,6 +20,9 @@ struct PeerOwner {
   };
   Where where = Where::unknown;
   uid_t uid = 0;
+  /// The peer socket's inode (`socket:[inode]` in its process's fd table);
+  /// 0 while it waits in its listener's backlog, not yet accepted.
+  std::uint64_t inode = 0;
   std::string error;
 };
 
@@ -26,5 +30,21 @@ struct PeerOwner {
 /// IPv6). Never
 /// throws. One netlink round trip, independent of how many sockets exist.
 PeerOwner owner_of_peer(int fd);
+
+/// Process `pid` as another process can recognise it later: "pid:start",
+/// `start` its start time in clock ticks since boot (/proc/PID/stat), so
+/// that neither a reused pid nor the same number in another pid namespace
+/// passes for it. "" when /proc has no such process.
+std::string process_identity(pid_t pid);
+
+enum class SocketHolding {
+  holds,        ///< the socket is among the process's descriptors
+  not_held,     ///< the process is here, and the socket is not among them
+  cannot_tell,  ///< no such process here (gone, another pid namespace), or unreadable
+};
+
+/// Whether the process `identity` names (process_identity's form) holds the
+/// socket whose inode is `inode`: one look at its /proc/PID/fd.
+SocketHolding process_holding(const std::string& identity, std::uint64_t inode);
 
 }  // namespace cohort::detail

@@ -12,6 +12,7 @@
 
 #include "core/cpus.hpp"
 #include "core/net_interfaces.hpp"
+#include "core/peer_owner.hpp"
 #include "core/strings.hpp"
 #include "launch/agent.hpp"
 #include "launch/console.hpp"
@@ -77,6 +78,7 @@ void Agent::spawn_all(int attempt) {
   master_port_ = master_port;
   const Environment base = process_environment();
   const std::string interface = workers_interface(base, options_.local_addr, master_addr);
+  const std::string own_identity = detail::process_identity(getpid());
   workers_.clear();
   processes_->clear();
   workers_.resize(static_cast<std::size_t>(options_.nproc_per_node));
@@ -103,6 +105,7 @@ void Agent::spawn_all(int attempt) {
     identity.store_port = group_->store_port();
     identity.job_token = group_->token();
     identity.store_munge = group_->munge();
+    if (group_->serves_store()) identity.store_process = own_identity;
     identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
     identity.omp_threads = threads_.threads;
     identity.socket_interface = interface;

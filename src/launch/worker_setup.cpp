@@ -58,6 +58,11 @@ Environment worker_environment(const Environment& base, const WorkerIdentity& wo
   put("COHORT_STORE_ADDR", worker.store_addr);
   put("COHORT_STORE_PORT", worker.store_port);
   put("COHORT_JOB_TOKEN", worker.job_token);
+  if (worker.store_process.empty()) {
+    env.erase("COHORT_STORE_PROCESS");  // an outer job's store is not this worker's
+  } else {
+    put("COHORT_STORE_PROCESS", worker.store_process);
+  }
   if (worker.store_munge) {
     put("COHORT_STORE_MUNGE", 1);
   } else {

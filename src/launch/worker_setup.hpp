@@ -29,8 +29,11 @@ struct WorkerIdentity {
   int store_port = 0;
   std::string job_token;
   bool store_munge = false;  ///< workers prove themselves with MUNGE (COHORT_STORE_MUNGE=1)
-  std::string error_file;    ///< TORCHELASTIC_ERROR_FILE; "" for none
-  int omp_threads = 0;       ///< OMP_NUM_THREADS when it is unset; 0 leaves it unset
+  /// The store's process when it runs on the worker's host
+  /// (COHORT_STORE_PROCESS, core/peer_owner.hpp's process_identity); "" elsewhere.
+  std::string store_process;
+  std::string error_file;  ///< TORCHELASTIC_ERROR_FILE; "" for none
+  int omp_threads = 0;     ///< OMP_NUM_THREADS when it is unset; 0 leaves it unset
   /// The network interface that reaches the job's other nodes (the one
   /// cohort uses to reach MASTER_ADDR): GLOO_SOCKET_IFNAME,
   /// NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME, each when unset; "" leaves them.

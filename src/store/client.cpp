@@ -48,7 +48,8 @@ StoreClient::StoreClient(Options options)
   for (;;) {
     detail::Fd fd = detail::connect_tcp(options_.host, options_.port, deadline, &error);
     if (fd.valid()) {
-      detail::authenticate_to_store(fd.get(), address_, options_.token, options_.munge, deadline);
+      detail::authenticate_to_store(
+          fd.get(), address_, {options_.token, options_.munge, options_.server_process}, deadline);
       fd_ = fd.release();
       return;
     }

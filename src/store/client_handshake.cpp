@@ -66,6 +66,19 @@ void check_owner(const PeerOwner& owner, const std::string& address) {
                        find_the_listener(address)));
 }
 
+// A server on this host that answered has accepted the connection: its
+// socket is among its process's descriptors, which must be the store's.
+void check_process(int fd, const std::string& process, const std::string& address) {
+  const PeerOwner accepted = owner_of_peer(fd);
+  if (process_holding(process, accepted.inode) != SocketHolding::not_held) return;
+  throw StoreError(cat("store at ", address,
+                       ": the process listening there is not this job's store (process ",
+                       process.substr(0, process.find(':')),
+                       ", named in COHORT_STORE_PROCESS): another process of this user holds this "
+                       "port, perhaps another job's store, and it was sent only a nonce; ",
+                       find_the_listener(address)));
+}
+
 }  // namespace
 
 bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
@@ -87,14 +100,18 @@ bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadli
   return true;
 }
 
-void authenticate_to_store(int fd, const std::string& address, std::string_view token, bool munge,
+void authenticate_to_store(int fd, const std::string& address, const ExpectedStore& expected,
                            Deadline deadline) {
+  const std::string_view token = expected.token;
   const PeerOwner owner = owner_of_peer(fd);
   check_owner(owner, address);
   const std::string client_nonce = store_proof::nonce();
   send_or_throw(fd, wire::hello(client_nonce), address, deadline);
 
   const std::string answer = expect_ok(fd, address, deadline, {});
+  if (!expected.process.empty() && owner.where == PeerOwner::Where::this_host) {
+    check_process(fd, std::string(expected.process), address);
+  }
   wire::Reader challenge(answer);
   std::string server_nonce;
   std::string server_proof;
@@ -122,7 +139,7 @@ void authenticate_to_store(int fd, const std::string& address, std::string_view 
   }
   std::string credential;
   std::string munge_error;
-  if (munge && owner.where != PeerOwner::Where::this_host) {
+  if (expected.munge && owner.where != PeerOwner::Where::this_host) {
     // The token is no secret here (a job id): the server on another host
     // shows, with MUNGE, that it runs as this user, before this client
     // hands it a credential of its own.

@@ -17,13 +17,21 @@ namespace cohort::detail {
 bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
                 std::string* error);
 
+/// What a client expects of the store it connects to.
+struct ExpectedStore {
+  std::string_view token{};
+  bool munge = false;          ///< one on another host shows a MUNGE credential
+  std::string_view process{};  ///< process_identity() of one on this host, or ""
+};
+
 /// Runs the handshake on `fd`, connected to the store at `address`
-/// (host:port): a server on this host must run as this user; every server
-/// must prove it knows `token`; with `munge`, one on another host must also
-/// show a MUNGE credential of this user. Then this client proves the token
-/// (and sends its own credential with `munge`). Throws cohort::StoreError
-/// saying which check failed.
-void authenticate_to_store(int fd, const std::string& address, std::string_view token, bool munge,
+/// (host:port): a server on this host must run as this user, and be
+/// `expected.process` when that is known; every server must prove it knows
+/// the token; with `munge`, one on another host must also show a MUNGE
+/// credential of this user. Then this client proves the token (and sends
+/// its own credential with `munge`). Throws cohort::StoreError saying
+/// which check failed.
+void authenticate_to_store(int fd, const std::string& address, const ExpectedStore& expected,
                            Deadline deadline);
 
 }  // namespace cohort::detail

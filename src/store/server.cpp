@@ -102,6 +102,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   bool accepting = true;                 // the listeners are watched
   std::optional<Deadline> accept_again;  // out of descriptors: when to retry
   std::vector<std::uint64_t> resumed;    // connections whose wait ended: send, go on
+  std::size_t pending_bytes = 0;         // every connection's `counted`
   detail::LogLimiter refusals;           // peers refused or dropped
   detail::LogLimiter descriptors{1, std::chrono::seconds(10)};  // EMFILE
 
@@ -334,6 +335,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     for (auto& [key, value] : it->second.on_close)
       key_space.set(key, std::move(value));
     end_handshake(it->second);
+    pending_bytes -= it->second.counted;
     epoll_ctl(epoll.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
     connections.erase(it);
     {
@@ -370,7 +372,33 @@ struct StoreServer::Impl final : detail::StoreCore {
       connection.eof = true;                   // requests that came with it still count
       break;
     }
+    recount(connection);
+    if (pending_bytes > server_options.max_pending_bytes && !drop_the_largest(id)) return;
     handle_frames(id);
+  }
+
+  // The server's total follows what `connection` holds unhandled.
+  void recount(Connection& connection) {
+    pending_bytes += connection.in.size();
+    pending_bytes -= connection.counted;
+    connection.counted = connection.in.size();
+  }
+
+  // Over max_pending_bytes: closes the connection that holds the most.
+  // Returns false when that was `current`.
+  bool drop_the_largest(std::uint64_t current) {
+    auto largest = connections.begin();
+    for (auto it = connections.begin(); it != connections.end(); ++it) {
+      if (it->second.counted > largest->second.counted) largest = it;
+    }
+    const std::uint64_t id = largest->first;
+    drop(id, largest->second,
+         cat("it held ", largest->second.counted,
+             " bytes of unfinished requests when all "
+             "connections together held more than ",
+             server_options.max_pending_bytes,
+             " (StoreServer::Options::max_pending_bytes), the most of any"));
+    return id != current;
   }
 
   // After end-of-file: the requests that came before it were handled; send
@@ -389,6 +417,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     if (it == connections.end()) return;
     Connection& connection = it->second;
     if (!connection.protocol->handle(*this, id, connection)) return;
+    recount(connection);
     if (!flush(id, connection)) return;
     if (connection.eof && !connection.closing) finish_after_eof(id, connection);
   }

@@ -46,7 +46,8 @@ struct Connection {
   std::unique_ptr<ConnectionState> state;  // the protocol's own
   bool closing = false;                    // close once `out` is sent
   bool want_write = false;
-  bool eof = false;  // the peer sent end-of-file
+  bool eof = false;         // the peer sent end-of-file
+  std::size_t counted = 0;  // of `in`, what the server's total of pending bytes holds
   // SETs the server does when this connection ends (StoreClient::set_on_close).
   std::vector<std::pair<std::string, std::string>> on_close;
   // A handshake's answer held back (StoreCore::judged): sent when its time

@@ -46,7 +46,7 @@ COHORT_FUZZ_TARGET(store_server) {
   if (!fd.valid()) std::abort();  // the server stopped accepting
   if (data[0] % 2 == 0) {
     try {
-      detail::authenticate_to_store(fd.get(), "the fuzzed store", kToken, false, deadline);
+      detail::authenticate_to_store(fd.get(), "the fuzzed store", {.token = kToken}, deadline);
     } catch (const Error&) {
       std::abort();  // a server that refuses its own token
     }

@@ -430,6 +430,27 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
   }
 }
 
+// The ranks on the store's host are told which process the store is (the
+// launcher itself, by pid and start time), and their clients, which check
+// it, connect.
+TEST_F(RunTest, RanksAreToldTheStoresProcessAndFindItThere) {
+  const std::string dir = dir_.string();
+  test::Subprocess launcher(
+      cohort_run({"-n", "2", "sh", "-c",
+                  "echo $COHORT_STORE_PROCESS > " + dir + "/store.$RANK.part && mv " + dir +
+                      "/store.$RANK.part " + dir + "/store.$RANK && exec " +
+                      COHORT_REDUCTION_PATH}),
+      options());
+  const auto result = launcher.finish();
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  EXPECT_NE(result.out.find("has data 2"), std::string::npos) << test::describe(result);
+  for (const char* rank : {"0", "1"}) {
+    const std::string told = test::read_file(dir_ / (std::string("store.") + rank));
+    EXPECT_EQ(told.substr(0, told.find(':')), std::to_string(launcher.pid())) << told;
+    EXPECT_GT(told.size(), std::to_string(launcher.pid()).size() + 2) << told;  // and its start
+  }
+}
+
 // cohort::spawn's workers are forks: they close the descriptors that are
 // cohort's (as exec would), so a SIGKILLed spawner takes its guardian, its
 // workers and its store's port with it.

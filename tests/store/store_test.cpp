@@ -21,6 +21,7 @@
 #include <cohort/errors.hpp>
 #include <cohort/store.hpp>
 
+#include "core/peer_owner.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "store/client_handshake.hpp"
@@ -81,7 +82,7 @@ class StoreTest : public ::testing::Test {
     detail::Fd fd = detail::connect_tcp("127.0.0.1", server_->port(), deadline, &error);
     EXPECT_TRUE(fd.valid()) << error;
     EXPECT_NO_THROW(
-        detail::authenticate_to_store(fd.get(), "the test's store", token, false, deadline));
+        detail::authenticate_to_store(fd.get(), "the test's store", {.token = token}, deadline));
     return fd;
   }
   // Whether the server closed `fd` (reads until EOF, bounded).
@@ -307,6 +308,38 @@ TEST(StoreClientCheck, AServerThatCannotProveTheTokenLearnsNothing) {
   EXPECT_NE(message.find("another process holds this port"), std::string::npos) << message;
   EXPECT_EQ(received, wire::hello(received.substr(13, 32)));  // its hello, and nothing after
   EXPECT_EQ(received.find("0123456789abcdef"), std::string::npos);
+}
+
+// The same user's other job serves a store on this job's port, with the
+// same token (one token file for both): its proof holds, but it is not the
+// process the launcher named (COHORT_STORE_PROCESS), so the client refuses
+// it, naming the port. The named process itself is let in; a name that no
+// longer matches a process here (gone, another pid namespace) checks only
+// the user and the token.
+TEST_F(StoreTest, AnotherStoreOfThisUserIsRefusedWhenTheLaunchersIsNamed) {
+  const std::string parent = detail::process_identity(getppid());
+  ASSERT_FALSE(parent.empty());
+  auto options = client_options(server_->port(), 5s);
+  options.server_process = parent;
+  try {
+    StoreClient misled(options);
+    FAIL() << "connected to a store that is not process " << parent;
+  } catch (const StoreError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(detail::cat("store at 127.0.0.1:", server_->port(),
+                                       ": the process listening there is not this job's store "
+                                       "(process ",
+                                       getppid())),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("another process of this user holds this port"), std::string::npos)
+        << message;
+  }
+  options.server_process = detail::process_identity(getpid());
+  EXPECT_NO_THROW(StoreClient(options).set("named", "1"));
+  options.server_process = detail::cat(getpid(), ":1");  // this pid, another start: not here
+  EXPECT_NO_THROW(StoreClient(options).set("stale", "1"));
+  expect_server_healthy();
 }
 
 TEST_F(StoreTest, WrongTokenIsRejectedAndOthersAreServed) {
@@ -775,6 +808,44 @@ TEST_F(TorchPortTest, AnnouncedListsCostOnlyTheBytesThatArrived) {
   EXPECT_EQ(store->get("alive", 10s), "39");
   EXPECT_EQ(server_->connection_count(), 65u);  // none of them was dropped: they broke no rule
   EXPECT_LT(resident() - before, 64L << 20);
+}
+
+// Many peers each sending most of a large SET (under the per-request
+// limit) cannot together exhaust the server: past max_pending_bytes the
+// connection holding the most is closed, and the others, and a client that
+// comes after, are served.
+TEST_F(TorchPortTest, ManyLargeRequestsUnderWayAreBoundedTogether) {
+  StoreServer::Options options;
+  options.host = "127.0.0.1";
+  options.token = kToken;
+  options.torch_port = 0;
+  options.max_frame_bytes = 4 << 20;
+  options.max_pending_bytes = 3 << 20;
+  server_ = std::make_unique<StoreServer>(options);
+  const auto set_under_way = [](std::size_t size, std::size_t sent) {
+    return std::string(1, '\x00') + text("/big") + u64(size) + std::string(sent, 'v');
+  };
+  std::vector<detail::Fd> senders;
+  for (int i = 0; i < 3; ++i) {
+    senders.push_back(torch_connection());
+    send(senders.back().get(), set_under_way(400 << 10, 300 << 10));
+  }
+  auto store = client();
+  store->set("alive", "1");  // the three are in: 900 KiB of 3 MiB
+  EXPECT_EQ(server_->connection_count(), 4u);
+  // Past 3 MiB together this one holds more than 2 MiB: the most.
+  detail::Fd largest = torch_connection();
+  std::string error;
+  detail::send_all(largest.get(), set_under_way(3 << 20, 3 << 20).data(), (3 << 20) + 21,
+                   detail::Clock::now() + 5s, &error);  // fails once the server closes it
+  EXPECT_TRUE(closed_by_server(largest.get()));
+  EXPECT_EQ(store->get("alive", 10s), "1");
+  EXPECT_EQ(server_->connection_count(), 4u);
+  // One of the three finishes its SET; a torch GET (1.13's waits) reads it.
+  send(senders[0].get(), std::string(100 << 10, 'v'));
+  detail::Fd reader = torch_connection();
+  send(reader.get(), std::string(1, '\x02') + text("/big"));
+  EXPECT_EQ(receive(reader.get(), 8 + (400 << 10)), u64(400 << 10) + std::string(400 << 10, 'v'));
 }
 
 TEST_F(TorchPortTest, TorchClientsWorkInAKeySpaceOfTheirOwn) {

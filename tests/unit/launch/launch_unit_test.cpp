@@ -119,6 +119,12 @@ TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
   // The agent's store: every rank a client of MASTER_PORT.
   worker.agent_store = true;
   EXPECT_EQ(worker_environment({}, worker).at("TORCHELASTIC_USE_AGENT_STORE"), "True");
+  // The store's process on its own host; an outer job's is never inherited.
+  EXPECT_EQ(
+      worker_environment({{"COHORT_STORE_PROCESS", "1:2"}}, worker).count("COHORT_STORE_PROCESS"),
+      0u);
+  worker.store_process = "4242:987654";
+  EXPECT_EQ(worker_environment({}, worker).at("COHORT_STORE_PROCESS"), "4242:987654");
 }
 
 TEST(WorkerEnvironment, TheLibrariesAreToldTheInterfaceThatReachesTheOtherNodes) {

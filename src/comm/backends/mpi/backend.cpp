@@ -334,8 +334,11 @@ class MpiBackend final : public Backend {
       return -1;
     } catch (const std::exception&) {
       // The store went with its host: rank 0 without a launcher, which may
-      // have exited after its own PeerLost. Another dead peer went first.
-      return gone >= 0 ? peers_.gone_on_this_host(0) : -1;
+      // have exited after its own PeerLost. This host's record, when there
+      // is one, holds the first blame (survivors that exited since look
+      // dead too); without it, another dead peer than rank 0 went first.
+      if (gone < 0) return -1;
+      return record_.available() ? gone : peers_.gone_on_this_host(0);
     }
   }
 
