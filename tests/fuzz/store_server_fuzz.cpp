@@ -27,9 +27,8 @@ StoreServer& server() {
   static int uses = 0;
   if (!instance || ++uses % 20000 == 0) {  // now and then a fresh one: keys pile up
     instance.reset();
-    StoreServer::Options options;
+    StoreServer::Options options;  // the real limits, as a job's store has them
     options.token = kToken;
-    options.max_frame_bytes = 1 << 16;
     options.handshake_timeout = std::chrono::seconds(2);
     instance = std::make_unique<StoreServer>(options);
   }
