@@ -161,7 +161,11 @@ void Agent::await_other_nodes() {
   loop_->cancel_deadline(kJobDeadline);  // the workers are done
   while (!stopped && !group_->all_done())
     loop_->turn();
-  if (stopped) group_->linger(bound);
+  if (stopped) {
+    group_->linger(bound);
+  } else {
+    (void)group_->see_off(bound);
+  }
 }
 
 }  // namespace cohort::detail

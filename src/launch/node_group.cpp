@@ -334,6 +334,21 @@ void NodeGroup::linger(std::chrono::milliseconds at_most) {
   }
 }
 
+bool NodeGroup::see_off(std::chrono::milliseconds at_most) {
+  if (!server_) return true;
+  std::vector<std::string> keys;
+  for (int id : members()) {
+    if (id != id_ && lost_ids_.count(id) == 0) keys.push_back(gone_key(id));
+  }
+  if (keys.empty()) return true;
+  try {
+    store_->wait(keys, at_most);
+    return true;
+  } catch (const Error&) {  // an agent cut off from here never closes; leave anyway
+    return false;
+  }
+}
+
 void NodeGroup::publish_trace(const std::string& events) {
   try {
     store_->set(trace_key(id_), events);

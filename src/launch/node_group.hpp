@@ -221,6 +221,12 @@ class NodeGroup {
   /// Their agents' ids (member_id()), by node rank.
   std::vector<int> members() const;
   void linger(std::chrono::milliseconds at_most);
+  /// Whoever serves the store, once every node is done: waits, up to
+  /// `at_most`, until every other member's agent has closed its connection,
+  /// so that none finds the store gone before it has read that the job is
+  /// done (it would report the job's store lost). Whether all left in time;
+  /// true at once where this agent serves no store.
+  bool see_off(std::chrono::milliseconds at_most);
 
   /// cohort run --trace: this agent's events (timeline.hpp), for whoever
   /// writes the file.

@@ -178,6 +178,31 @@ TEST_F(NodeGroupTest, TheRestartBudgetIsTheJobsNotEachNodes) {
   EXPECT_FALSE(node1.may_restart());
 }
 
+TEST_F(NodeGroupTest, TheStoreStaysUntilEveryNodeHasSeenTheJobDone) {
+  // With restarts every node waits to hear that all are done; node 0, which
+  // serves the store, must not close it before the others have heard it.
+  NodeGroupOptions o0 = options(2, 0);
+  o0.max_restarts = 1;
+  auto node0 = first(o0);
+  NodeGroupOptions o1 = options(2, 1);
+  o1.max_restarts = 1;
+  auto node1 = std::make_unique<NodeGroup>(o1);
+  join_all({node0.get(), node1.get()}, {1, 1});
+  node1->finished();
+  node0->finished();
+  ASSERT_TRUE(woken(*node0, milliseconds(5000)));
+  ASSERT_TRUE(node0->all_done());
+  auto seen_off =
+      std::async(std::launch::async, [&] { return node0->see_off(milliseconds(10000)); });
+  // Node 1's agent is still there: node 0 keeps serving.
+  EXPECT_EQ(seen_off.wait_for(milliseconds(300)), std::future_status::timeout);
+  ASSERT_TRUE(woken(*node1, milliseconds(5000)));
+  EXPECT_TRUE(node1->all_done());
+  EXPECT_FALSE(node1->stop_record());
+  node1.reset();  // its agent ends: its connections close
+  EXPECT_TRUE(seen_off.get());
+}
+
 // PyTorch 1.13's ADD on a TCPStore connection: the counter's new value.
 std::int64_t torch_add(int fd, const std::string& key, std::int64_t by) {
   std::string query(1, '\x03');
