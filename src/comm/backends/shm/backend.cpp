@@ -55,7 +55,9 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_to_all = {32 * kKiB, SIZE_MAX},
 };
 constexpr Tuning::Windows kSingleCopiesOversubscribed{
-    .all_reduce = {256 * kKiB, 8 * kMiB},  // 256-512 KiB: 0.38-0.44x the rounds' time, n = 4
+    // 256-512 KiB: 0.38-0.44x the rounds' time, n = 4; 16-256 MiB:
+    // 0.36-0.53x at n = 3 and 4 (2026-11-27), 0.30-0.45x beside a busy process per core.
+    .all_reduce = {256 * kKiB, SIZE_MAX},
     .broadcast = {},
     .gather = {256 * kKiB, SIZE_MAX},
     .scatter = {128 * kKiB, SIZE_MAX},
@@ -324,6 +326,8 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   policy.spins =
       static_cast<int>(bytes_from_env("COHORT_SHM_SPINS", settings.oversubscribed ? 64 : 4096));
   policy.yields = static_cast<int>(bytes_from_env("COHORT_SHM_YIELDS", 64));
+  policy.slow_yield = std::chrono::microseconds(
+      static_cast<long long>(bytes_from_env("COHORT_SHM_SLOW_YIELD_US", 200)));
   auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),
                                        settings.slot_bytes, settings.channel_bytes, policy);
   if (size > 1 && settings.single_copy != SingleCopy::off) {

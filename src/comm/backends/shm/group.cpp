@@ -112,7 +112,7 @@ void Group::arrive() noexcept {
 void Group::wait_all(const Call& call) {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    wait_until(arrival(r), seq_, policy_, [&] { check(r, call, "waiting for"); });
+    wait_until(arrival(r), seq_, policy_, wait_state_, [&] { check(r, call, "waiting for"); });
   }
 }
 
@@ -268,7 +268,7 @@ void Group::send(const void* data, std::size_t bytes, int peer, int tag, const C
   const auto waiting = [&] { check(peer, call, "sending to"); };
   std::size_t offset = 0;
   do {
-    wait_until(out.taken, sent, policy_, waiting);  // the channel is empty
+    wait_until(out.taken, sent, policy_, wait_state_, waiting);  // the channel is empty
     const std::size_t piece = std::min(channel_bytes_, bytes - offset);
     out.piece.tag = tag;
     out.piece.total = bytes;
@@ -277,7 +277,7 @@ void Group::send(const void* data, std::size_t bytes, int peer, int tag, const C
     advance(out.sent, ++sent);
     offset += piece;
   } while (offset < bytes);
-  wait_until(out.taken, sent, policy_, waiting);  // the peer has all of it
+  wait_until(out.taken, sent, policy_, wait_state_, waiting);  // the peer has all of it
 }
 
 void Group::recv(void* data, std::size_t bytes, int peer, int tag, const Call& call) {
@@ -298,7 +298,7 @@ void Group::recv(void* data, std::size_t bytes, int peer, int tag, const Call& c
   std::uint32_t& taken = taken_[static_cast<std::size_t>(peer)];
   const auto waiting = [&] { check(peer, call, "receiving from"); };
   for (;;) {
-    wait_until(in.sent, taken + 1, policy_, waiting);
+    wait_until(in.sent, taken + 1, policy_, wait_state_, waiting);
     const bool mine = in.piece.tag == tag;
     const std::size_t total = in.piece.total;
     const int other_tag = in.piece.tag;
@@ -314,7 +314,7 @@ void Group::recv(void* data, std::size_t bytes, int peer, int tag, const Call& c
       offset += piece;
       advance(in.taken, ++taken);
       if (offset >= total) break;
-      wait_until(in.sent, taken + 1, policy_, waiting);
+      wait_until(in.sent, taken + 1, policy_, wait_state_, waiting);
     }
     if (mine && total != bytes) throw wrong_size(total);
     if (mine) return;

@@ -143,6 +143,7 @@ class Group {
   std::size_t slot_bytes_;
   std::size_t channel_bytes_;
   WaitPolicy policy_;
+  WaitState wait_state_;
   std::atomic<std::uint8_t>* closed_;  // per rank: 1 once it closed the group
   Counter* arrivals_;
   Channel* channels_;

@@ -1,5 +1,6 @@
 #include "comm/backends/shm/waiting.hpp"
 
+#include <chrono>
 #include <climits>
 
 #include <linux/futex.h>
@@ -27,6 +28,25 @@ void advance(Counter& counter, std::uint32_t value) noexcept {
 
 void wake(Counter& counter) noexcept {
   ::syscall(SYS_futex, word(counter), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool yield_until(Counter& counter, std::uint32_t target, const WaitPolicy& policy,
+                 WaitState& state) noexcept {
+  if (state.skip_yields.load(std::memory_order_relaxed) > 0) {
+    state.skip_yields.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  for (int i = 0; i < policy.yields; ++i) {
+    const auto before = std::chrono::steady_clock::now();
+    sched_yield();
+    if (reached(counter.value.load(std::memory_order_acquire), target)) return true;
+    if (policy.slow_yield.count() > 0 &&
+        std::chrono::steady_clock::now() - before >= policy.slow_yield) {
+      state.skip_yields.store(policy.waits_without_yields, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  return false;
 }
 
 void sleep_on(Counter& counter, std::uint32_t seen, std::chrono::microseconds tick) noexcept {

@@ -40,7 +40,24 @@ struct WaitPolicy {
   /// than cores, the rank being waited for may be the one that runs next.
   int yields = 0;
   std::chrono::microseconds tick{5000};
+  /// A yield that kept the rank off its core this long gave the core to
+  /// another process for a time slice (a data loader, another job), not to
+  /// a peer, which does its part of a round in microseconds: the next
+  /// `waits_without_yields` waits then go from spinning straight to the
+  /// futex, whose wake-up puts the rank back on its core at once. 0: never.
+  std::chrono::nanoseconds slow_yield{200'000};
+  int waits_without_yields = 1024;
 };
+
+/// What a rank's waits learn about its core: waits left that skip yielding.
+struct WaitState {
+  std::atomic<int> skip_yields{0};
+};
+
+/// Yields up to `policy.yields` times while `counter` is short of `target`:
+/// whether it got there. Stops at the first slow yield (above).
+bool yield_until(Counter& counter, std::uint32_t target, const WaitPolicy& policy,
+                 WaitState& state) noexcept;
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -53,15 +70,13 @@ inline void cpu_relax() noexcept {
 /// Waits until `counter` reaches `target`. `between()` runs before each
 /// sleep; it throws to give up (PeerLost, Timeout).
 template <class Check>
-void wait_until(Counter& counter, std::uint32_t target, const WaitPolicy& policy, Check&& between) {
+void wait_until(Counter& counter, std::uint32_t target, const WaitPolicy& policy, WaitState& state,
+                Check&& between) {
   for (int i = 0; i < policy.spins; ++i) {
     if (reached(counter.value.load(std::memory_order_acquire), target)) return;
     cpu_relax();
   }
-  for (int i = 0; i < policy.yields; ++i) {
-    sched_yield();
-    if (reached(counter.value.load(std::memory_order_acquire), target)) return;
-  }
+  if (yield_until(counter, target, policy, state)) return;
   for (;;) {
     const std::uint32_t seen = counter.value.load(std::memory_order_acquire);
     if (reached(seen, target)) return;
