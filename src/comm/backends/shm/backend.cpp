@@ -54,10 +54,11 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .reduce_scatter = {32 * kKiB, 8 * kMiB},
     .all_to_all = {32 * kKiB, SIZE_MAX},
 };
+// all_reduce with more ranks than cores: 256-512 KiB took 0.38-0.44x the
+// rounds' time at n = 4; 16-256 MiB 0.36-0.53x at n = 3 and 4 (2026-11-27),
+// 0.30-0.45x beside a busy process per core.
 constexpr Tuning::Windows kSingleCopiesOversubscribed{
-    // 256-512 KiB: 0.38-0.44x the rounds' time, n = 4; 16-256 MiB:
-    // 0.36-0.53x at n = 3 and 4 (2026-11-27), 0.30-0.45x beside a busy process per core.
-    .all_reduce = {256 * kKiB, SIZE_MAX},
+    .all_reduce = {256 * kKiB, SIZE_MAX},  // above
     .broadcast = {},
     .gather = {256 * kKiB, SIZE_MAX},
     .scatter = {128 * kKiB, SIZE_MAX},
