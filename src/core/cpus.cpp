@@ -60,13 +60,18 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
     ranges.emplace_back(*low, *high);
     highest = std::max(highest, *high);
   }
-  // A set of many ranges costs no more than one: marks, then one pass.
-  std::vector<char> named(static_cast<std::size_t>(highest) + 1, 0);
-  for (const auto& [low, high] : ranges)
-    std::fill(named.begin() + low, named.begin() + high + 1, 1);
+  // Many overlapping ranges cost no more than one: each marks where it opens
+  // and closes, and one pass counts the ranges open at every CPU.
+  std::vector<int> opened(static_cast<std::size_t>(highest) + 2, 0);
+  for (const auto& [low, high] : ranges) {
+    ++opened[static_cast<std::size_t>(low)];
+    --opened[static_cast<std::size_t>(high) + 1];
+  }
   std::vector<int> cpus;
+  int open = 0;
   for (int cpu = 0; cpu <= highest; ++cpu) {
-    if (named[static_cast<std::size_t>(cpu)] != 0) cpus.push_back(cpu);
+    open += opened[static_cast<std::size_t>(cpu)];
+    if (open > 0) cpus.push_back(cpu);
   }
   return cpus;
 }

@@ -25,6 +25,10 @@ TEST(CpuList, ParsesAndFormatsLinuxCpuLists) {
   EXPECT_EQ(parse_cpu_list("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
   EXPECT_EQ(parse_cpu_list(""), std::vector<int>{});
   EXPECT_EQ(parse_cpu_list("3,1-2,2"), (std::vector<int>{1, 2, 3}));
+  // Overlapping and nested ranges, and one that ends where the next begins.
+  EXPECT_EQ(parse_cpu_list("4-9,0-5,2-3,9-10,12"),
+            (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12}));
+  EXPECT_EQ(parse_cpu_list("65535,0-65535")->size(), 65536u);
   for (const char* bad : {"a", "1-", "-1", "3-1", "1,,2", "99999999", "0-65536"})
     EXPECT_FALSE(parse_cpu_list(bad)) << bad;
   EXPECT_EQ(format_cpu_list({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
