@@ -38,7 +38,7 @@ class LegacyAllreduce {
   /// In sync mode a ring step is a blocking write to the right, then a read
   /// from the left: the message must fit in what the sockets buffer, or every
   /// rank of the ring blocks in its write.
-  static constexpr std::size_t kMaxSyncBytes = std::size_t{64} * 1024;
+  static constexpr std::size_t kMaxSyncBytes = std::size_t{32} * 1024;
   /// Above this, Gloo's new-style allreduce is as fast (bandwidth bound).
   static constexpr std::size_t kMaxBytes = std::size_t{1024} * 1024;
 
