@@ -89,6 +89,41 @@ const Operation kOperations[] = {
      [](Communicator& comm, std::span<float> input, std::span<float> output) {
        comm.reduce_scatter(Buffer::of(input), Buffer::of(output), ReduceOp::sum);
      }},
+    {"gather", [](int n) { return static_cast<double>(n - 1) / n; },
+     [](std::size_t bytes, int n) {
+       return std::pair{slice_of(bytes, n), slice_of(bytes, n) * static_cast<std::size_t>(n)};
+     },
+     [](Communicator& comm, std::span<float> input, std::span<float> output) {
+       comm.gather(Buffer::of(input), Buffer::of(output), 0);
+     }},
+    {"scatter", [](int n) { return static_cast<double>(n - 1) / n; },
+     [](std::size_t bytes, int n) {
+       return std::pair{slice_of(bytes, n) * static_cast<std::size_t>(n), slice_of(bytes, n)};
+     },
+     [](Communicator& comm, std::span<float> input, std::span<float> output) {
+       comm.scatter(Buffer::of(input), Buffer::of(output), 0);
+     }},
+    {"all_to_all", [](int n) { return static_cast<double>(n - 1) / n; },
+     [](std::size_t bytes, int n) {
+       const std::size_t count = slice_of(bytes, n) * static_cast<std::size_t>(n);
+       return std::pair{count, count};
+     },
+     [](Communicator& comm, std::span<float> input, std::span<float> output) {
+       comm.all_to_all(Buffer::of(input), Buffer::of(output));
+     }},
+    // A ring: each rank sends its buffer to the next and receives the
+    // previous one's; even ranks send first, so that no ring waits in a circle.
+    {"send_recv", [](int) { return 1.0; },
+     [](std::size_t bytes, int) {
+       return std::pair{bytes / sizeof(float), bytes / sizeof(float)};
+     },
+     [](Communicator& comm, std::span<float> input, std::span<float> output) {
+       const int n = comm.size(), rank = comm.rank();
+       const int next = (rank + 1) % n, previous = (rank + n - 1) % n;
+       if (rank % 2 == 0) comm.send(input, next);
+       comm.recv(output, previous);
+       if (rank % 2 != 0) comm.send(input, next);
+     }},
 };
 
 // A benchmark's buffer: its own memory, or the communicator's (--allocate).
@@ -118,7 +153,8 @@ const Operation& operation_named(const std::string& name) {
   }
   throw CLI::ValidationError("--op", detail::cat("'", name,
                                                  "' is not one of all_reduce, broadcast, "
-                                                 "all_gather, reduce_scatter"));
+                                                 "all_gather, reduce_scatter, gather, scatter, "
+                                                 "all_to_all, send_recv"));
 }
 
 std::size_t parse_size(const std::string& text) {
@@ -268,7 +304,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
   allreduce->add_option("--backend", arguments->backend, "collectives backend (default: best)");
   allreduce->add_option("--op", arguments->op,
                         "the collective timed: all_reduce (default), broadcast, all_gather, "
-                        "reduce_scatter (sizes and busbw as nccl-tests count them)");
+                        "reduce_scatter, gather, scatter, all_to_all, send_recv (a ring) "
+                        "(sizes and busbw as nccl-tests count them)");
   allreduce->add_flag("--allocate", arguments->allocate,
                       "buffers from Communicator::allocate (shm: every rank maps them, and "
                       "all_reduce works in place in the peers' buffers)");

@@ -28,6 +28,10 @@ struct BackendContext {
   /// exchanged (choosing without connecting: `cohort env`, World::backend);
   /// a backend then goes by the launcher's word.
   std::vector<std::string> hosts;
+  /// How many of the job's ranks run on this machine's CPUs when that is
+  /// more than this group's own (0: the group's size): hier's host group on
+  /// hosts that are namespaces or containers of one machine.
+  int machine_ranks = 0;
 };
 
 }  // namespace cohort::detail

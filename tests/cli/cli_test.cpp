@@ -362,7 +362,8 @@ TEST(CliBench, AllreduceTableAndJson) {
 
 // --allocate: every op on buffers from Communicator::allocate.
 TEST(CliBench, AllocatedBuffersForEveryOp) {
-  for (const char* op : {"all_reduce", "broadcast", "all_gather", "reduce_scatter"}) {
+  for (const char* op : {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "gather",
+                         "scatter", "all_to_all", "send_recv"}) {
     const ProcessResult result = cohort_cli({"bench", "allreduce", "-n", "2", "--sizes", "4K:64K",
                                              "--iters", "3", "--op", op, "--allocate"});
     ASSERT_EQ(result.exit_code, 0) << op << ": " << test::describe(result);

@@ -1,5 +1,6 @@
 #include "comm/kit/host_identity.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include <unistd.h>
@@ -29,6 +30,19 @@ std::vector<std::string> exchange_host_identities(Store& store, int rank, int si
 
 std::string host_name_of(const std::string& identity) {
   return identity.substr(0, identity.find(' '));
+}
+
+int ranks_on_same_machine(const std::vector<std::string>& identities, int rank) {
+  const auto boot_id = [](const std::string& identity) -> std::string {
+    const std::size_t space = identity.find(' ');
+    if (space == std::string::npos) return {};
+    return identity.substr(space + 1, identity.find(' ', space + 1) - space - 1);
+  };
+  const std::string mine = boot_id(identities[static_cast<std::size_t>(rank)]);
+  if (mine == "?" || mine.empty()) return 1;
+  return static_cast<int>(
+      std::count_if(identities.begin(), identities.end(),
+                    [&](const std::string& other) { return boot_id(other) == mine; }));
 }
 
 }  // namespace cohort::detail

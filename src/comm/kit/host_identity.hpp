@@ -29,4 +29,10 @@ std::vector<std::string> exchange_host_identities(Store& store, int rank, int si
 /// The host name part of an identity (for messages).
 std::string host_name_of(const std::string& identity);
 
+/// How many of `identities` run on the same kernel (boot id) as
+/// identities[rank], itself included: more than the ranks of its own host
+/// where hosts are network namespaces or containers of one machine, which
+/// share its CPUs. 1 when that rank's boot id is unknown.
+int ranks_on_same_machine(const std::vector<std::string>& identities, int rank);
+
 }  // namespace cohort::detail

@@ -30,5 +30,19 @@ TEST(HostIdentity, NamesTheHostTheBootAndTheNetworkNamespace) {
   EXPECT_EQ(host_name_of(identity).find(' '), std::string::npos);
 }
 
+// Two network namespaces of one machine (one boot id) and a second machine:
+// the first machine's CPUs run four ranks, the second's one.
+TEST(HostIdentity, RanksOnTheSameMachineShareItsKernel) {
+  const std::vector<std::string> hosts{"n1 boot-a net:[1]", "n1 boot-a net:[1]",
+                                       "n2 boot-a net:[2]", "n3 boot-b net:[3]",
+                                       "n2 boot-a net:[2]"};
+  EXPECT_EQ(ranks_on_same_machine(hosts, 0), 4);
+  EXPECT_EQ(ranks_on_same_machine(hosts, 2), 4);
+  EXPECT_EQ(ranks_on_same_machine(hosts, 3), 1);
+  // An unknown boot id (no /proc/sys/kernel/random/boot_id) tells nothing.
+  EXPECT_EQ(ranks_on_same_machine({"n1 ? net:[1]", "n2 ? net:[2]"}, 0), 1);
+  EXPECT_EQ(ranks_on_same_machine({"host-a", "host-a"}, 0), 1);
+}
+
 }  // namespace
 }  // namespace cohort::detail

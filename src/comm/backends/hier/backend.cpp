@@ -45,7 +45,9 @@ class HierBackend final : public Backend {
         groups_(std::move(groups)),
         store_(std::move(store)),
         address_(std::move(address)),
-        timeout_(timeout) {}
+        timeout_(timeout),
+        widest_(static_cast<std::size_t>(
+            *std::max_element(layout_.local_size.begin(), layout_.local_size.end()))) {}
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return static_cast<int>(layout_.node_of.size()); }
@@ -101,7 +103,9 @@ class HierBackend final : public Backend {
   }
 
   // Leaders reduce a copy (their own data must stay as it was unless they
-  // are the root); the result goes from the root host's leader to the root.
+  // are the root); the result goes from the root host's leader to the root,
+  // by a broadcast inside that host: the host groups carry no point-to-point
+  // messages of hier's own, which could meet the user's (send and recv).
   void reduce(Buffer data, ReduceOp op, int root, Duration timeout) override {
     const bool leader = groups_.leaders != nullptr;
     Buffer work = data;
@@ -113,12 +117,12 @@ class HierBackend final : public Backend {
     groups_.host->reduce(work, inner_op(op), 0, timeout);
     if (leader) groups_.leaders->reduce(work, inner_op(op), node_of(root), timeout);
     if (my_node() == node_of(root)) {
-      if (rank_ == root && leader) {
-        std::memcpy(data.data, work.data, data.bytes());
-      } else if (rank_ == root) {
-        groups_.host->recv(data, 0, kResultTag, timeout);
-      } else if (leader) {
-        groups_.host->send(work, local_index(root), kResultTag, timeout);
+      if (local_index(root) == 0) {  // the root leads its host: it has the sum
+        if (rank_ == root) std::memcpy(data.data, work.data, data.bytes());
+      } else {
+        Buffer result = work;  // the leader's sum; the root's own data
+        if (!leader && rank_ != root) result.data = scratch(data.bytes());
+        groups_.host->broadcast(result, 0, timeout);
       }
     }
     if (rank_ == root && op == ReduceOp::avg) {
@@ -134,10 +138,18 @@ class HierBackend final : public Backend {
 
   // With rails: each rail gathers its local index's blocks across hosts,
   // then each host gathers its rails' results, and every block goes to its
-  // rank's place (ranks need not be contiguous per host). Else the flat group.
+  // rank's place (ranks need not be contiguous per host). Else the leaders'
+  // way: each host gathers to its leader, the leaders all-gather their
+  // hosts' blocks (padded to the widest host), each host broadcasts them.
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
     Communicator* rail = this->rail();
-    if (rail == nullptr) return groups_.flat->all_gather(input, output, timeout);
+    if (rail == nullptr) {
+      const Padded padded = gather_to_leader(input, timeout);
+      Buffer every = padded.across;
+      if (groups_.leaders) groups_.leaders->all_gather(padded.host, every, timeout);
+      groups_.host->broadcast(every, 0, timeout);
+      return unpad(every, output);
+    }
     const std::size_t block = input.bytes();
     const auto nodes = static_cast<std::size_t>(layout_.nodes);
     const auto local = static_cast<std::size_t>(groups_.host->size());
@@ -151,21 +163,101 @@ class HierBackend final : public Backend {
                   static_cast<unsigned char*>(here.data) + place_in_rails(r) * block, block);
     }
   }
-  // Not hierarchical yet: the flat group.
+  // With rails: each host gathers to its rank of the root's local index,
+  // whose rail gathers the hosts' blocks at the root. Else the leaders' way
+  // (padded, as all_gather), and the root's host broadcasts what its leader
+  // gathered when the root is not the leader.
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
-    groups_.flat->gather(input, output, root, timeout);
+    const int via = local_index(root);
+    if (Communicator* rail = this->rail()) {
+      const std::size_t local = static_cast<std::size_t>(groups_.host->size());
+      Buffer host{scratch(input.bytes() * local * (1 + nodes())), input.count * local, input.type};
+      groups_.host->gather(input, host, via, timeout);
+      if (local_index(rank_) != via) return;
+      Buffer every{static_cast<unsigned char*>(host.data) + host.bytes(), host.count * nodes(),
+                   input.type};
+      rail->gather(host, every, node_of(root), timeout);
+      if (rank_ == root) sort_by_rank(every, output, local);
+      return;
+    }
+    const Padded padded = gather_to_leader(input, timeout);
+    Buffer every = padded.across;
+    if (groups_.leaders) groups_.leaders->gather(padded.host, every, node_of(root), timeout);
+    if (my_node() != node_of(root)) return;
+    if (via != 0) groups_.host->broadcast(every, 0, timeout);
+    if (rank_ == root) unpad(every, output);
   }
+  // The reverse of gather: the root's rail scatters each host its blocks,
+  // then each host scatters from its rank of the root's local index. Else
+  // the leaders' way: the root's leader gets the input (a broadcast inside
+  // that host when the root is not the leader), scatters each host's blocks
+  // (padded) to the leaders, and each leader scatters inside its host.
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
-    groups_.flat->scatter(input, output, root, timeout);
+    const int via = local_index(root);
+    const std::size_t block = output.bytes();
+    if (Communicator* rail = this->rail()) {
+      const std::size_t local = static_cast<std::size_t>(groups_.host->size());
+      Buffer host{scratch(block * local * (1 + nodes())), output.count * local, output.type};
+      if (local_index(rank_) == via) {
+        Buffer every{static_cast<unsigned char*>(host.data) + host.bytes(), host.count * nodes(),
+                     output.type};
+        if (rank_ == root) {
+          for (int r = 0; r < size(); ++r)
+            std::memcpy(at(every, place_in_host_order(r, local), block), at(input, r, block),
+                        block);
+        }
+        rail->scatter(every, host, node_of(root), timeout);
+      }
+      return groups_.host->scatter(host, output, via, timeout);
+    }
+    const std::size_t width = widest_;
+    const std::size_t whole = block * static_cast<std::size_t>(size());
+    unsigned char* base = scratch(block * width * (1 + nodes()) + whole);
+    Buffer mine{base, output.count * width, output.type};
+    Buffer every{base + mine.bytes(), mine.count * nodes(), output.type};
+    if (my_node() == node_of(root)) {
+      Buffer source = input;
+      if (via != 0) {
+        if (rank_ != root) {
+          source = {base + mine.bytes() + every.bytes(),
+                    output.count * static_cast<std::size_t>(size()), output.type};
+        }
+        groups_.host->broadcast(source, via, timeout);
+      }
+      if (groups_.leaders) {
+        for (int r = 0; r < size(); ++r)
+          std::memcpy(at(every, padded_place(r), block), at(source, r, block), block);
+      }
+    }
+    if (groups_.leaders) groups_.leaders->scatter(every, mine, node_of(root), timeout);
+    mine.count = output.count * static_cast<std::size_t>(groups_.host->size());
+    groups_.host->scatter(mine, output, 0, timeout);
   }
   // With rails: the input's blocks sorted by (local index, host); inside
   // each host, local rank i gets its host's sum of the blocks of local index
   // i (one per host); then rail i reduce-scatters those across hosts. Else
-  // the flat group.
+  // the leaders' way: the blocks sorted by host (each host's padded to the
+  // widest), reduced to each host's leader, reduce-scattered across the
+  // leaders (each gets its host's blocks), scattered inside each host.
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
-    Communicator* rail = this->rail();
-    if (rail == nullptr) return groups_.flat->reduce_scatter(input, output, op, timeout);
     const ReduceOp sum_or_op = inner_op(op);
+    Communicator* rail = this->rail();
+    if (rail == nullptr) {
+      const std::size_t block = output.bytes();
+      const std::size_t width = widest_;
+      unsigned char* base = scratch(block * width * (nodes() + 1));
+      Buffer sorted{base, output.count * width * nodes(), output.type};
+      std::memset(base, 0, sorted.bytes());  // the padding: reduced, then dropped
+      for (int r = 0; r < size(); ++r)
+        std::memcpy(at(sorted, padded_place(r), block), at(input, r, block), block);
+      groups_.host->reduce(sorted, sum_or_op, 0, timeout);
+      Buffer mine{base + sorted.bytes(), output.count * width, output.type};
+      if (groups_.leaders) groups_.leaders->reduce_scatter(sorted, mine, sum_or_op, timeout);
+      mine.count = output.count * static_cast<std::size_t>(groups_.host->size());
+      groups_.host->scatter(mine, output, 0, timeout);
+      if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size());
+      return;
+    }
     const std::size_t block = output.bytes();
     const auto nodes = static_cast<std::size_t>(layout_.nodes);
     const auto local = static_cast<std::size_t>(groups_.host->size());
@@ -182,13 +274,21 @@ class HierBackend final : public Backend {
     rail->reduce_scatter(mine, output, sum_or_op, timeout);
     if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size());
   }
+  // all_to_all moves every block between every pair of ranks: through the
+  // leaders it would cross the hosts' links as often, with two more copies.
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
     groups_.flat->all_to_all(input, output, timeout);
   }
+  // A peer on this host through the host group (shm), one elsewhere through
+  // the flat group: each pair of ranks always meets on the same one.
   void send(Buffer data, int peer, int tag, Duration timeout) override {
+    if (node_of(peer) == my_node())
+      return groups_.host->send(data, local_index(peer), tag, timeout);
     groups_.flat->send(data, peer, tag, timeout);
   }
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
+    if (node_of(peer) == my_node())
+      return groups_.host->recv(data, local_index(peer), tag, timeout);
     groups_.flat->recv(data, peer, tag, timeout);
   }
 
@@ -209,7 +309,55 @@ class HierBackend final : public Backend {
   }
 
  private:
-  static constexpr int kResultTag = 1;  // the host groups carry only hier's own messages
+  // The leaders' way for hosts of different sizes: each host's blocks in
+  // local order, padded to the widest host (`host`, at its leader), and room
+  // for every host's (`across`, [host][local index]).
+  struct Padded {
+    Buffer host;
+    Buffer across;
+  };
+  Padded gather_to_leader(Buffer input, Duration timeout) {
+    const std::size_t block = input.bytes();
+    unsigned char* base = scratch(block * widest_ * (1 + nodes()));
+    const auto local = static_cast<std::size_t>(groups_.host->size());
+    groups_.host->gather(input, {base, input.count * local, input.type}, 0, timeout);
+    std::memset(base + block * local, 0, block * (widest_ - local));  // sent, never read
+    Buffer host{base, input.count * widest_, input.type};
+    return {host, {base + host.bytes(), host.count * nodes(), input.type}};
+  }
+  // From [host][local index], padded, to rank order.
+  void unpad(Buffer every, Buffer output) const {
+    const std::size_t block = output.bytes() / static_cast<std::size_t>(size());
+    for (int r = 0; r < size(); ++r)
+      std::memcpy(at(output, r, block), at(every, padded_place(r), block), block);
+  }
+  // From [host][local index] of uniform hosts of `local` ranks to rank order.
+  void sort_by_rank(Buffer every, Buffer output, std::size_t local) const {
+    const std::size_t block = output.bytes() / static_cast<std::size_t>(size());
+    for (int r = 0; r < size(); ++r)
+      std::memcpy(at(output, r, block), at(every, place_in_host_order(r, local), block), block);
+  }
+  static unsigned char* at(Buffer buffer, std::size_t index, std::size_t block) {
+    return static_cast<unsigned char*>(buffer.data) + index * block;
+  }
+  static unsigned char* at(Buffer buffer, int index, std::size_t block) {
+    return at(buffer, static_cast<std::size_t>(index), block);
+  }
+  // This rank's scratch memory, at least `bytes` (operator new's alignment:
+  // enough for every DataType, and every block is a multiple of its size).
+  unsigned char* scratch(std::size_t bytes) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
+  }
+  std::size_t nodes() const { return static_cast<std::size_t>(layout_.nodes); }
+  std::size_t padded_place(int rank) const {
+    return static_cast<std::size_t>(node_of(rank)) * widest_ +
+           static_cast<std::size_t>(local_index(rank));
+  }
+  std::size_t place_in_host_order(int rank, std::size_t local) const {
+    return static_cast<std::size_t>(node_of(rank)) * local +
+           static_cast<std::size_t>(local_index(rank));
+  }
   int node_of(int rank) const { return layout_.node_of[static_cast<std::size_t>(rank)]; }
   int local_index(int rank) const { return layout_.local_index[static_cast<std::size_t>(rank)]; }
   int my_node() const { return node_of(rank_); }
@@ -230,6 +378,7 @@ class HierBackend final : public Backend {
   std::shared_ptr<Store> store_;
   std::string address_;
   Duration timeout_;
+  std::size_t widest_;  // the most ranks any host runs
   std::vector<unsigned char> scratch_;
   int splits_ = 0;
 };
@@ -248,7 +397,7 @@ bool agree_on_rails(Store& store, int rank, const HostLayout& layout, Duration t
 // One of hier's groups: `rank` of `size` on a store view of its own.
 std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
                                             int rank, int size, std::string_view backend,
-                                            std::vector<std::string> hosts) {
+                                            std::vector<std::string> hosts, int machine_ranks = 0) {
   LaunchInfo info;
   info.rank.value = rank;
   info.world_size.value = size;
@@ -258,6 +407,7 @@ std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const 
   context.store = std::make_shared<PrefixStore>(cat("hier/", name), parent.store);
   context.address = parent.address;
   context.hosts = std::move(hosts);
+  context.machine_ranks = machine_ranks;
   return create_communicator(context, size == 1 ? "" : backend);
 }
 
@@ -297,9 +447,11 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
       static_cast<std::size_t>(layout.local_size[static_cast<std::size_t>(node)]),
       hosts[static_cast<std::size_t>(rank)]);
   Groups groups;
+  // Hosts that are namespaces or containers of one machine share its CPUs:
+  // the host group then waits as with more ranks than cores, if so.
   groups.host = connect_group(context, cat("host", node), local,
                               layout.local_size[static_cast<std::size_t>(node)], "shm",
-                              std::move(host_of_group));
+                              std::move(host_of_group), ranks_on_same_machine(hosts, rank));
   if (local == 0) {
     groups.leaders = connect_group(context, "leaders", node, layout.nodes, "gloo", {});
   }

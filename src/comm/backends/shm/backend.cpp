@@ -111,14 +111,16 @@ struct Settings {
   Tuning tuning;
 };
 
-// This rank's settings from its environment, for a group whose ranks may
-// run on `cpus` CPUs together.
-Settings local_settings(int size, int cpus) {
+// This rank's settings from its environment, for a group of `size` ranks
+// that may run on `cpus` CPUs together, beside which `busy` ranks of the job
+// run there in all (hier's host group on one machine's namespaces: the
+// other "hosts" share the CPUs).
+Settings local_settings(int size, int busy, int cpus) {
   Settings settings;
   // More ranks than cores: every round waits for descheduled ranks, so
   // fewer, larger rounds win, and a spinning rank holds the core its peer
   // needs.
-  settings.oversubscribed = size > cpus;
+  settings.oversubscribed = std::max(size, busy) > cpus;
   const std::size_t slot = settings.oversubscribed ? kOversubscribedSlotBytes : kSlotBytes;
   settings.slot_bytes =
       std::max<std::size_t>(4096, bytes_from_env("COHORT_SHM_SLOT_BYTES", slot) / 64 * 64);
@@ -160,9 +162,9 @@ auto windows(Copies& copies) {
 // Rank 0's settings. Every rank reads its own environment first, so that a
 // wrong value fails every rank at once, not only rank 0 (the others would
 // wait for its settings until the timeout).
-Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
+Settings agree_on_settings(Store* store, int rank, int size, int busy, Duration timeout) {
   const int cpus = group_cpus(store, rank, size, timeout);
-  Settings settings = local_settings(size, rank == 0 ? cpus : usable_cpus());
+  Settings settings = local_settings(size, busy, rank == 0 ? cpus : usable_cpus());
   Tuning& tuning = settings.tuning;
   if (rank == 0) {
     if (store != nullptr) {
@@ -189,8 +191,12 @@ Settings agree_on_settings(Store* store, int rank, int size, Duration timeout) {
 class ShmBackend final : public Backend {
  public:
   ShmBackend(std::shared_ptr<Store> store, std::unique_ptr<Group> group, Tuning tuning,
-             Duration timeout)
-      : store_(std::move(store)), group_(std::move(group)), tuning_(tuning), timeout_(timeout) {}
+             int machine_ranks, Duration timeout)
+      : store_(std::move(store)),
+        group_(std::move(group)),
+        tuning_(tuning),
+        machine_ranks_(machine_ranks),
+        timeout_(timeout) {}
 
   int rank() const noexcept override { return group_->rank(); }
   int size() const noexcept override { return group_->size(); }
@@ -297,6 +303,7 @@ class ShmBackend final : public Backend {
   std::shared_ptr<Store> store_;
   std::unique_ptr<Group> group_;
   Tuning tuning_;
+  int machine_ranks_;  // BackendContext::machine_ranks, for split's subgroups
   Duration timeout_;
   LocalMailbox mailbox_;
   int splits_ = 0;
@@ -309,14 +316,15 @@ class ShmBackend final : public Backend {
 // settled before: unviable_because judged the exchanged host identities,
 // and a split's subgroup holds some of a group's ranks.
 std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int size,
-                                 Duration timeout) {
+                                 int machine_ranks, Duration timeout) {
   if (size > 1) Peers::publish(*store, rank);
   Peers peers =
       size == 1
           ? Peers(0, {Peers::entry()})  // a group of one: no one to meet
           : Peers(*store, rank, std::vector<std::string>(static_cast<std::size_t>(size)), timeout);
   const std::vector<long> pids = peers.pids();
-  Settings settings = agree_on_settings(size == 1 ? nullptr : store.get(), rank, size, timeout);
+  Settings settings =
+      agree_on_settings(size == 1 ? nullptr : store.get(), rank, size, machine_ranks, timeout);
   // From rank 0's count of CPUs, so the same on every rank.
   settings.tuning.shared_memory =
       settings.oversubscribed ? kSharedMemoryOversubscribed : kSharedMemoryWithACorePerRank;
@@ -341,14 +349,15 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
                       "dumpable); unset COHORT_SHM_SINGLE_COPY to copy through the segment"));
     }
   }
-  return std::make_unique<ShmBackend>(std::move(store), std::move(group), settings.tuning, timeout);
+  return std::make_unique<ShmBackend>(std::move(store), std::move(group), settings.tuning,
+                                      machine_ranks, timeout);
 }
 
 std::unique_ptr<Backend> ShmBackend::split(int color, int key) {
   const std::optional<Subgroup> subgroup =
       plan_split(store_, ++splits_, rank(), size(), color, key, timeout_);
   if (!subgroup) return nullptr;
-  return connect(subgroup->store, subgroup->rank, subgroup->size, timeout_);
+  return connect(subgroup->store, subgroup->rank, subgroup->size, machine_ranks_, timeout_);
 }
 
 }  // namespace
@@ -383,7 +392,7 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
   const int rank = size <= 1 ? 0 : context.info->rank.value;
   if (!context.store && size > 1) throw Error("shm: the ranks need the job's store to meet");
   return std::make_unique<Communicator>(
-      connect(context.store, rank, std::max(size, 1), context.timeout));
+      connect(context.store, rank, std::max(size, 1), context.machine_ranks, context.timeout));
 }
 
 }  // namespace cohort::detail::shm_backend
