@@ -167,6 +167,10 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void broadcast(Buffer data, int root, Duration timeout) override {
+    if (by_ring(data.bytes(), timeout)) {
+      if (rank() != root) std::memset(data.data, 0, data.bytes());
+      return guarded("broadcast", [&] { ring_sum_bytes(data.data, data.bytes()); });
+    }
     guarded("broadcast", [&] {
       ::gloo::BroadcastOptions opts(context_);
       with_element(data.type, [&](auto* typed) {
@@ -200,6 +204,11 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
+    if (by_ring(output.bytes(), timeout)) {
+      unsigned char* every = zeros_but_mine(input, output.bytes());
+      guarded("all_gather", [&] { ring_sum_bytes(every, output.bytes()); });
+      return (void)std::memcpy(output.data, every, output.bytes());
+    }
     const Buffer source = detached(input, output);
     guarded("all_gather", [&] {
       ::gloo::AllgatherOptions opts(context_);
@@ -214,6 +223,13 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
+    const std::size_t total = input.bytes() * static_cast<std::size_t>(size());
+    if (by_ring(total, timeout)) {
+      unsigned char* every = zeros_but_mine(input, total);
+      guarded("gather", [&] { ring_sum_bytes(every, total); });
+      if (rank() == root) std::memcpy(output.data, every, total);
+      return;
+    }
     const Buffer source = rank() == root ? detached(input, output) : input;
     guarded("gather", [&] {
       ::gloo::GatherOptions opts(context_);
@@ -229,6 +245,13 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
+    const std::size_t total = output.bytes() * static_cast<std::size_t>(size());
+    if (by_ring(total, timeout)) {
+      scratch_.assign(total, 0);
+      if (rank() == root) std::memcpy(scratch_.data(), input.data, total);
+      guarded("scatter", [&] { ring_sum_bytes(scratch_.data(), total); });
+      return (void)std::memcpy(output.data, mine(scratch_.data(), output.bytes()), output.bytes());
+    }
     // At the root, an output inside the input is already in place: Gloo gets
     // a scratch output (its copy there would overlap).
     std::vector<unsigned char> scratch;
@@ -259,6 +282,17 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
+    if (by_ring(input.bytes(), timeout)) {
+      // A copy: the output may be a slice of the input.
+      scratch_.assign(static_cast<unsigned char*>(input.data),
+                      static_cast<unsigned char*>(input.data) + input.bytes());
+      guarded("reduce_scatter", [&] {
+        legacy_.run({scratch_.data(), input.count, input.type}, op);
+      });
+      std::memcpy(output.data, mine(scratch_.data(), output.bytes()), output.bytes());
+      if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size());
+      return;
+    }
     // Gloo has none: the kit's ring, over the pairs' channel slot.
     guarded("reduce_scatter", [&] { ring_reduce_scatter(*this, input, output, op, timeout); });
   }
@@ -357,6 +391,37 @@ class GlooBackend final : public Backend, private Channel {
 
   // `input`, or a copy of it when it lies inside `output` (in-place use):
   // Gloo copies input to output with memcpy, which must not overlap.
+  // Small broadcasts, all_gathers, gathers, scatters and reduce_scatters
+  // as one all_reduce on the legacy sync-mode rings (legacy_allreduce.hpp),
+  // where the calling thread reads and writes the sockets itself: tens of
+  // microseconds, where Gloo's new-style operations, and the point-to-point
+  // messages of the kit's reduce_scatter ring, wait on its loop thread for
+  // scheduler ticks (about 4 ms) on few cores. Only up to the sync rings'
+  // size, and while each rank sends at most kRingCollectiveBytes in all
+  // (the ring passes every rank's whole buffer n − 1 times).
+  static constexpr std::size_t kRingCollectiveBytes = std::size_t{256} * 1024;
+  bool by_ring(std::size_t bytes, Duration timeout) const {
+    return size() > 1 && bytes <= std::min(legacy_max_bytes_, LegacyAllreduce::kMaxSyncBytes) &&
+           timeout == options_.timeout &&
+           bytes * static_cast<std::size_t>(size() - 1) <= kRingCollectiveBytes;
+  }
+  // A sum of one rank's bytes and the others' zeros, as integers: every bit
+  // arrives as it was sent.
+  void ring_sum_bytes(void* data, std::size_t bytes) {
+    legacy_.run(
+        bytes % 4 == 0 ? Buffer{data, bytes / 4, DataType::i32} : Buffer{data, bytes, DataType::u8},
+        ReduceOp::sum);
+  }
+  // Scratch of `total` bytes, zero but for this rank's block, `input`.
+  unsigned char* zeros_but_mine(Buffer input, std::size_t total) {
+    scratch_.assign(total, 0);
+    std::memcpy(mine(scratch_.data(), input.bytes()), input.data, input.bytes());
+    return scratch_.data();
+  }
+  unsigned char* mine(unsigned char* blocks, std::size_t block) const {
+    return blocks + static_cast<std::size_t>(rank()) * block;
+  }
+
   Buffer detached(Buffer input, Buffer output) {
     if (!overlaps(input, output)) return input;
     scratch_.assign(static_cast<unsigned char*>(input.data),
