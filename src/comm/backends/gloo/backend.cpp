@@ -389,8 +389,6 @@ class GlooBackend final : public Backend, private Channel {
     }
   }
 
-  // `input`, or a copy of it when it lies inside `output` (in-place use):
-  // Gloo copies input to output with memcpy, which must not overlap.
   // Small broadcasts, all_gathers, gathers, scatters and reduce_scatters
   // as one all_reduce on the legacy sync-mode rings (legacy_allreduce.hpp),
   // where the calling thread reads and writes the sockets itself: tens of
@@ -422,6 +420,8 @@ class GlooBackend final : public Backend, private Channel {
     return blocks + static_cast<std::size_t>(rank()) * block;
   }
 
+  // `input`, or a copy of it when it lies inside `output` (in-place use):
+  // Gloo copies input to output with memcpy, which must not overlap.
   Buffer detached(Buffer input, Buffer output) {
     if (!overlaps(input, output)) return input;
     scratch_.assign(static_cast<unsigned char*>(input.data),
