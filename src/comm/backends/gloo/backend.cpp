@@ -298,6 +298,22 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
+    // Small: every rank's whole input, a row of the n × n blocks, summed into
+    // the matrix; each keeps its column.
+    const std::size_t total = input.bytes() * static_cast<std::size_t>(size());
+    if (by_ring(total, timeout)) {
+      unsigned char* matrix = zeros_but_mine(input, total);
+      guarded("all_to_all", [&] { ring_sum_bytes(matrix, total); });
+      const std::size_t block = output.bytes() / static_cast<std::size_t>(size());
+      for (int from = 0; from < size(); ++from) {
+        std::memcpy(
+            static_cast<unsigned char*>(output.data) + static_cast<std::size_t>(from) * block,
+            matrix + static_cast<std::size_t>(from) * input.bytes() +
+                static_cast<std::size_t>(rank()) * block,
+            block);
+      }
+      return;
+    }
     // Gloo needs distinct buffers: in-place use goes through a copy.
     std::vector<unsigned char> copy;
     void* source = input.data;
@@ -389,8 +405,8 @@ class GlooBackend final : public Backend, private Channel {
     }
   }
 
-  // Small broadcasts, all_gathers, gathers, scatters and reduce_scatters
-  // as one all_reduce on the legacy sync-mode rings (legacy_allreduce.hpp),
+  // Small broadcasts, all_gathers, gathers, scatters, reduce_scatters and
+  // all_to_alls as one all_reduce on the legacy sync-mode rings (legacy_allreduce.hpp),
   // where the calling thread reads and writes the sockets itself: tens of
   // microseconds, where Gloo's new-style operations, and the point-to-point
   // messages of the kit's reduce_scatter ring, wait on its loop thread for
