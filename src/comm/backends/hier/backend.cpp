@@ -177,7 +177,7 @@ class HierBackend final : public Backend {
       Buffer every{static_cast<unsigned char*>(host.data) + host.bytes(), host.count * nodes(),
                    input.type};
       rail->gather(host, every, node_of(root), timeout);
-      if (rank_ == root) sort_by_rank(every, output, local);
+      if (rank_ == root) unpad(every, output);  // uniform hosts: no padding
       return;
     }
     const Padded padded = gather_to_leader(input, timeout);
@@ -201,11 +201,7 @@ class HierBackend final : public Backend {
       if (local_index(rank_) == via) {
         Buffer every{static_cast<unsigned char*>(host.data) + host.bytes(), host.count * nodes(),
                      output.type};
-        if (rank_ == root) {
-          for (int r = 0; r < size(); ++r)
-            std::memcpy(at(every, place_in_host_order(r, local), block), at(input, r, block),
-                        block);
-        }
+        if (rank_ == root) pad(input, every, block);
         rail->scatter(every, host, node_of(root), timeout);
       }
       return groups_.host->scatter(host, output, via, timeout);
@@ -224,10 +220,7 @@ class HierBackend final : public Backend {
         }
         groups_.host->broadcast(source, via, timeout);
       }
-      if (groups_.leaders) {
-        for (int r = 0; r < size(); ++r)
-          std::memcpy(at(every, padded_place(r), block), at(source, r, block), block);
-      }
+      if (groups_.leaders) pad(source, every, block);
     }
     if (groups_.leaders) groups_.leaders->scatter(every, mine, node_of(root), timeout);
     mine.count = output.count * static_cast<std::size_t>(groups_.host->size());
@@ -248,8 +241,7 @@ class HierBackend final : public Backend {
       unsigned char* base = scratch(block * width * (nodes() + 1));
       Buffer sorted{base, output.count * width * nodes(), output.type};
       std::memset(base, 0, sorted.bytes());  // the padding: reduced, then dropped
-      for (int r = 0; r < size(); ++r)
-        std::memcpy(at(sorted, padded_place(r), block), at(input, r, block), block);
+      pad(input, sorted, block);
       groups_.host->reduce(sorted, sum_or_op, 0, timeout);
       Buffer mine{base + sorted.bytes(), output.count * width, output.type};
       if (groups_.leaders) groups_.leaders->reduce_scatter(sorted, mine, sum_or_op, timeout);
@@ -325,17 +317,17 @@ class HierBackend final : public Backend {
     Buffer host{base, input.count * widest_, input.type};
     return {host, {base + host.bytes(), host.count * nodes(), input.type}};
   }
-  // From [host][local index], padded, to rank order.
+  // From [host][local index], padded to the widest host (with rails every
+  // host is that wide), to rank order.
   void unpad(Buffer every, Buffer output) const {
     const std::size_t block = output.bytes() / static_cast<std::size_t>(size());
     for (int r = 0; r < size(); ++r)
       std::memcpy(at(output, r, block), at(every, padded_place(r), block), block);
   }
-  // From [host][local index] of uniform hosts of `local` ranks to rank order.
-  void sort_by_rank(Buffer every, Buffer output, std::size_t local) const {
-    const std::size_t block = output.bytes() / static_cast<std::size_t>(size());
+  // The reverse: `block`-byte blocks in rank order to [host][local index].
+  void pad(Buffer ranked, Buffer every, std::size_t block) const {
     for (int r = 0; r < size(); ++r)
-      std::memcpy(at(output, r, block), at(every, place_in_host_order(r, local), block), block);
+      std::memcpy(at(every, padded_place(r), block), at(ranked, r, block), block);
   }
   static unsigned char* at(Buffer buffer, std::size_t index, std::size_t block) {
     return static_cast<unsigned char*>(buffer.data) + index * block;
@@ -352,10 +344,6 @@ class HierBackend final : public Backend {
   std::size_t nodes() const { return static_cast<std::size_t>(layout_.nodes); }
   std::size_t padded_place(int rank) const {
     return static_cast<std::size_t>(node_of(rank)) * widest_ +
-           static_cast<std::size_t>(local_index(rank));
-  }
-  std::size_t place_in_host_order(int rank, std::size_t local) const {
-    return static_cast<std::size_t>(node_of(rank)) * local +
            static_cast<std::size_t>(local_index(rank));
   }
   int node_of(int rank) const { return layout_.node_of[static_cast<std::size_t>(rank)]; }
