@@ -47,11 +47,12 @@ Environment worker_environment(const Environment& base, const WorkerIdentity& wo
   } else {
     put("TORCHELASTIC_ERROR_FILE", worker.error_file);
   }
-  // As torchrun: a NCCL error ends the process instead of hanging it. Both
-  // spellings (PyTorch 2.2 renamed it); a user's own setting of either wins.
+  // As torchrun 2.x: a NCCL error ends the process instead of hanging it.
+  // Only PyTorch 2.2's name: 2.x warns on every rank that the old one
+  // (NCCL_ASYNC_ERROR_HANDLING, all 1.x reads) is deprecated, and Debian's
+  // 1.13 has no NCCL. A user's own setting of either wins.
   if (env.count("NCCL_ASYNC_ERROR_HANDLING") == 0 &&
       env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING") == 0) {
-    put("NCCL_ASYNC_ERROR_HANDLING", 1);
     put("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1);
   }
   put("COHORT_RUN_ID", worker.run_id);

@@ -59,8 +59,8 @@ bool runs_with_python(const RunOptions& options);
 /// ROLE_NAME MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID
 /// TORCHELASTIC_RESTART_COUNT TORCHELASTIC_MAX_RESTARTS
 /// TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_ERROR_FILE, and
-/// NCCL_ASYNC_ERROR_HANDLING=1 with TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless
-/// either is set) and cohort's (COHORT_RUN_ID COHORT_STORE_ADDR
+/// TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless it or NCCL_ASYNC_ERROR_HANDLING
+/// is set) and cohort's (COHORT_RUN_ID COHORT_STORE_ADDR
 /// COHORT_STORE_PORT COHORT_JOB_TOKEN COHORT_STORE_MUNGE); OMP_NUM_THREADS and
 /// the *_SOCKET_IFNAME variables when unset.
 Environment worker_environment(const Environment& base, const WorkerIdentity& worker);

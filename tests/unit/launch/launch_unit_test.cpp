@@ -95,7 +95,6 @@ TEST(WorkerEnvironment, TorchrunsVariablesAndCohorts) {
       {"TORCHELASTIC_MAX_RESTARTS", "3"},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"TORCHELASTIC_ERROR_FILE", "/tmp/job/attempt_1/rank_5/error.json"},
-      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"COHORT_RUN_ID", "run"},
       {"COHORT_STORE_ADDR", "10.0.0.1"},
