@@ -130,6 +130,19 @@ struct Protocol {
   virtual std::int64_t sum_of(const std::string& answer) const = 0;
   // The value a GET answered with; nullopt past the limit.
   virtual std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const = 0;
+  // Every key's value, as the protocol's client asks for many at once.
+  virtual std::string get_all(const std::vector<std::string>& keys) const {
+    std::string gets;
+    for (const std::string& key : keys)
+      gets += get(key);
+    return gets;
+  }
+  virtual bool read_all(int fd, std::size_t count, std::chrono::seconds limit) const {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!read_value(fd, limit)) return false;
+    }
+    return true;
+  }
 };
 
 struct CohortProtocol : Protocol {
@@ -180,6 +193,22 @@ struct CohortProtocol : Protocol {
     auto payload = receive(fd, wire::frame_length(header->data()), limit);
     if (!payload || payload->size() < 5) return std::nullopt;
     return payload->substr(5);  // status, the value's length, the value
+  }
+  // One MULTI_GET, as store/exchange.cpp's completer asks since 2026-11-27.
+  std::string get_all(const std::vector<std::string>& keys) const override {
+    return wire::Writer()
+        .u8(static_cast<std::uint8_t>(wire::Op::multi_get))
+        .strings(keys)
+        .i64(600000)
+        .frame();
+  }
+  bool read_all(int fd, std::size_t count, std::chrono::seconds limit) const override {
+    auto header = receive(fd, 4, limit);
+    if (!header) return false;
+    auto payload = receive(fd, wire::frame_length(header->data()), limit);
+    if (!payload || payload->empty()) return false;
+    wire::Reader reader(std::string_view(*payload).substr(1));
+    return reader.strings().size() == count;
   }
 };
 
@@ -238,11 +267,14 @@ class ServerProcess {
     close(out[1]);
     stdin_pipe_ = Fd(in[1]);
     std::string line;
-    char c = 0;
-    while (read(out[0], &c, 1) == 1 && c != '\n')
-      line.push_back(c);
+    char buffer[4096];
+    for (ssize_t got = 0;
+         line.find('\n') == std::string::npos && (got = read(out[0], buffer, sizeof(buffer))) > 0;)
+      line.append(buffer, static_cast<std::size_t>(got));
     close(out[0]);
-    port_ = line.empty() ? -1 : std::atoi(line.c_str());
+    std::stringstream ports(line);
+    for (int port = 0; ports >> port;)
+      ports_.push_back(port);
     rss_before_kib_ = status_kib("VmRSS:");
   }
   ~ServerProcess() {
@@ -252,7 +284,9 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  int port() const { return port_; }
+  int port() const { return ports_.empty() ? -1 : ports_[0]; }
+  // Every port it wrote (a process of relays writes one per relay).
+  const std::vector<int>& ports() const { return ports_; }
   long descriptors() const {
     std::error_code error;
     long count = 0;
@@ -276,7 +310,7 @@ class ServerProcess {
 
   pid_t pid_ = -1;
   Fd stdin_pipe_;
-  int port_ = -1;
+  std::vector<int> ports_;
   long rss_before_kib_ = 0;
 };
 
@@ -286,6 +320,26 @@ void serve_cohort(int in, int out, int n) {
   options.max_pending_handshakes = static_cast<std::size_t>(n) + 16;
   cohort::StoreServer server(options);
   const std::string line = std::to_string(server.port()) + "\n";
+  (void)!write(out, line.data(), line.size());
+  close(out);
+  char c = 0;
+  while (read(in, &c, 1) > 0) {
+  }
+}
+
+// `count` nodes' relays of the store at `store_port`, as their agents run
+// them (StoreServer::Options::relay_to), as threads of one process.
+void serve_relays(int in, int out, int store_port, int count) {
+  std::vector<std::unique_ptr<cohort::StoreServer>> relays;
+  std::string line;
+  for (int i = 0; i < count; ++i) {
+    cohort::StoreServer::Options options;
+    options.token = kToken;
+    options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", store_port, false, "",
+                                                              std::chrono::minutes(10)};
+    relays.push_back(std::make_unique<cohort::StoreServer>(options));
+    line += std::to_string(relays.back()->port()) + (i + 1 == count ? "\n" : " ");
+  }
   (void)!write(out, line.data(), line.size());
   close(out);
   char c = 0;
@@ -390,16 +444,14 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
     }
   }
   if (last == ranks.size()) return std::nullopt;
-  std::string gets;
-  for (int r = 0; r < n; ++r)
-    gets += protocol.get("node/" + std::to_string(r));
-  send_or_die(ranks[last].get(), gets);
+  std::vector<std::string> names;
   std::vector<std::string> entries;
   for (int r = 0; r < n; ++r) {
-    auto value = protocol.read_value(ranks[last].get(), limit);
-    if (!value) return std::nullopt;
-    entries.push_back(std::move(*value));
+    names.push_back("node/" + std::to_string(r));
+    entries.push_back(entry_of(static_cast<std::size_t>(r)));
   }
+  send_or_die(ranks[last].get(), protocol.get_all(names));
+  if (!protocol.read_all(ranks[last].get(), names.size(), limit)) return std::nullopt;
   send_or_die(setter.get(), protocol.set("table", cohort::detail::encode_table(entries)));
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     if (r == last) continue;
@@ -422,14 +474,20 @@ std::optional<double> hosts(const Protocol& protocol, std::vector<Fd>& ranks, co
   return exchange_table(protocol, ranks, setter, n, limit, 8);
 }
 
+// `relays`: the ranks connect to them, `ranks_per_node` to each, instead
+// of to the server.
 Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern, int n,
-               std::chrono::seconds limit) {
+               std::chrono::seconds limit, const ServerProcess* relays = nullptr,
+               int ranks_per_node = 1) {
   Result result;
   if (server.port() <= 0) return result;
   std::vector<Fd> ranks;
   ranks.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i)
-    ranks.push_back(protocol.open(server.port()));
+  for (int i = 0; i < n; ++i) {
+    ranks.push_back(protocol.open(
+        relays != nullptr ? relays->ports().at(static_cast<std::size_t>(i / ranks_per_node))
+                          : server.port()));
+  }
   const Fd setter = protocol.open(server.port());
   // Before and after: a server may leave connections in its backlog until
   // the requests come.
@@ -468,12 +526,15 @@ int main(int argc, char** argv) {
   std::vector<int> sizes{256, 1024, 4096, 16384};
   std::vector<std::string> patterns{"barrier", "table", "hosts", "wait-all"};
   int wait_all_max = 4096;
+  int ranks_per_node = 0;  // 0: every rank connects to the store itself
+  int torch_max = 16384;
   std::string python = "/usr/bin/python3";
   std::string json;
   const auto usage = [] {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
-        "                 [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE]\n"
+        "                 [--ranks-per-node L] [--wait-all-max 4096] [--torch-max 16384]\n"
+        "                 [--python /usr/bin/python3] [--json FILE]\n"
         "N simulated ranks against cohort's store and PyTorch's TCPStore; bench/README.md\n");
   };
   for (int i = 1; i < argc; i += 2) {
@@ -484,7 +545,8 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc || flag.rfind("--", 0) != 0 ||
         (flag != "--sizes" && flag != "--patterns" && flag != "--wait-all-max" &&
-         flag != "--python" && flag != "--json")) {
+         flag != "--python" && flag != "--json" && flag != "--ranks-per-node" &&
+         flag != "--torch-max")) {
       std::fprintf(stderr, "rendezvous_scale: %s%s\n", flag.c_str(),
                    i + 1 >= argc ? " needs a value" : ": unknown flag");
       usage();
@@ -498,6 +560,10 @@ int main(int argc, char** argv) {
       patterns = split(argv[i + 1]);
     } else if (flag == "--wait-all-max") {
       wait_all_max = std::atoi(argv[i + 1]);
+    } else if (flag == "--ranks-per-node") {
+      ranks_per_node = std::max(0, std::atoi(argv[i + 1]));
+    } else if (flag == "--torch-max") {
+      torch_max = std::atoi(argv[i + 1]);
     } else if (flag == "--python") {
       python = argv[i + 1];
     } else if (flag == "--json") {
@@ -506,20 +572,29 @@ int main(int argc, char** argv) {
   }
   const int largest = *std::max_element(sizes.begin(), sizes.end());
   // This process holds a connection per rank, the server (a child) one
-  // more each: raise the hard limit too where allowed (root), then the soft.
+  // more each, or the relays (another child) one more each and a few per
+  // relay: raise the hard limit too where allowed (root), then the soft.
+  const rlim_t needed = static_cast<rlim_t>(largest) * (ranks_per_node > 0 ? 2 : 1) + 256;
   rlimit wanted{};
   getrlimit(RLIMIT_NOFILE, &wanted);
-  if (wanted.rlim_max < static_cast<rlim_t>(largest) + 256) {
-    wanted.rlim_max = static_cast<rlim_t>(largest) + 256;
+  if (wanted.rlim_max < needed) {
+    wanted.rlim_max = needed;
     setrlimit(RLIMIT_NOFILE, &wanted);  // refused without privilege: checked below
   }
   const long files = cohort::detail::raise_open_file_limit();
-  if (files < largest + 64L) {
+  if (files < static_cast<long>(needed) - 192) {
     std::fprintf(stderr,
-                 "rendezvous_scale: the open-file limit is %ld; %d ranks need about %d: raise the "
+                 "rendezvous_scale: the open-file limit is %ld; %d ranks need about %ld: raise the "
                  "hard limit (ulimit -Hn) or ask for fewer\n",
-                 files, largest, largest + 64);
+                 files, largest, static_cast<long>(needed));
     return 1;
+  }
+  if (ranks_per_node > 0) {
+    std::printf(
+        "cohort: the ranks meet through their node's relay, %d ranks per node (every "
+        "node's relay a thread of one process, as agents run them); TCPStore: every rank "
+        "connects to it\n",
+        ranks_per_node);
   }
   const auto limit = std::chrono::seconds(120);
   std::printf("%-9s %6s  %10s %10s %9s  %10s %10s %9s  %8s\n", "pattern", "N", "cohort s", "fds",
@@ -549,10 +624,19 @@ int main(int argc, char** argv) {
       Result ours;
       {
         ServerProcess server([n](int in, int out_fd) { serve_cohort(in, out_fd, n); });
-        ours = measure(server, CohortProtocol(), pattern, n, limit);
+        if (ranks_per_node > 0) {
+          const int nodes = (n + ranks_per_node - 1) / ranks_per_node;
+          const int store_port = server.port();
+          ServerProcess relays([store_port, nodes](int in, int out_fd) {
+            serve_relays(in, out_fd, store_port, nodes);
+          });
+          ours = measure(server, CohortProtocol(), pattern, n, limit, &relays, ranks_per_node);
+        } else {
+          ours = measure(server, CohortProtocol(), pattern, n, limit);
+        }
       }
       Result theirs;
-      {
+      if (n <= torch_max) {
         ServerProcess server([&python](int in, int out_fd) { serve_torch(in, out_fd, python); });
         theirs = measure(server, TorchProtocol(), pattern, n, limit);
       }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,6 +119,26 @@ class StoreServer {
     /// client can never rendezvous. The text names the client, the query and
     /// what to do. It must not call back into this server.
     std::function<void(const std::string&)> on_unservable;
+
+    /// The store a relay forwards to, with `token` (docs/rendezvous.md).
+    struct Upstream {
+      std::string host;
+      int port = 0;
+      bool munge = false;   ///< as StoreClient::Options::munge
+      std::string process;  ///< as StoreClient::Options::server_process
+      std::chrono::milliseconds timeout = Store::kDefaultTimeout;  ///< connecting, and quick calls
+    };
+    /// Relay mode: this server keeps no keys of its own; every request of
+    /// cohort's protocol goes to `relay_to`, in batches on one connection
+    /// (ADDs of one key in a batch as one ADD) and, for requests that may
+    /// wait, on one connection per distinct request in flight (identical
+    /// ones that arrive meanwhile go up together, once, when it returns).
+    /// How a node's agent lets its workers meet through it: the job's store
+    /// sees a few connections per node, and one node's ranks reading one
+    /// table cost it two copies, not one per rank. SET_ON_CLOSE is refused
+    /// (the relay's connection, not the client's, would be the one that
+    /// ends). No TCPStore port (`torch_port` must be -1).
+    std::optional<Upstream> relay_to;
   };
 
   /// Binds, then serves until destroyed. Throws cohort::Error naming
@@ -143,6 +164,10 @@ class StoreServer {
   /// Requests waiting for keys (GET, WAIT, BARRIER), as of the server's
   /// last turn (for tests and diagnostics).
   std::size_t waiting_count() const noexcept;
+
+  /// In relay mode, the connections open to the upstream store (for tests
+  /// and diagnostics); 0 otherwise.
+  std::size_t upstream_connection_count() const noexcept;
 
   /// Waits until no client is connected, or `timeout` passes; returns whether
   /// none is. For a process that hosts the store and is done with it: its

@@ -3,6 +3,7 @@
 #include "launch/agent.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -169,6 +170,7 @@ int Agent::run_job() {
               " while waiting to join the job\n"));
     return detail::stop_exit_code(stopped.signal);
   }
+  start_relay();
   lifecycle_->begin_attempt(group_->node_rank());
   if (!options_.trace.empty()) {
     timeline_ = std::make_unique<detail::Timeline>(group_->member_id(), host_);
@@ -251,6 +253,21 @@ int Agent::run_job() {
     }
     group_->forget_torch_keys();  // the old workers are gone; the new start afresh
   }
+}
+
+// This node's workers meet through a relay of the job's store
+// (docs/rendezvous.md), unless this agent serves that store itself, or
+// COHORT_STORE_RELAY=0.
+void Agent::start_relay() {
+  const char* relay = std::getenv("COHORT_STORE_RELAY");
+  if (!multi_node() || group_->serves_store() || (relay != nullptr && std::string(relay) == "0")) {
+    return;
+  }
+  StoreServer::Options options;
+  options.token = group_->token();
+  options.relay_to = StoreServer::Options::Upstream{group_->store_host(), group_->store_port(),
+                                                    group_->munge(), "", Store::kDefaultTimeout};
+  relay_ = std::make_unique<StoreServer>(std::move(options));
 }
 
 std::string Agent::node_name() const {

@@ -101,11 +101,11 @@ void Agent::spawn_all(int attempt) {
     identity.master_addr = master_addr;
     identity.master_port = master_port;
     identity.agent_store = options_.agent_store;
-    identity.store_addr = group_->store_host();
-    identity.store_port = group_->store_port();
+    identity.store_addr = relay_ ? "127.0.0.1" : group_->store_host();
+    identity.store_port = relay_ ? relay_->port() : group_->store_port();
     identity.job_token = group_->token();
-    identity.store_munge = group_->munge();
-    if (group_->serves_store()) identity.store_process = own_identity;
+    identity.store_munge = !relay_ && group_->munge();
+    if (relay_ || group_->serves_store()) identity.store_process = own_identity;
     identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
     identity.omp_threads = threads_.threads;
     identity.socket_interface = interface;

@@ -2,7 +2,6 @@
 // their timeout to the server, which answers "timeout" itself, so the
 // connection stays usable; the client waits a little longer than that to
 // tell a slow server from a dead one.
-#include <thread>
 
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 namespace cohort {
 
 using detail::cat;
-using detail::Clock;
 namespace wire = detail::store_protocol;
 
 namespace {
@@ -40,28 +38,10 @@ std::string quoted_list(const std::vector<std::string>& keys) {
 
 StoreClient::StoreClient(Options options)
     : options_(std::move(options)), address_(cat(options_.host, ":", options_.port)) {
-  // Retry with exponential backoff (10 ms doubling to 500 ms) until the
-  // timeout: the server may not be listening yet.
-  const auto deadline = detail::deadline_after(options_.timeout);
-  auto backoff = std::chrono::milliseconds(10);
-  std::string error;
-  for (;;) {
-    detail::Fd fd = detail::connect_tcp(options_.host, options_.port, deadline, &error);
-    if (fd.valid()) {
-      detail::authenticate_to_store(
-          fd.get(), address_, {options_.token, options_.munge, options_.server_process}, deadline);
-      fd_ = fd.release();
-      return;
-    }
-    const auto now = Clock::now();
-    if (now >= deadline) break;
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-  }
-  throw StoreError(cat("could not connect to the store at ", address_, " within ",
-                       options_.timeout.count(), " ms: ", error,
-                       "; is the process that hosts it (cohort run's agent, or rank 0) running, "
-                       "and does this host reach it (`cohort env` shows the route)?"));
+  fd_ = detail::connect_to_store(options_.host, options_.port,
+                                 {options_.token, options_.munge, options_.server_process},
+                                 options_.timeout)
+            .release();
 }
 
 StoreClient::~StoreClient() {

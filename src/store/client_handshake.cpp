@@ -1,5 +1,8 @@
 #include "store/client_handshake.hpp"
 
+#include <algorithm>
+#include <thread>
+
 #include <unistd.h>
 
 #include <cohort/errors.hpp>
@@ -167,6 +170,29 @@ void authenticate_to_store(int fd, const std::string& address, const ExpectedSto
       fd, wire::proof(store_proof::client_proof(token, client_nonce, server_nonce), credential),
       address, deadline);
   expect_ok(fd, address, deadline, munge_error);
+}
+
+Fd connect_to_store(const std::string& host, int port, const ExpectedStore& expected,
+                    std::chrono::milliseconds timeout) {
+  const std::string address = cat(host, ":", port);
+  const auto deadline = deadline_after(timeout);
+  auto backoff = std::chrono::milliseconds(10);
+  std::string error;
+  for (;;) {
+    Fd fd = connect_tcp(host, port, deadline, &error);
+    if (fd.valid()) {
+      authenticate_to_store(fd.get(), address, expected, deadline);
+      return fd;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  throw StoreError(cat("could not connect to the store at ", address, " within ", timeout.count(),
+                       " ms: ", error,
+                       "; is the process that hosts it (cohort run's agent, or rank 0) running, "
+                       "and does this host reach it (`cohort env` shows the route)?"));
 }
 
 }  // namespace cohort::detail

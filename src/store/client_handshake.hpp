@@ -4,9 +4,11 @@
 // credential, and the client fails at once, naming the port.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
+#include "core/fd.hpp"
 #include "core/socket.hpp"
 
 namespace cohort::detail {
@@ -33,5 +35,11 @@ struct ExpectedStore {
 /// which check failed.
 void authenticate_to_store(int fd, const std::string& address, const ExpectedStore& expected,
                            Deadline deadline);
+
+/// Connects to the store at host:port and runs the handshake, retrying with
+/// backoff (10 ms doubling to 500 ms) until `timeout`: the server may not be
+/// listening yet. Throws cohort::StoreError naming host:port.
+Fd connect_to_store(const std::string& host, int port, const ExpectedStore& expected,
+                    std::chrono::milliseconds timeout);
 
 }  // namespace cohort::detail

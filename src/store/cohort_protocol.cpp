@@ -9,6 +9,7 @@
 #include "store/munge_credential.hpp"
 #include "store/proof.hpp"
 #include "store/protocol.hpp"
+#include "store/relay.hpp"
 
 namespace cohort::detail {
 
@@ -28,7 +29,8 @@ std::size_t CohortProtocol::receive_limit(const StoreCore& core,
 
 bool CohortProtocol::handle(StoreCore& core, Id id, Connection& connection) {
   std::size_t used = 0;
-  while (!core.keys().waiting(id) && !connection.closing && connection.held_answer.empty()) {
+  while (!core.keys().waiting(id) && !connection.relayed && !connection.closing &&
+         connection.held_answer.empty()) {
     const std::size_t available = connection.in.size() - used;
     if (available < wire::kFrameHeaderBytes) break;
     const std::uint32_t length = wire::frame_length(connection.in.data() + used);
@@ -148,6 +150,23 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
   const auto op = static_cast<wire::Op>(reader.u8());
   wire::Writer reply;
   reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
+  if (StoreRelay* relay = core.relay(); relay != nullptr) {
+    if (op == wire::Op::set_on_close) {
+      connection.out += wire::Writer()
+                            .u8(static_cast<std::uint8_t>(wire::Status::error))
+                            .bytes(
+                                "SET_ON_CLOSE is not relayed: this store is a node's relay "
+                                "(its own connection to the job's store would be the one "
+                                "that ends); connect to the job's store itself")
+                            .frame();
+      return;
+    }
+    if (op != wire::Op::clear_on_close) {
+      relay->forward(id, relayed_request(payload));
+      connection.relayed = true;
+      return;
+    }
+  }
   switch (op) {
     case wire::Op::set: {
       std::string key(reader.bytes());

@@ -104,6 +104,13 @@ std::uint32_t frame_length(const char* header) noexcept {
   return static_cast<std::uint32_t>(read_le(header, 4));
 }
 
+std::string framed(std::string_view payload) {
+  std::string frame(kFrameHeaderBytes, '\0');
+  for (std::size_t i = 0; i < kFrameHeaderBytes; ++i)
+    frame[i] = static_cast<char>((std::uint64_t{payload.size()} >> (8 * i)) & 0xff);
+  return frame.append(payload);
+}
+
 std::string hello(std::string_view client_nonce) {
   Writer writer;
   for (char c : kMagic)

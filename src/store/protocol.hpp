@@ -87,6 +87,8 @@ class Reader {
 
 /// The payload length in a frame header.
 std::uint32_t frame_length(const char* header) noexcept;
+/// `payload` as one frame, header included.
+std::string framed(std::string_view payload);
 
 // The handshake (docs/store-protocol.md): neither side sends the job token,
 // each proves it knows it (store/proof.hpp).

@@ -34,6 +34,7 @@
 #include "store/handshake_slots.hpp"
 #include "store/key_space.hpp"
 #include "store/proof.hpp"
+#include "store/relay.hpp"
 #include "store/store_protocol.hpp"
 #include "store/torch_protocol.hpp"
 #include "store/torch_wire.hpp"
@@ -105,6 +106,11 @@ struct StoreServer::Impl final : detail::StoreCore {
   std::size_t pending_bytes = 0;         // every connection's `counted`
   detail::LogLimiter refusals;           // peers refused or dropped
   detail::LogLimiter descriptors{1, std::chrono::seconds(10)};  // EMFILE
+  // Relay mode: answers from the upstream store, for the loop to hand out.
+  std::mutex relayed_mutex;
+  std::vector<std::pair<std::uint64_t, std::string>> relayed;
+  // Last: stopped (its threads joined) before what its answers go into.
+  std::unique_ptr<detail::StoreRelay> relay_to;
 
   explicit Impl(Options opts) : server_options(std::move(opts)) {
     detail::raise_open_file_limit();
@@ -128,6 +134,23 @@ struct StoreServer::Impl final : detail::StoreCore {
     }
     watch(wake.get(), kWakeId, EPOLLIN);
     watch(task.get(), kTaskId, EPOLLIN);
+    if (server_options.relay_to) {
+      if (server_options.torch_port >= 0) {
+        throw Error(
+            "store server: a relay (Options::relay_to) serves no TCPStore port; "
+            "set torch_port to -1");
+      }
+      relay_to =
+          std::make_unique<detail::StoreRelay>(*server_options.relay_to, server_options.token,
+                                               [this](std::uint64_t id, std::string answer) {
+                                                 {
+                                                   std::lock_guard<std::mutex> lock(relayed_mutex);
+                                                   relayed.emplace_back(id, std::move(answer));
+                                                 }
+                                                 const std::uint64_t one = 1;
+                                                 (void)!::write(task.get(), &one, sizeof(one));
+                                               });
+    }
     thread = std::thread([this] {
       run();
       detail::store_proof::forget_thread_state();  // its nonces' generators
@@ -176,6 +199,8 @@ struct StoreServer::Impl final : detail::StoreCore {
     close_connection(id);
     server_options.on_unservable(why);  // whoever runs the job says it, in its report
   }
+
+  detail::StoreRelay* relay() override { return relay_to.get(); }
 
   // --- the loop -----------------------------------------------------------
   void watch(int fd, std::uint64_t id, std::uint32_t events, int op = EPOLL_CTL_ADD) {
@@ -241,10 +266,23 @@ struct StoreServer::Impl final : detail::StoreCore {
     }
   }
 
-  // What other threads asked (StoreServer::forget_torch_keys).
+  // What other threads asked (StoreServer::forget_torch_keys), and the
+  // relay's answers: each to its connection, whose later frames go on.
   void run_tasks() {
     std::uint64_t count = 0;
     (void)!::read(task.get(), &count, sizeof(count));
+    std::vector<std::pair<std::uint64_t, std::string>> answers;
+    {
+      std::lock_guard<std::mutex> lock(relayed_mutex);
+      answers.swap(relayed);
+    }
+    for (auto& [id, answer] : answers) {
+      auto it = connections.find(id);
+      if (it == connections.end()) continue;  // closed while its request was out
+      it->second.out += answer;
+      it->second.relayed = false;
+      resumed.push_back(id);
+    }
     std::lock_guard<std::mutex> lock(task_mutex);
     if (!forget_requested) return;
     key_space.forget_prefix(detail::kTorchKeyPrefix);
@@ -405,6 +443,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   // their answers, then close. A request that would wait is abandoned: its
   // client has stopped talking and cannot be woken.
   void finish_after_eof(std::uint64_t id, Connection& connection) {
+    if (connection.relayed) return;  // its answer comes, then this again
     if (key_space.waiting(id) || connection.out.empty()) return close_connection(id);
     connection.closing = true;
     connection.want_write = true;
@@ -499,6 +538,10 @@ void StoreServer::forget_torch_keys() {
 
 std::size_t StoreServer::connection_count() const noexcept {
   return impl_->open_connections;
+}
+
+std::size_t StoreServer::upstream_connection_count() const noexcept {
+  return impl_->relay_to ? impl_->relay_to->connection_count() : 0;
 }
 
 std::size_t StoreServer::waiting_count() const noexcept {

@@ -24,6 +24,7 @@
 namespace cohort::detail {
 
 class StoreProtocol;
+class StoreRelay;
 
 /// What a protocol keeps of one connection between arrivals of its bytes.
 class ConnectionState {
@@ -39,6 +40,7 @@ struct Connection {
   std::string out;  // bytes to send
   StoreProtocol* protocol = nullptr;
   bool authenticated = false;
+  bool relayed = false;  // its request is with the relay's upstream store; later frames wait
   // During the handshake, after the client's hello: its nonce, then the
   // server's (each store_proof::kNonceBytes).
   std::string challenge;
@@ -76,6 +78,9 @@ class StoreCore {
   /// A client asked what this store can never serve: closes it, and tells
   /// whoever runs the job (once), who can end it now.
   virtual void unservable(Id id, Connection& connection, const std::string& why) = 0;
+  /// In relay mode (StoreServer::Options::relay_to), where requests go: the
+  /// answer comes back into the connection's `out` later. nullptr otherwise.
+  virtual StoreRelay* relay() = 0;
 
  protected:
   ~StoreCore() = default;

@@ -196,6 +196,39 @@ TEST_F(MultiNode, SrunOneAgentPerNodeRunsEightRanksOnFourHosts) {
   }
 }
 
+// Workers on the nodes that do not serve the job's store reach it through
+// their own agent's relay (a port on loopback, docs/rendezvous.md), and the
+// job runs as before; COHORT_STORE_RELAY=0 sends them to the store itself.
+TEST_F(MultiNode, WorkersMeetThroughTheirNodesRelay) {
+  const std::vector<std::string> job{"srun",
+                                     "-N4",
+                                     "--ntasks-per-node=1",
+                                     kCohort,
+                                     "run",
+                                     "-n",
+                                     "2",
+                                     "sh",
+                                     "-c",
+                                     "echo store $COHORT_STORE_ADDR; exec \"$0\"",
+                                     kReduction};
+  // Of `host`'s lines, those that say the store is on loopback.
+  const auto on_loopback = [](const std::string& out, const std::string& host) {
+    std::size_t count = 0;
+    for (const std::string& line : lines_with(out, "store 127.0.0.1"))
+      count += line.find("[" + host + ":") != std::string::npos ? 1 : 0;
+    return count;
+  };
+  auto relayed = on("head", job);
+  expect_reduction(relayed, 8, kFourNodesTwoEach);
+  EXPECT_EQ(on_loopback(relayed.out, "n1"), 0u) << relayed.out;  // the store's own node
+  for (const std::string host : {"n2", "n3", "n4"})
+    EXPECT_EQ(on_loopback(relayed.out, host), 2u) << host << "\n" << relayed.out;
+  env_["COHORT_STORE_RELAY"] = "0";
+  auto direct = on("head", job);
+  expect_reduction(direct, 8, kFourNodesTwoEach);
+  EXPECT_EQ(lines_with(direct.out, "store 127.0.0.1").size(), 0u) << direct.out;
+}
+
 // The hier backend passes the collective conformance suite with its ranks
 // as processes on two hosts, two each (tests/comm/conformance_test.cpp, entry
 // hier_cluster), and is what cohort::init() chooses for such a job.

@@ -246,5 +246,17 @@ TEST(FuzzReplay, PeerEntries) {
   replay(peer_entries, {"n1 1234\nn2 99", "host\n 7\nh -5\nh 99999999999999999999", "\n\n"});
 }
 
+TEST(FuzzReplay, RelayRequest) {
+  namespace wire = detail::store_protocol;
+  const auto payload = [](wire::Writer writer) {
+    return writer.frame().substr(wire::kFrameHeaderBytes);
+  };
+  const auto request = [](wire::Op op) { return wire::Writer().u8(static_cast<std::uint8_t>(op)); };
+  replay(relay_request, {payload(request(wire::Op::add).bytes("n").i64(-3)),
+                         payload(request(wire::Op::multi_get).strings({"a", "b"}).i64(1000)),
+                         payload(request(wire::Op::compare_set).bytes("k").bytes("").bytes("v")),
+                         payload(request(wire::Op::get).bytes("k")), std::string(1, '\x63'), ""});
+}
+
 }  // namespace
 }  // namespace cohort::fuzz

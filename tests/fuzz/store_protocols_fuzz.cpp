@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fuzz/fuzz_target.hpp"
+#include "fuzz/store_core_double.hpp"
 #include "store/cohort_protocol.hpp"
 #include "store/torch_protocol.hpp"
 
@@ -26,25 +27,7 @@ namespace cohort::fuzz {
 namespace {
 
 using detail::Connection;
-
-class Core final : public detail::StoreCore {
- public:
-  Core() { options_.token = "fuzz-token"; }  // every limit is the server's default
-  detail::KeySpace& keys() override { return keys_; }
-  const StoreServer::Options& options() const override { return options_; }
-  uid_t user() const override { return geteuid(); }
-  void drop(Id, Connection& connection, const std::string&) override { connection.closing = true; }
-  void log_refusal(const std::string&) override {}
-  void end_handshake(Connection&) override {}
-  bool judged(Connection&, bool) override { return false; }
-  void unservable(Id, Connection& connection, const std::string&) override {
-    connection.closing = true;
-  }
-
- private:
-  detail::KeySpace keys_;
-  StoreServer::Options options_;
-};
+using Core = StoreCoreDouble;
 
 struct Peer {
   Connection connection;

@@ -1,0 +1,368 @@
+#include "store/relay.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <sys/socket.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/fd.hpp"
+#include "core/socket.hpp"
+#include "core/strings.hpp"
+#include "store/client_handshake.hpp"
+
+namespace cohort::detail {
+
+namespace wire = store_protocol;
+
+namespace {
+
+// As StoreClient's: how much longer than a wait's own timeout the store may
+// take to answer "timeout" before it counts as lost.
+constexpr std::chrono::milliseconds kServerGrace{5000};
+constexpr std::size_t kMaxAnswerBytes = 0xffffffffu;
+
+std::string error_frame(const std::string& text) {
+  return wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::error)).bytes(text).frame();
+}
+
+std::chrono::milliseconds timeout_field(wire::Reader& reader) {
+  return std::chrono::milliseconds(std::max<std::int64_t>(0, reader.i64()));
+}
+
+// Requests of one batch as they go up: an ADD may stand for several.
+struct Outgoing {
+  std::string frame;
+  bool add = false;
+  std::int64_t total = 0;                                     // an ADD's deltas together
+  std::vector<std::pair<std::uint64_t, std::int64_t>> parts;  // client, its delta
+};
+
+std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedRequest>> batch) {
+  std::vector<Outgoing> out;
+  std::unordered_map<std::string, std::size_t> add_at;  // key -> its ADD in `out`
+  for (auto& [id, request] : batch) {
+    if (request.op == wire::Op::add) {
+      const auto at = add_at.find(request.add_key);
+      std::int64_t sum = 0;
+      if (at != add_at.end() &&
+          !__builtin_add_overflow(out[at->second].total, request.add_delta, &sum)) {
+        out[at->second].total = sum;
+        out[at->second].parts.emplace_back(id, request.add_delta);
+        continue;
+      }
+      add_at[request.add_key] = out.size();
+      out.push_back({std::move(request.frame), true, request.add_delta, {{id, request.add_delta}}});
+      continue;
+    }
+    out.push_back({std::move(request.frame), false, 0, {{id, 0}}});
+  }
+  for (auto& [key, at] : add_at) {
+    if (out[at].parts.size() > 1) {
+      out[at].frame = wire::Writer()
+                          .u8(static_cast<std::uint8_t>(wire::Op::add))
+                          .bytes(key)
+                          .i64(out[at].total)
+                          .frame();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool RelayedRequest::may_wait() const noexcept {
+  return op == wire::Op::get || op == wire::Op::wait || op == wire::Op::multi_get;
+}
+
+RelayedRequest relayed_request(std::string_view payload) {
+  wire::Reader reader(payload);
+  RelayedRequest request;
+  request.op = static_cast<wire::Op>(reader.u8());
+  switch (request.op) {
+    case wire::Op::set:
+      reader.bytes();
+      reader.bytes();
+      break;
+    case wire::Op::get:
+      reader.bytes();
+      request.timeout = timeout_field(reader);
+      break;
+    case wire::Op::wait:
+    case wire::Op::multi_get:
+      reader.strings();
+      request.timeout = timeout_field(reader);
+      break;
+    case wire::Op::add:
+      request.add_key = std::string(reader.bytes());
+      request.add_delta = reader.i64();
+      break;
+    case wire::Op::compare_set:
+      reader.bytes();
+      reader.bytes();
+      reader.bytes();
+      break;
+    case wire::Op::check:
+      reader.strings();
+      break;
+    case wire::Op::delete_key:
+      reader.bytes();
+      break;
+    case wire::Op::num_keys:
+      break;
+    default:
+      throw wire::ProtocolError(
+          cat("unknown operation ", int{static_cast<std::uint8_t>(request.op)}));
+  }
+  reader.expect_end();
+  request.frame = wire::framed(payload);
+  return request;
+}
+
+struct StoreRelay::Impl {
+  StoreServer::Options::Upstream upstream;
+  std::string token;
+  Deliver deliver;
+  std::string address;
+  std::atomic<std::size_t> connections{0};
+
+  std::mutex mutex;  // guards everything below
+  std::condition_variable batch_ready;
+  std::condition_variable lane_ready;
+  bool stopping = false;
+  std::vector<std::pair<Id, RelayedRequest>> batch;  // quick requests not yet sent
+  // Requests that may wait, by their frame: `going` go up together on the
+  // next call; `next` came while one was out, and go when it returns.
+  struct Group {
+    std::chrono::milliseconds timeout{0};
+    bool out = false;
+    std::vector<Id> going;
+    std::vector<Id> next;
+  };
+  std::unordered_map<std::string, Group> groups;
+  std::deque<std::string> ready;  // groups that wait for a lane
+  std::size_t idle_lanes = 0;
+  std::vector<std::thread> threads;
+  std::vector<int> open;  // upstream sockets, shut down when stopping
+
+  // One blocking connection to the upstream store.
+  class Link {
+   public:
+    explicit Link(Impl& relay) : relay_(relay) {
+      fd_ = connect_to_store(relay.upstream.host, relay.upstream.port,
+                             {relay.token, relay.upstream.munge, relay.upstream.process},
+                             relay.upstream.timeout);
+      std::lock_guard<std::mutex> lock(relay.mutex);
+      if (relay.stopping) throw StoreError("the relay is stopping");
+      relay.open.push_back(fd_.get());
+      ++relay.connections;
+    }
+    ~Link() {
+      std::lock_guard<std::mutex> lock(relay_.mutex);
+      relay_.open.erase(std::find(relay_.open.begin(), relay_.open.end(), fd_.get()));
+      --relay_.connections;
+      fd_.reset();  // under the lock: the number is not shut down once reused
+    }
+    Link(const Link&) = delete;
+    Link& operator=(const Link&) = delete;
+
+    // Sends `requests` (`count` frames), then reads their `count` answers.
+    bool exchange(const std::string& requests, std::size_t count, Deadline deadline,
+                  std::vector<std::string>* answers, std::string* error) {
+      if (!send_all(fd_.get(), requests.data(), requests.size(), deadline, error)) return false;
+      std::string payload;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (!recv_frame(fd_.get(), &payload, kMaxAnswerBytes, deadline, error)) return false;
+        if (payload.empty()) {
+          *error = "sent an empty answer";
+          return false;
+        }
+        answers->push_back(wire::framed(payload));
+      }
+      return true;
+    }
+
+   private:
+    Impl& relay_;
+    Fd fd_;
+  };
+
+  std::string lost(const std::string& why) const {
+    return cat("lost the job's store at ", address, " (through this node's relay): it ", why,
+               why == "timed out" ? "" : " (has the process that hosts it exited?)");
+  }
+
+  // Connects `link` if it is not; false and `*error` (an answer frame) when it cannot.
+  bool connected(std::optional<Link>& link, std::string* error) {
+    if (link) return true;
+    try {
+      link.emplace(*this);
+      return true;
+    } catch (const Error& failure) {
+      *error = error_frame(cat(failure.what(), " (through this node's relay)"));
+      return false;
+    }
+  }
+
+  // The quick requests: one batch out at a time, on one connection. Once
+  // that connection is lost, every later request is answered with why: the
+  // job's store does not come back.
+  void run_batches() {
+    std::optional<Link> link;
+    std::string broken;
+    for (;;) {
+      std::vector<std::pair<Id, RelayedRequest>> taken;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        batch_ready.wait(lock, [&] { return stopping || !batch.empty(); });
+        if (stopping) return;
+        taken.swap(batch);
+      }
+      std::vector<Outgoing> outgoing = merge_adds(std::move(taken));
+      std::string requests;
+      for (const Outgoing& request : outgoing)
+        requests += request.frame;
+      std::vector<std::string> answers;
+      std::string why;
+      if (broken.empty() && connected(link, &broken) &&
+          !link->exchange(requests, outgoing.size(), deadline_after(upstream.timeout), &answers,
+                          &why)) {
+        broken = error_frame(lost(why));
+        link.reset();
+      }
+      for (std::size_t i = 0; i < outgoing.size(); ++i)
+        share(outgoing[i], broken.empty() ? answers[i] : broken);
+    }
+  }
+
+  // Hands an answer to the clients a request stood for: a shared ADD's sum
+  // is counted out in the order of their deltas.
+  void share(const Outgoing& request, const std::string& answer) {
+    const bool ok = answer.size() > wire::kFrameHeaderBytes &&
+                    static_cast<wire::Status>(answer[wire::kFrameHeaderBytes]) == wire::Status::ok;
+    if (!request.add || request.parts.size() == 1 || !ok) {
+      for (const auto& part : request.parts)
+        deliver(part.first, answer);
+      return;
+    }
+    wire::Reader reader(std::string_view(answer).substr(wire::kFrameHeaderBytes + 1));
+    std::int64_t value = reader.i64() - request.total;
+    for (const auto& [id, delta] : request.parts) {
+      value += delta;
+      deliver(id,
+              wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).i64(value).frame());
+    }
+  }
+
+  // A lane: takes a waiting group, sends its request once for all its
+  // clients, and again for those that came meanwhile, until none did.
+  void run_lane() {
+    std::optional<Link> link;
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      lane_ready.wait(lock, [&] { return stopping || !ready.empty(); });
+      if (stopping) break;
+      const std::string frame = std::move(ready.front());
+      ready.pop_front();
+      --idle_lanes;
+      for (;;) {
+        Group& group = groups.at(frame);
+        std::vector<Id> going = std::exchange(group.going, {});
+        group.out = true;
+        const std::chrono::milliseconds timeout = group.timeout;
+        lock.unlock();
+        const std::string answer = call(link, frame, timeout);
+        for (Id id : going)
+          deliver(id, answer);
+        lock.lock();
+        Group& after = groups.at(frame);
+        if (after.next.empty() || stopping) {
+          groups.erase(frame);
+          break;
+        }
+        after.going = std::exchange(after.next, {});
+      }
+      ++idle_lanes;
+    }
+    lock.unlock();
+    link.reset();
+  }
+
+  std::string call(std::optional<Link>& link, const std::string& frame,
+                   std::chrono::milliseconds server_timeout) {
+    std::string error;
+    if (!connected(link, &error)) return error;
+    const Deadline deadline =
+        deadline_after(std::max(upstream.timeout, saturating_sum(server_timeout, kServerGrace)));
+    std::vector<std::string> answers;
+    if (link->exchange(frame, 1, deadline, &answers, &error)) return answers[0];
+    link.reset();  // out of step: the next request connects again
+    return error_frame(lost(error));
+  }
+
+  void forward(Id id, RelayedRequest request) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!request.may_wait()) {
+      batch.emplace_back(id, std::move(request));
+      batch_ready.notify_one();
+      return;
+    }
+    auto [at, fresh] = groups.try_emplace(std::move(request.frame));
+    Group& group = at->second;
+    if (!fresh) {
+      (group.out ? group.next : group.going).push_back(id);
+      return;
+    }
+    group.timeout = request.timeout;
+    group.going.push_back(id);
+    ready.push_back(at->first);
+    if (idle_lanes < ready.size()) {
+      ++idle_lanes;
+      threads.emplace_back([this] { run_lane(); });
+    }
+    lane_ready.notify_one();
+  }
+};
+
+StoreRelay::StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->address = cat(upstream.host, ":", upstream.port);
+  impl_->upstream = std::move(upstream);
+  impl_->token = std::move(token);
+  impl_->deliver = std::move(deliver);
+  impl_->threads.emplace_back([this] { impl_->run_batches(); });
+}
+
+StoreRelay::~StoreRelay() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+    for (int fd : impl_->open)
+      ::shutdown(fd, SHUT_RDWR);  // a lane blocked in a long wait returns now
+    threads.swap(impl_->threads);
+  }
+  impl_->batch_ready.notify_all();
+  impl_->lane_ready.notify_all();
+  for (std::thread& thread : threads)
+    thread.join();
+}
+
+void StoreRelay::forward(Id id, RelayedRequest request) {
+  impl_->forward(id, std::move(request));
+}
+
+std::size_t StoreRelay::connection_count() const noexcept {
+  return impl_->connections;
+}
+
+}  // namespace cohort::detail

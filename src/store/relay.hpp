@@ -1,0 +1,76 @@
+// What a StoreServer in relay mode (StoreServer::Options::relay_to) does
+// with its clients' requests: sends them to the job's store and hands each
+// answer back. How a node's ranks meet through their agent
+// (docs/rendezvous.md).
+//
+// Requests that the store answers at once (SET ADD COMPARE_SET CHECK
+// DELETE NUM_KEYS) go up in batches on one connection: what arrives while a
+// batch is out goes with the next, and the ADDs of one key in a batch go as
+// one ADD whose sum is shared out. Requests that may wait (GET WAIT
+// MULTI_GET) each take a connection of their own (a lane) while they are
+// out, one per distinct request: identical ones that arrive meanwhile go up
+// together, once, when it returns. So the L ranks of a node that wait for
+// one table and read it cost the store two requests and two copies, not L.
+//
+// Every request in a batch is concurrent with the others (a client has one
+// request out at a time: the server holds its later frames), so any order
+// among them, and one ADD for several, is one the store could have chosen.
+// A read is never answered from an earlier read than its own arrival.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <cohort/store.hpp>
+
+#include "store/protocol.hpp"
+
+namespace cohort::detail {
+
+/// One client request, as much as the relay needs of it.
+struct RelayedRequest {
+  store_protocol::Op op{};
+  std::string frame;  ///< the request, framed as the client sent it
+  std::string add_key;
+  std::int64_t add_delta = 0;
+  std::chrono::milliseconds timeout{0};  ///< GET WAIT MULTI_GET: the server's own
+  /// Whether the store may hold the answer until keys are set.
+  bool may_wait() const noexcept;
+};
+
+/// Reads a request's payload as the store would, just enough to relay it:
+/// throws store_protocol::ProtocolError where the store would close the
+/// connection (so one malformed client never breaks a shared upstream one).
+/// SET_ON_CLOSE and CLEAR_ON_CLOSE are not relayed (the caller answers).
+RelayedRequest relayed_request(std::string_view payload);
+
+class StoreRelay {
+ public:
+  using Id = std::uint64_t;
+  /// Called on the relay's own threads, once for every forward(), with the
+  /// answer frame for that client (the store's, or one the relay made: the
+  /// shared ADD's share, or an error naming the upstream store).
+  using Deliver = std::function<void(Id, std::string)>;
+
+  /// Connects nothing yet: the first request does.
+  StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver);
+  /// Ends the upstream connections (requests still out are answered with an
+  /// error, or not at all once the relay's owner is gone).
+  ~StoreRelay();
+  StoreRelay(const StoreRelay&) = delete;
+  StoreRelay& operator=(const StoreRelay&) = delete;
+
+  void forward(Id id, RelayedRequest request);
+  /// Upstream connections open now.
+  std::size_t connection_count() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort::detail

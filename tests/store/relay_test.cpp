@@ -1,0 +1,180 @@
+// A node's relay of the job's store (StoreServer::Options::relay_to) over
+// real TCP on loopback: every operation reaches the store, ADDs that go up
+// as one still give each client its own count, a node's ranks waiting for
+// one key hold two connections to the store instead of one each, and a lost
+// store is named to every client.
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <cohort/errors.hpp>
+#include <cohort/store.hpp>
+
+namespace cohort {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kToken = "relay-test-token";
+
+class StoreRelayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreServer::Options options;
+    options.token = kToken;
+    store_ = std::make_unique<StoreServer>(options);
+    StoreServer::Options relay;
+    relay.token = kToken;
+    relay.relay_to = StoreServer::Options::Upstream{"127.0.0.1", store_->port(), false, "", 10s};
+    relay_ = std::make_unique<StoreServer>(relay);
+  }
+  static std::unique_ptr<StoreClient> client_of(const StoreServer& server) {
+    StoreClient::Options options;
+    options.port = server.port();
+    options.token = kToken;
+    options.timeout = 10s;
+    return std::make_unique<StoreClient>(options);
+  }
+  // Waits (bounded) until `count()` is `wanted`.
+  template <class Count>
+  static bool becomes(Count count, std::size_t wanted) {
+    for (int i = 0; i < 500 && count() != wanted; ++i)
+      std::this_thread::sleep_for(10ms);
+    return count() == wanted;
+  }
+
+  std::unique_ptr<StoreServer> store_;
+  std::unique_ptr<StoreServer> relay_;
+};
+
+TEST_F(StoreRelayTest, EveryOperationReachesTheStore) {
+  auto through = client_of(*relay_);
+  auto direct = client_of(*store_);
+  through->set("a", std::string("bytes\0nul", 9));
+  EXPECT_EQ(direct->get("a", 1s), std::string("bytes\0nul", 9));
+  direct->set("b", "from the store");
+  EXPECT_EQ(through->get("b", 1s), "from the store");
+  EXPECT_EQ(through->add("n", 5), 5);
+  EXPECT_EQ(through->add("n", -2), 3);
+  EXPECT_EQ(through->compare_set("k", "", "first"), "first");
+  EXPECT_EQ(through->compare_set("k", "wrong", "second"), "first");
+  EXPECT_EQ(through->multi_get({"a", "b", "k"}, 1s),
+            (std::vector<std::string>{std::string("bytes\0nul", 9), "from the store", "first"}));
+  EXPECT_TRUE(through->check({"a", "n"}));
+  EXPECT_FALSE(through->check({"a", "missing"}));
+  EXPECT_EQ(through->num_keys(), direct->num_keys());
+  EXPECT_TRUE(through->delete_key("a"));
+  EXPECT_FALSE(direct->check({"a"}));
+  direct->set("text", "abc");
+  EXPECT_THROW(through->add("text", 1), StoreError);  // the store's own error, passed on
+  try {
+    through->get("never", 50ms);
+    ADD_FAILURE() << "a GET of a key never set returned";
+  } catch (const Timeout& timeout) {
+    EXPECT_NE(std::string(timeout.what()).find("'never'"), std::string::npos) << timeout.what();
+  }
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);
+    direct->set("late", "1");
+  });
+  through->wait({"late"}, 10s);
+  later.join();
+  through->clear_on_close();  // nothing was asked: no error
+}
+
+TEST_F(StoreRelayTest, AddsOfManyClientsAtOnceEachGetTheirOwnCount) {
+  constexpr int kClients = 24;
+  constexpr int kAdds = 60;
+  std::vector<std::vector<std::int64_t>> seen(kClients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      auto through = client_of(*relay_);
+      for (int i = 0; i < kAdds; ++i)
+        seen[c].push_back(through->add("counter", c % 2 == 0 ? 1 : 2));
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  // Each count a client saw is the counter's value just after its own ADD:
+  // all distinct, each client's increasing, and the last one is the total.
+  std::vector<std::int64_t> all;
+  for (const auto& mine : seen) {
+    EXPECT_TRUE(std::is_sorted(mine.begin(), mine.end()));
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "two clients saw one count";
+  const std::int64_t total = (kClients / 2) * kAdds * 1 + (kClients / 2) * kAdds * 2;
+  EXPECT_EQ(all.back(), total);
+  EXPECT_EQ(client_of(*store_)->get("counter", 1s), std::to_string(total));
+}
+
+TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldTwoConnectionsToTheStore) {
+  constexpr int kRanks = 16;
+  const std::string table(200000, 't');
+  std::vector<std::unique_ptr<StoreClient>> ranks;
+  for (int r = 0; r < kRanks; ++r)
+    ranks.push_back(client_of(*relay_));
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      ranks[r]->wait({"table"}, 20s);
+      if (ranks[r]->get("table", 1s) == table) ++right;
+    });
+  }
+  // Every rank waits: the store holds the relay's one lane for all of them.
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
+  EXPECT_EQ(store_->connection_count(), 1u);
+  client_of(*store_)->set("table", table);
+  for (std::thread& thread : threads)
+    thread.join();
+  EXPECT_EQ(right, kRanks);
+  EXPECT_LE(relay_->upstream_connection_count(), 2u) << "one lane per distinct request out";
+  EXPECT_EQ(relay_->connection_count(), static_cast<std::size_t>(kRanks));
+}
+
+TEST_F(StoreRelayTest, SetOnCloseIsRefusedWithTheReason) {
+  auto through = client_of(*relay_);
+  try {
+    through->set_on_close("gone", "1");
+    ADD_FAILURE() << "SET_ON_CLOSE through a relay was taken";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("relay"), std::string::npos) << error.what();
+  }
+  through->set("after", "still fine");
+  EXPECT_EQ(through->get("after", 1s), "still fine");
+}
+
+TEST_F(StoreRelayTest, ALostStoreIsNamedToEveryClient) {
+  auto waiting = client_of(*relay_);
+  auto asking = client_of(*relay_);
+  asking->set("up", "1");  // the relay's quick connection is open
+  std::string waiting_error;
+  std::thread waiter([&] {
+    try {
+      waiting->wait({"never"}, 20s);
+    } catch (const StoreError& error) {
+      waiting_error = error.what();
+    }
+  });
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
+  const std::string address = "127.0.0.1:" + std::to_string(store_->port());
+  store_.reset();
+  waiter.join();
+  EXPECT_NE(waiting_error.find(address), std::string::npos) << waiting_error;
+  EXPECT_NE(waiting_error.find("relay"), std::string::npos) << waiting_error;
+  try {
+    asking->add("n", 1);
+    ADD_FAILURE() << "an ADD through a relay whose store is gone returned";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find(address), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace cohort
