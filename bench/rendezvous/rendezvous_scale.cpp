@@ -327,26 +327,6 @@ void serve_cohort(int in, int out, int n) {
   }
 }
 
-// `count` nodes' relays of the store at `store_port`, as their agents run
-// them (StoreServer::Options::relay_to), as threads of one process.
-void serve_relays(int in, int out, int store_port, int count) {
-  std::vector<std::unique_ptr<cohort::StoreServer>> relays;
-  std::string line;
-  for (int i = 0; i < count; ++i) {
-    cohort::StoreServer::Options options;
-    options.token = kToken;
-    options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", store_port, false, "",
-                                                              std::chrono::minutes(10)};
-    relays.push_back(std::make_unique<cohort::StoreServer>(options));
-    line += std::to_string(relays.back()->port()) + (i + 1 == count ? "\n" : " ");
-  }
-  (void)!write(out, line.data(), line.size());
-  close(out);
-  char c = 0;
-  while (read(in, &c, 1) > 0) {
-  }
-}
-
 void serve_torch(int in, int out, const std::string& python) {
   dup2(in, 0);
   dup2(out, 1);
@@ -365,13 +345,22 @@ struct Result {
   long grown_kib = 0;
 };
 
+// Which of the N ranks one process drives: ranks first .. first + its
+// count - 1; `whole` when it drives them all. A process that drives a
+// slice knows its own ranks only: whichever completes a count does what
+// the one that completes it does.
+struct Slice {
+  int first = 0;
+  bool whole = true;
+};
+
 // The pattern's requests from every rank, then its answers; seconds from
 // the first request sent to the last answer, nullopt past `limit`.
 using Pattern = std::optional<double> (*)(const Protocol&, std::vector<Fd>&, const Fd&, int,
-                                          std::chrono::seconds);
+                                          std::chrono::seconds, const Slice&);
 
 std::optional<double> wait_all(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
-                               int n, std::chrono::seconds limit) {
+                               int n, std::chrono::seconds limit, const Slice& slice) {
   const std::vector<std::string> keys = keys_of(n);
   const std::string wait = protocol.wait(keys);
   std::string sets;
@@ -380,7 +369,7 @@ std::optional<double> wait_all(const Protocol& protocol, std::vector<Fd>& ranks,
   const auto start = Clock::now();
   for (const Fd& fd : ranks)
     send_or_die(fd.get(), wait);
-  send_or_die(setter.get(), sets);
+  if (slice.first == 0) send_or_die(setter.get(), sets);
   for (const Fd& fd : ranks) {
     if (!receive(fd.get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
   }
@@ -388,7 +377,7 @@ std::optional<double> wait_all(const Protocol& protocol, std::vector<Fd>& ranks,
 }
 
 std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
-                              int n, std::chrono::seconds limit) {
+                              int n, std::chrono::seconds limit, const Slice& slice) {
   const std::string arrive = protocol.add("count") + protocol.wait({"done"});
   const auto start = Clock::now();
   for (const Fd& fd : ranks)
@@ -404,7 +393,7 @@ std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, 
       last_seen = true;
     }
   }
-  if (!last_seen) return std::nullopt;
+  if (!last_seen && slice.whole) return std::nullopt;
   for (const Fd& fd : ranks) {
     if (!receive(fd.get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
   }
@@ -415,19 +404,22 @@ std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, 
 // each rank SETs its 40-byte entry and ADDs itself in; the rank that
 // completes the count GETs every entry and SETs them as one table (in
 // exchange_values' encoding); every other rank WAITs for the table, then
-// GETs it. `ranks_per_entry` ranks share an entry (a host's identity).
+// GETs it, all at once as ranks do. `ranks_per_entry` ranks share an entry
+// (a host's identity).
 std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& ranks,
                                      const Fd& setter, int n, std::chrono::seconds limit,
-                                     int ranks_per_entry) {
+                                     const Slice& slice, int ranks_per_entry) {
   auto entry_of = [&](std::size_t rank) {
     std::string entry = "host-" + std::to_string(rank / static_cast<std::size_t>(ranks_per_entry));
     entry.resize(40, 'e');
     return entry;
   };
   const auto start = Clock::now();
+  const auto first = static_cast<std::size_t>(slice.first);
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     send_or_die(ranks[r].get(),
-                protocol.set("node/" + std::to_string(r), entry_of(r)) + protocol.add("arrived"));
+                protocol.set("node/" + std::to_string(first + r), entry_of(first + r)) +
+                    protocol.add("arrived"));
   }
   std::size_t last = ranks.size();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -443,58 +435,161 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
       send_or_die(ranks[r].get(), protocol.wait({"table"}));  // parks until the table is set
     }
   }
-  if (last == ranks.size()) return std::nullopt;
-  std::vector<std::string> names;
-  std::vector<std::string> entries;
-  for (int r = 0; r < n; ++r) {
-    names.push_back("node/" + std::to_string(r));
-    entries.push_back(entry_of(static_cast<std::size_t>(r)));
+  if (last == ranks.size() && slice.whole) return std::nullopt;
+  if (last != ranks.size()) {
+    std::vector<std::string> names;
+    std::vector<std::string> entries;
+    for (int r = 0; r < n; ++r) {
+      names.push_back("node/" + std::to_string(r));
+      entries.push_back(entry_of(static_cast<std::size_t>(r)));
+    }
+    send_or_die(ranks[last].get(), protocol.get_all(names));
+    if (!protocol.read_all(ranks[last].get(), names.size(), limit)) return std::nullopt;
+    send_or_die(setter.get(), protocol.set("table", cohort::detail::encode_table(entries)));
   }
-  send_or_die(ranks[last].get(), protocol.get_all(names));
-  if (!protocol.read_all(ranks[last].get(), names.size(), limit)) return std::nullopt;
-  send_or_die(setter.get(), protocol.set("table", cohort::detail::encode_table(entries)));
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    if (r == last) continue;
-    if (!receive(ranks[r].get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
-    send_or_die(ranks[r].get(), protocol.get("table"));
-    if (!protocol.read_value(ranks[r].get(), limit)) return std::nullopt;
+  // The ranks GET the table as they learn it is there, kWindow at a time:
+  // all of them at once would hold N × the table in this one kernel's
+  // socket buffers (past its TCP memory limit, it drops packets).
+  constexpr std::size_t kWindow = 256;
+  for (std::size_t begin = 0; begin < ranks.size(); begin += kWindow) {
+    const std::size_t end = std::min(ranks.size(), begin + kWindow);
+    for (std::size_t r = begin; r < end; ++r) {
+      if (r == last) continue;
+      if (!receive(ranks[r].get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
+      send_or_die(ranks[r].get(), protocol.get("table"));
+    }
+    for (std::size_t r = begin; r < end; ++r) {
+      if (r != last && !protocol.read_value(ranks[r].get(), limit)) return std::nullopt;
+    }
   }
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // Every entry its own (the agents' join: one per node).
 std::optional<double> table(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
-                            int n, std::chrono::seconds limit) {
-  return exchange_table(protocol, ranks, setter, n, limit, 1);
+                            int n, std::chrono::seconds limit, const Slice& slice) {
+  return exchange_table(protocol, ranks, setter, n, limit, slice, 1);
 }
 
 // Eight ranks per host identity (cohort::init()'s host exchange).
 std::optional<double> hosts(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
-                            int n, std::chrono::seconds limit) {
-  return exchange_table(protocol, ranks, setter, n, limit, 8);
+                            int n, std::chrono::seconds limit, const Slice& slice) {
+  return exchange_table(protocol, ranks, setter, n, limit, slice, 8);
 }
 
-// `relays`: the ranks connect to them, `ranks_per_node` to each, instead
-// of to the server.
 Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern, int n,
-               std::chrono::seconds limit, const ServerProcess* relays = nullptr,
-               int ranks_per_node = 1) {
+               std::chrono::seconds limit) {
   Result result;
   if (server.port() <= 0) return result;
   std::vector<Fd> ranks;
   ranks.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    ranks.push_back(protocol.open(
-        relays != nullptr ? relays->ports().at(static_cast<std::size_t>(i / ranks_per_node))
-                          : server.port()));
-  }
+  for (int i = 0; i < n; ++i)
+    ranks.push_back(protocol.open(server.port()));
   const Fd setter = protocol.open(server.port());
   // Before and after: a server may leave connections in its backlog until
   // the requests come.
   result.descriptors = server.descriptors();
-  result.seconds = pattern(protocol, ranks, setter, n, limit);
+  result.seconds = pattern(protocol, ranks, setter, n, limit, Slice{});
   result.descriptors = std::max(result.descriptors, server.descriptors());
   result.grown_kib = server.grown_kib();
+  return result;
+}
+
+// The ranks through their nodes' relays (StoreServer::Options::relay_to),
+// `per_node` ranks to a node: `shards` processes each run the relays of
+// their nodes (threads, as agents run them) and drive those nodes' ranks,
+// all starting at one moment. Seconds from then to the last answer of any.
+// Several processes, as a job's ranks are on many machines: one process
+// here may not hold 2 descriptors for each of 100,000 ranks.
+Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int per_node,
+                              int shards, std::chrono::seconds limit) {
+  Result result;
+  if (server.port() <= 0) return result;
+  const int nodes = (n + per_node - 1) / per_node;
+  struct Shard {
+    pid_t pid = -1;
+    Fd go;       // a byte: start; end of file: exit
+    Fd answers;  // "ready\n", then when its pattern ended (ns), or "-"
+  };
+  std::vector<Shard> running;
+  for (int s = 0; s < shards; ++s) {
+    const int first_node = nodes * s / shards;
+    const int end_node = nodes * (s + 1) / shards;
+    int go[2];
+    int answers[2];
+    if (pipe(go) != 0 || pipe(answers) != 0) std::exit(1);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(go[1]);
+      close(answers[0]);
+      for (Shard& other : running) {  // their ends: the others' end of file is the parent's
+        other.go.reset();
+        other.answers.reset();
+      }
+      std::vector<std::unique_ptr<cohort::StoreServer>> relays;
+      for (int node = first_node; node < end_node; ++node) {
+        cohort::StoreServer::Options options;
+        options.token = kToken;
+        options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", server.port(), false,
+                                                                  "", std::chrono::minutes(10)};
+        relays.push_back(std::make_unique<cohort::StoreServer>(options));
+      }
+      const CohortProtocol protocol;
+      std::vector<Fd> ranks;
+      const int first = first_node * per_node;
+      for (int r = first; r < std::min(n, end_node * per_node); ++r) {
+        ranks.push_back(
+            protocol.open(relays[static_cast<std::size_t>(r / per_node - first_node)]->port()));
+      }
+      const Fd setter = protocol.open(server.port());
+      (void)!write(answers[1], "ready\n", 6);
+      char c = 0;
+      if (read(go[0], &c, 1) != 1) _exit(1);
+      const auto seconds = pattern(protocol, ranks, setter, n, limit, Slice{first, false});
+      const std::string line =
+          seconds ? std::to_string(Clock::now().time_since_epoch().count()) + "\n" : "-\n";
+      (void)!write(answers[1], line.data(), line.size());
+      while (read(go[0], &c, 1) > 0) {
+      }
+      _exit(0);
+    }
+    close(go[0]);
+    close(answers[1]);
+    running.push_back({pid, Fd(go[1]), Fd(answers[0])});
+  }
+  const auto line_of = [](int fd) {
+    std::string line;
+    char c = 0;
+    while (read(fd, &c, 1) == 1 && c != '\n')
+      line.push_back(c);
+    return line;
+  };
+  bool answered = true;
+  for (Shard& shard : running)
+    answered = line_of(shard.answers.get()) == "ready" && answered;
+  result.descriptors = server.descriptors();
+  const auto start = Clock::now();
+  for (Shard& shard : running)
+    (void)!write(shard.go.get(), "g", 1);
+  Clock::rep last = 0;
+  for (Shard& shard : running) {
+    const std::string line = line_of(shard.answers.get());
+    if (line.empty() || line == "-") {
+      answered = false;
+    } else {
+      last = std::max<Clock::rep>(last, std::stoll(line));
+    }
+  }
+  if (answered) {
+    result.seconds =
+        std::chrono::duration<double>(Clock::time_point(Clock::duration(last)) - start).count();
+  }
+  result.descriptors = std::max(result.descriptors, server.descriptors());
+  result.grown_kib = server.grown_kib();
+  for (Shard& shard : running) {
+    shard.go.reset();
+    waitpid(shard.pid, nullptr, 0);
+  }
   return result;
 }
 
@@ -574,7 +669,9 @@ int main(int argc, char** argv) {
   // This process holds a connection per rank, the server (a child) one
   // more each, or the relays (another child) one more each and a few per
   // relay: raise the hard limit too where allowed (root), then the soft.
-  const rlim_t needed = static_cast<rlim_t>(largest) * (ranks_per_node > 0 ? 2 : 1) + 256;
+  // Through relays, the ranks and relays are spread over enough processes.
+  const rlim_t needed =
+      static_cast<rlim_t>(ranks_per_node > 0 ? std::min(largest, torch_max) : largest) + 256;
   rlimit wanted{};
   getrlimit(RLIMIT_NOFILE, &wanted);
   if (wanted.rlim_max < needed) {
@@ -591,9 +688,9 @@ int main(int argc, char** argv) {
   }
   if (ranks_per_node > 0) {
     std::printf(
-        "cohort: the ranks meet through their node's relay, %d ranks per node (every "
-        "node's relay a thread of one process, as agents run them); TCPStore: every rank "
-        "connects to it\n",
+        "cohort: the ranks meet through their node's relay, %d ranks per node (relays are "
+        "threads, as agents run them, of processes that also drive their nodes' ranks); "
+        "TCPStore: every rank connects to it\n",
         ranks_per_node);
   }
   const auto limit = std::chrono::seconds(120);
@@ -625,12 +722,12 @@ int main(int argc, char** argv) {
       {
         ServerProcess server([n](int in, int out_fd) { serve_cohort(in, out_fd, n); });
         if (ranks_per_node > 0) {
-          const int nodes = (n + ranks_per_node - 1) / ranks_per_node;
-          const int store_port = server.port();
-          ServerProcess relays([store_port, nodes](int in, int out_fd) {
-            serve_relays(in, out_fd, store_port, nodes);
-          });
-          ours = measure(server, CohortProtocol(), pattern, n, limit, &relays, ranks_per_node);
+          // A shard holds 2 descriptors per rank and 6 per relay (its
+          // listener, epoll, 2 eventfds, 2 upstream connections).
+          const long descriptors = 2L * n + 8L * n / ranks_per_node;
+          const long per_shard = std::max(1000L, files - 1024);
+          const int shards = static_cast<int>((descriptors + per_shard - 1) / per_shard);
+          ours = measure_through_relays(server, pattern, n, ranks_per_node, shards, limit);
         } else {
           ours = measure(server, CohortProtocol(), pattern, n, limit);
         }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -30,6 +31,8 @@ namespace {
 // take to answer "timeout" before it counts as lost.
 constexpr std::chrono::milliseconds kServerGrace{5000};
 constexpr std::size_t kMaxAnswerBytes = 0xffffffffu;
+// A batch's requests together, beyond the first.
+constexpr std::size_t kBatchBytes = std::size_t{8} << 20;
 
 std::string error_frame(const std::string& text) {
   return wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::error)).bytes(text).frame();
@@ -139,6 +142,10 @@ struct StoreRelay::Impl {
   std::condition_variable batch_ready;
   std::condition_variable lane_ready;
   bool stopping = false;
+  // Once a connection to the store broke, the answer to every later request:
+  // the job's store does not come back, and connecting again would take the
+  // whole connect timeout to say so.
+  std::string lost_answer;
   std::vector<std::pair<Id, RelayedRequest>> batch;  // quick requests not yet sent
   // Requests that may wait, by their frame: `going` go up together on the
   // next call; `next` came while one was out, and go when it returns.
@@ -196,13 +203,26 @@ struct StoreRelay::Impl {
     Fd fd_;
   };
 
-  std::string lost(const std::string& why) const {
-    return cat("lost the job's store at ", address, " (through this node's relay): it ", why,
-               why == "timed out" ? "" : " (has the process that hosts it exited?)");
+  // Remembers that the store is lost, and why; returns the answer that says so.
+  std::string lost(const std::string& why) {
+    const std::string answer =
+        error_frame(cat("lost the job's store at ", address, " (through this node's relay): it ",
+                        why, why == "timed out" ? "" : " (has the process that hosts it exited?)"));
+    std::lock_guard<std::mutex> lock(mutex);
+    if (lost_answer.empty()) lost_answer = answer;
+    return answer;
   }
 
-  // Connects `link` if it is not; false and `*error` (an answer frame) when it cannot.
+  // Connects `link` if it is not; false and `*error` (an answer frame) when
+  // it cannot, or the store was lost.
   bool connected(std::optional<Link>& link, std::string* error) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!lost_answer.empty()) {
+        *error = lost_answer;
+        return false;
+      }
+    }
     if (link) return true;
     try {
       link.emplace(*this);
@@ -213,34 +233,44 @@ struct StoreRelay::Impl {
     }
   }
 
-  // The quick requests: one batch out at a time, on one connection. Once
-  // that connection is lost, every later request is answered with why: the
-  // job's store does not come back.
+  // The quick requests: one batch out at a time, on one connection.
   void run_batches() {
     std::optional<Link> link;
-    std::string broken;
     for (;;) {
       std::vector<std::pair<Id, RelayedRequest>> taken;
       {
         std::unique_lock<std::mutex> lock(mutex);
         batch_ready.wait(lock, [&] { return stopping || !batch.empty(); });
         if (stopping) return;
-        taken.swap(batch);
+        // At most kBatchBytes of requests (one, however large): the store
+        // takes no more than two largest frames ahead of what it handled.
+        std::size_t bytes = 0;
+        std::size_t count = 0;
+        while (count < batch.size() && (count == 0 || bytes < kBatchBytes))
+          bytes += batch[count++].second.frame.size();
+        if (count == batch.size()) {
+          taken.swap(batch);
+        } else {
+          taken.assign(std::make_move_iterator(batch.begin()),
+                       std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(count)));
+          batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(count));
+        }
       }
       std::vector<Outgoing> outgoing = merge_adds(std::move(taken));
       std::string requests;
       for (const Outgoing& request : outgoing)
         requests += request.frame;
       std::vector<std::string> answers;
+      std::string failed;  // the answer for all, when the batch did not go
       std::string why;
-      if (broken.empty() && connected(link, &broken) &&
+      if (connected(link, &failed) &&
           !link->exchange(requests, outgoing.size(), deadline_after(upstream.timeout), &answers,
                           &why)) {
-        broken = error_frame(lost(why));
+        failed = lost(why);
         link.reset();
       }
       for (std::size_t i = 0; i < outgoing.size(); ++i)
-        share(outgoing[i], broken.empty() ? answers[i] : broken);
+        share(outgoing[i], failed.empty() ? answers[i] : failed);
     }
   }
 
@@ -305,8 +335,8 @@ struct StoreRelay::Impl {
         deadline_after(std::max(upstream.timeout, saturating_sum(server_timeout, kServerGrace)));
     std::vector<std::string> answers;
     if (link->exchange(frame, 1, deadline, &answers, &error)) return answers[0];
-    link.reset();  // out of step: the next request connects again
-    return error_frame(lost(error));
+    link.reset();
+    return lost(error);
   }
 
   void forward(Id id, RelayedRequest request) {

@@ -487,9 +487,11 @@ struct StoreServer::Impl final : detail::StoreCore {
     }
   }
 
-  // Sends what it can; returns false when the connection was closed.
+  // Sends what it can; returns false when the connection was closed. What
+  // is left stays where it is (out_at moves on): a large answer that goes
+  // out a socket buffer at a time is not moved once per turn.
   bool flush(std::uint64_t id, Connection& connection) {
-    std::size_t sent = 0;
+    std::size_t sent = connection.out_at;
     while (sent < connection.out.size()) {
       const ssize_t n = send(connection.fd.get(), connection.out.data() + sent,
                              connection.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -504,7 +506,18 @@ struct StoreServer::Impl final : detail::StoreCore {
         return false;
       }
     }
-    connection.out.erase(0, sent);
+    // What was sent is dropped once it is most of the buffer: each byte is
+    // moved at most once on average.
+    constexpr std::size_t kMoveAfter = std::size_t{1} << 20;
+    if (sent == connection.out.size()) {
+      connection.out.clear();
+      connection.out_at = 0;
+    } else if (sent > kMoveAfter && sent * 2 > connection.out.size()) {
+      connection.out.erase(0, sent);
+      connection.out_at = 0;
+    } else {
+      connection.out_at = sent;
+    }
     detail::release_if_idle(connection.out);
     if (connection.out.empty() && connection.closing) {
       close_connection(id);

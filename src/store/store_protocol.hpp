@@ -37,7 +37,8 @@ struct Connection {
   Fd fd;
   std::string peer;
   std::string in;   // bytes received, not yet handled
-  std::string out;  // bytes to send
+  std::string out;  // bytes to send, from out_at (protocols append)
+  std::size_t out_at = 0;
   StoreProtocol* protocol = nullptr;
   bool authenticated = false;
   bool relayed = false;  // its request is with the relay's upstream store; later frames wait

@@ -13,6 +13,10 @@
 #include <cohort/errors.hpp>
 #include <cohort/store.hpp>
 
+#include "core/socket.hpp"
+#include "store/client_handshake.hpp"
+#include "store/protocol.hpp"
+
 namespace cohort {
 namespace {
 
@@ -138,6 +142,38 @@ TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldTwoConnectionsToTheStore
   EXPECT_EQ(relay_->connection_count(), static_cast<std::size_t>(kRanks));
 }
 
+// Ranks that ask for a large value at once and read their answers one after
+// another, as a process that drives them in turn does: each answer arrives
+// whole, however long its client left it in the relay's socket.
+TEST_F(StoreRelayTest, LargeAnswersReachClientsThatReadThemInTurn) {
+  namespace wire = detail::store_protocol;
+  constexpr int kRanks = 8;
+  const std::string table(400000, 'v');
+  client_of(*store_)->set("table", table);
+  std::vector<detail::Fd> ranks;
+  const auto deadline = [] { return detail::Clock::now() + 10s; };
+  for (int r = 0; r < kRanks; ++r) {
+    std::string error;
+    ranks.push_back(detail::connect_tcp("127.0.0.1", relay_->port(), deadline(), &error));
+    ASSERT_TRUE(ranks.back().valid()) << error;
+    detail::authenticate_to_store(ranks.back().get(), "the relay", {.token = kToken}, deadline());
+  }
+  const std::string get =
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::get)).bytes("table").i64(10000).frame();
+  for (const detail::Fd& rank : ranks) {
+    std::string error;
+    ASSERT_TRUE(detail::send_all(rank.get(), get.data(), get.size(), deadline(), &error)) << error;
+  }
+  std::this_thread::sleep_for(200ms);  // every answer waits in the relay
+  for (int r = 0; r < kRanks; ++r) {
+    std::string payload;
+    std::string error;
+    ASSERT_TRUE(detail::recv_frame(ranks[r].get(), &payload, 1 << 20, deadline(), &error))
+        << "rank " << r << ": " << error;
+    EXPECT_EQ(payload.size(), 1 + 4 + table.size()) << "rank " << r;
+  }
+}
+
 TEST_F(StoreRelayTest, SetOnCloseIsRefusedWithTheReason) {
   auto through = client_of(*relay_);
   try {
@@ -173,6 +209,15 @@ TEST_F(StoreRelayTest, ALostStoreIsNamedToEveryClient) {
     ADD_FAILURE() << "an ADD through a relay whose store is gone returned";
   } catch (const StoreError& error) {
     EXPECT_NE(std::string(error.what()).find(address), std::string::npos) << error.what();
+  }
+  // A new waiting request is told at once, not after trying to connect again.
+  try {
+    client_of(*relay_)->wait({"later"}, 20s);
+    ADD_FAILURE() << "a WAIT through a relay whose store is gone returned";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("lost the job's store at " + address),
+              std::string::npos)
+        << error.what();
   }
 }
 
