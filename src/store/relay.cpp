@@ -50,7 +50,7 @@ struct Outgoing {
   std::vector<std::pair<std::uint64_t, std::int64_t>> parts;  // client, its delta
 };
 
-std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedRequest>> batch) {
+std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedRequest>>&& batch) {
   std::vector<Outgoing> out;
   std::unordered_map<std::string, std::size_t> add_at;  // key -> its ADD in `out`
   for (auto& [id, request] : batch) {
@@ -205,7 +205,7 @@ struct StoreRelay::Impl {
 
   // Remembers that the store is lost, and why; returns the answer that says so.
   std::string lost(const std::string& why) {
-    const std::string answer =
+    std::string answer =
         error_frame(cat("lost the job's store at ", address, " (through this node's relay): it ",
                         why, why == "timed out" ? "" : " (has the process that hosts it exited?)"));
     std::lock_guard<std::mutex> lock(mutex);

@@ -94,6 +94,7 @@ TEST_F(StoreRelayTest, AddsOfManyClientsAtOnceEachGetTheirOwnCount) {
   constexpr int kAdds = 60;
   std::vector<std::vector<std::int64_t>> seen(kClients);
   std::vector<std::thread> threads;
+  threads.reserve(kClients);
   for (int c = 0; c < kClients; ++c) {
     threads.emplace_back([&, c] {
       auto through = client_of(*relay_);
@@ -121,10 +122,12 @@ TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldTwoConnectionsToTheStore
   constexpr int kRanks = 16;
   const std::string table(200000, 't');
   std::vector<std::unique_ptr<StoreClient>> ranks;
+  ranks.reserve(kRanks);
   for (int r = 0; r < kRanks; ++r)
     ranks.push_back(client_of(*relay_));
   std::atomic<int> right{0};
   std::vector<std::thread> threads;
+  threads.reserve(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       ranks[r]->wait({"table"}, 20s);
@@ -151,6 +154,7 @@ TEST_F(StoreRelayTest, LargeAnswersReachClientsThatReadThemInTurn) {
   const std::string table(400000, 'v');
   client_of(*store_)->set("table", table);
   std::vector<detail::Fd> ranks;
+  ranks.reserve(kRanks);
   const auto deadline = [] { return detail::Clock::now() + 10s; };
   for (int r = 0; r < kRanks; ++r) {
     std::string error;
