@@ -284,8 +284,17 @@ struct StoreRelay::Impl {
         deliver(part.first, answer);
       return;
     }
-    wire::Reader reader(std::string_view(answer).substr(wire::kFrameHeaderBytes + 1));
-    std::int64_t value = reader.i64() - request.total;
+    std::int64_t value = 0;
+    try {
+      wire::Reader reader(std::string_view(answer).substr(wire::kFrameHeaderBytes + 1));
+      value = reader.i64() - request.total;
+    } catch (const wire::ProtocolError&) {
+      const std::string error =
+          error_frame(cat("the job's store at ", address, " answered an ADD without a number"));
+      for (const auto& part : request.parts)
+        deliver(part.first, error);
+      return;
+    }
     for (const auto& [id, delta] : request.parts) {
       value += delta;
       deliver(id,
