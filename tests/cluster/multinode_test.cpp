@@ -1012,12 +1012,6 @@ std::map<int, std::string> ranks_in_world(const std::string& out, int world) {
 
 const std::string kElasticWorker =
     "echo \"world $WORLD_SIZE rank $RANK host $(hostname) attempt $TORCHELASTIC_RESTART_COUNT\"; ";
-// Under a recording_worker: waits until ranks 0-7 have all started once. A
-// task killed while srun is still starting the others makes srun end the
-// whole step (slurmctld: "_job_complete: JobId=… WTERMSIG 9" 110 ms after
-// the allocation, then "srun: Force Terminated"), before any node re-forms.
-const std::string kAllEightStarted =
-    "for r in 0 1 2 3 4 5 6 7; do until [ -e \"$0/$r\" ]; do sleep 0.05; done; done; ";
 
 // --nnodes 2:4 under srun and over ssh: the agent on n3 is killed in the
 // first round; the other three restart their workers with 6 ranks,
@@ -1030,9 +1024,9 @@ TEST_F(MultiNode, AnElasticJobGoesOnWithoutALostNode) {
   for (const auto& form : {srun, hosts}) {
     std::vector<std::string> argv = form;
     argv.insert(argv.end(), {"--nnodes", "2:4", "--heartbeat-timeout", "2"});
-    for (std::string& word :
-         recording_worker(kElasticWorker + "if [ $WORLD_SIZE = 8 ]; then if [ $RANK = 5 ]; then " +
-                          kAllEightStarted + "kill -9 $PPID; fi; exec sleep 120; fi"))
+    for (std::string& word : recording_worker(
+             kElasticWorker + "if [ $WORLD_SIZE = 8 ]; then [ $RANK = 5 ] && kill -9 $PPID; "
+                              "exec sleep 120; fi"))
       argv.push_back(std::move(word));
     SCOPED_TRACE(detail::join(argv, " "));
     const auto result = on("head", argv, seconds(180));
@@ -1062,9 +1056,8 @@ TEST_F(MultiNode, AnElasticJobEndsWhenFewerThanMinNodesRemain) {
                                       "--nnodes", "3:4", "--heartbeat-timeout", "2",     "-n",
                                       "2"};
         for (std::string& word :
-             recording_worker(kElasticWorker + "if [ $WORLD_SIZE = 8 ] && [ $RANK = 5 ]; then " +
-                              kAllEightStarted +
-                              "kill -9 $PPID; fi; "
+             recording_worker(kElasticWorker +
+                              "if [ $WORLD_SIZE = 8 ] && [ $RANK = 5 ]; then kill -9 $PPID; fi; "
                               "if [ $WORLD_SIZE = 6 ] && [ $RANK = 2 ]; then kill -9 $PPID; fi; "
                               "exec sleep 120"))
           argv.push_back(std::move(word));
