@@ -103,7 +103,34 @@ class StoreTest : public ::testing::Test {
   std::unique_ptr<StoreServer> server_;
 };
 
-TEST_F(StoreTest, Operations) {
+// The operations, as a client sees them, on the store itself and through a
+// node's relay of it (StoreServer::Options::relay_to): the same answers,
+// errors and timeouts either way.
+class StoreOperationsTest : public StoreTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    if (!GetParam()) return;
+    StoreServer::Options options;
+    options.token = kToken;
+    options.relay_to = StoreServer::Options::Upstream{"127.0.0.1", server_->port(), false, "", 10s};
+    relay_ = std::make_unique<StoreServer>(options);
+  }
+  // Where the clients connect: the relay when there is one.
+  int port() const { return relay_ ? relay_->port() : server_->port(); }
+  std::unique_ptr<StoreClient> client(std::chrono::milliseconds timeout = 10s) {
+    return std::make_unique<StoreClient>(client_options(port(), timeout));
+  }
+
+  std::unique_ptr<StoreServer> relay_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Store, StoreOperationsTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "ThroughARelay" : "Direct";
+                         });
+
+TEST_P(StoreOperationsTest, Operations) {
   auto store = client();
   store->set("a", std::string("bytes\0with nul", 14));
   EXPECT_EQ(store->get("a", 1s), std::string("bytes\0with nul", 14));
@@ -122,7 +149,7 @@ TEST_F(StoreTest, Operations) {
   EXPECT_EQ(store->get("empty", 1s), "");
 }
 
-TEST_F(StoreTest, CompareSet) {
+TEST_P(StoreOperationsTest, CompareSet) {
   auto store = client();
   EXPECT_EQ(store->compare_set("k", "x", "y"), "");  // absent, expected not empty: no swap
   EXPECT_FALSE(store->check({"k"}));
@@ -132,7 +159,7 @@ TEST_F(StoreTest, CompareSet) {
   EXPECT_EQ(store->get("k", 1s), "second");
 }
 
-TEST_F(StoreTest, GetAndWaitBlockUntilSet) {
+TEST_P(StoreOperationsTest, GetAndWaitBlockUntilSet) {
   auto waiter = client();
   auto setter = client();
   std::thread later([&] {
@@ -151,7 +178,7 @@ TEST_F(StoreTest, GetAndWaitBlockUntilSet) {
 // MULTI_GET: every value in the keys' order, in one request, once the last
 // key is set; a timeout names the keys still missing and the connection
 // goes on; a prefix view and the Store default (WAIT, then GETs) agree.
-TEST_F(StoreTest, MultiGetWaitsForEveryKeyAndAnswersInOrder) {
+TEST_P(StoreOperationsTest, MultiGetWaitsForEveryKeyAndAnswersInOrder) {
   auto waiter = client();
   auto setter = client();
   setter->set("m/0", std::string("nul\0inside", 11));
@@ -180,7 +207,7 @@ TEST_F(StoreTest, MultiGetWaitsForEveryKeyAndAnswersInOrder) {
 
 // A parked WAIT scans its keys on as they are set; a key deleted after the
 // scan passed it counts as missing again: the keys must all be set at once.
-TEST_F(StoreTest, AWaitEndsOnlyWhenEveryKeyIsSetAtOnce) {
+TEST_P(StoreOperationsTest, AWaitEndsOnlyWhenEveryKeyIsSetAtOnce) {
   auto waiter = client();
   auto setter = client();
   std::thread later([&] {
@@ -202,7 +229,7 @@ TEST_F(StoreTest, AWaitEndsOnlyWhenEveryKeyIsSetAtOnce) {
   waiter->wait({"a", "b", "c"}, 10s);
 }
 
-TEST_F(StoreTest, TimeoutNamesMissingKeysAndKeepsTheConnection) {
+TEST_P(StoreOperationsTest, TimeoutNamesMissingKeysAndKeepsTheConnection) {
   auto store = client();
   store->set("present", "1");
   try {
@@ -212,7 +239,7 @@ TEST_F(StoreTest, TimeoutNamesMissingKeysAndKeepsTheConnection) {
     const std::string message = error.what();
     EXPECT_NE(message.find("'absent'"), std::string::npos) << message;
     EXPECT_EQ(message.find("'present'"), std::string::npos) << message;
-    EXPECT_NE(message.find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos);
+    EXPECT_NE(message.find("127.0.0.1:" + std::to_string(port())), std::string::npos);
   }
   EXPECT_THROW(store->get("absent", 50ms), Timeout);
   EXPECT_EQ(store->get("present", 1s), "1");  // still usable
@@ -481,13 +508,13 @@ TEST_F(StoreTest, LastWordsClearedAreNotSetAndAreBounded) {
 // store/exchange.hpp: every participant gets every value, in rank order,
 // whatever the order they arrive in; values with any bytes survive the table,
 // and a value three ranks share (a host's identity) is in it once.
-TEST_F(StoreTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
+TEST_P(StoreOperationsTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
   constexpr int kSize = 24;
   std::vector<std::vector<std::string>> seen(kSize);
   std::vector<std::thread> threads;
   for (int rank = kSize - 1; rank >= 0; --rank) {
     threads.emplace_back([&, rank] {
-      StoreClient store(client_options(server_->port(), 30s));
+      StoreClient store(client_options(port(), 30s));
       std::string value = detail::cat("host ", rank / 3, '\t');
       value.push_back('\0');
       seen[static_cast<std::size_t>(rank)] =
@@ -518,14 +545,14 @@ TEST(ExchangeTable, RepeatedValuesTravelOnce) {
   EXPECT_FALSE(detail::decode_table(twice, 2));
 }
 
-TEST_F(StoreTest, AnExchangeWithAParticipantMissingTimesOutAndTheKeysSayWho) {
+TEST_P(StoreOperationsTest, AnExchangeWithAParticipantMissingTimesOutAndTheKeysSayWho) {
   auto store = client();
   EXPECT_THROW(detail::exchange_values(*store, "x", 0, 2, "mine", 300ms), Timeout);
   EXPECT_TRUE(store->check({detail::exchanged_key("x", 0)}));
   EXPECT_FALSE(store->check({detail::exchanged_key("x", 1)}));
 }
 
-TEST_F(StoreTest, HundredsOfClientsThousandsOfOperationsNothingLost) {
+TEST_P(StoreOperationsTest, HundredsOfClientsThousandsOfOperationsNothingLost) {
   constexpr int kClients = 256;
   constexpr int kOperations = 1000;  // per client: 250 rounds of set, add, get, check
   std::vector<std::thread> threads;
@@ -533,7 +560,7 @@ TEST_F(StoreTest, HundredsOfClientsThousandsOfOperationsNothingLost) {
   for (int c = 0; c < kClients; ++c) {
     threads.emplace_back([&, c] {
       try {
-        StoreClient store(client_options(server_->port(), 60s));
+        StoreClient store(client_options(port(), 60s));
         for (int i = 0; i < kOperations / 4; ++i) {
           const std::string key = detail::cat("c", c, "/", i);
           store.set(key, std::to_string(i));
@@ -609,7 +636,7 @@ TEST_F(StoreTest, RequestsSentBeforeEndOfFileAllCount) {
 
 // A timeout too long to represent waits (it saturates), and a sum past
 // 64 bits is an error naming the key, not undefined behaviour.
-TEST_F(StoreTest, HugeTimeoutsWaitAndAnOverflowingAddIsRefused) {
+TEST_P(StoreOperationsTest, HugeTimeoutsWaitAndAnOverflowingAddIsRefused) {
   auto store = client();
   auto waiting = client();
   std::thread set_later([this] {
@@ -725,7 +752,7 @@ TEST_F(StoreTest, WaitUntilIdleWaitsForConnectedClientsOnly) {
   waitpid(child, nullptr, 0);
 }
 
-TEST_F(StoreTest, PrefixViewsDoNotClash) {
+TEST_P(StoreOperationsTest, PrefixViewsDoNotClash) {
   std::shared_ptr<Store> base = client();
   PrefixStore first("attempt0", base);
   PrefixStore second("attempt1", base);
