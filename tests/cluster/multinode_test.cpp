@@ -991,23 +991,15 @@ TEST_F(MultiNode, AWorkerKilledOnOneNodeEndsTheJobOnEveryNode) {
 TEST_F(MultiNode, AnAgentKilledIsNoticedAtOnceByItsConnection) {
   for (const char* restarts : {"0", "1"}) {
     SCOPED_TRACE(std::string("--max-restarts ") + restarts);
-    auto result = on("head", [&] {
-      std::vector<std::string> argv{"srun",
-                                    "-N4",
-                                    "--ntasks-per-node=1",
-                                    kCohort,
-                                    "run",
-                                    "--heartbeat-timeout",
-                                    "60",
-                                    "--max-restarts",
-                                    restarts,
-                                    "-n",
-                                    "2"};
+    auto result = with_task_output(on("head", [&] {
+      std::vector<std::string> argv =
+          srun_to_files({"srun", "-N4", "--ntasks-per-node=1", kCohort, "run",
+                         "--heartbeat-timeout", "60", "--max-restarts", restarts, "-n", "2"});
       for (std::string& word :
            recording_worker("if [ $RANK = 5 ]; then kill -9 $PPID; fi; exec sleep 120"))
         argv.push_back(std::move(word));
       return argv;
-    }());
+    }()));
     EXPECT_NE(result.exit_code, 0) << test::describe(result);
     EXPECT_NE(result.err.find("node 2 (n3) stopped answering: its cohort run's connection to "
                               "the job's store closed"),
