@@ -135,8 +135,6 @@ class MultiNode : public ::testing::Test {
     return result;
   }
 
-  // A worker that records its pid (to check later that it is gone), then
-  // runs `then` in the shell.
   // srun with its tasks' output in files (srun -o/-e), which `with_task_output`
   // adds to the result afterwards. When one task is killed and the others
   // end within about 100 ms, srun can get the job's end ("srun: Force
@@ -158,6 +156,8 @@ class MultiNode : public ::testing::Test {
     return result;
   }
 
+  // A worker that records its pid (to check later that it is gone), then
+  // runs `then` in the shell.
   std::vector<std::string> recording_worker(const std::string& then) const {
     // Written aside, then renamed: a reader never sees a half-written file.
     return {"sh", "-c", "echo $$ > \"$0/.$RANK\" && mv \"$0/.$RANK\" \"$0/$RANK\"; " + then,
