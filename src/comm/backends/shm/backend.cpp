@@ -43,22 +43,20 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // every extra round.
 constexpr std::size_t kMiB = kKiB * kKiB;
 constexpr Window kAlways{0, SIZE_MAX};
-// all_reduce's single copies start at 256 KiB: from 32 to 128 KiB they took
-// 3.1-3.6x the rounds' time at n = 2 (2026-11-27, settings_in_one_job), the
-// 32 KiB cell 4x Open MPI's in compare_allreduce.
+// all_reduce takes no single copies: since the rounds got faster, single
+// copies took 1.5-1.9x the rounds' time from 256 KiB to 64 MiB at n = 2, and
+// 1.8-3.0x at n = 3 and 4 (2026-11-27 evening, settings_in_one_job); the
+// n = 4, 256 KiB cell lost to Open MPI in 3 of 3 runs of compare_allreduce.
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
-    .all_reduce = {256 * kKiB, SIZE_MAX},
+    .all_reduce = {},
     .broadcast = {64 * kKiB, 512 * kKiB},
     .gather = {16 * kKiB, SIZE_MAX},
     .scatter = {32 * kKiB, SIZE_MAX},
     .reduce_scatter = {32 * kKiB, 8 * kMiB},
     .all_to_all = {32 * kKiB, SIZE_MAX},
 };
-// all_reduce with more ranks than cores: 256-512 KiB took 0.38-0.44x the
-// rounds' time at n = 4; 16-256 MiB 0.36-0.53x at n = 3 and 4 (2026-11-27),
-// 0.30-0.45x beside a busy process per core.
 constexpr Tuning::Windows kSingleCopiesOversubscribed{
-    .all_reduce = {256 * kKiB, SIZE_MAX},  // above
+    .all_reduce = {},  // above
     .broadcast = {},
     .gather = {256 * kKiB, SIZE_MAX},
     .scatter = {128 * kKiB, SIZE_MAX},
