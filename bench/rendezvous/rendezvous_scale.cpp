@@ -159,11 +159,7 @@ struct CohortProtocol : Protocol {
     return fd;
   }
   std::string wait(const std::vector<std::string>& keys) const override {
-    return wire::Writer()
-        .u8(static_cast<std::uint8_t>(wire::Op::wait))
-        .strings(keys)
-        .i64(600000)
-        .frame();
+    return of_keys(wire::Op::wait, keys);
   }
   std::string set(const std::string& key) const override { return set(key, "x"); }
   std::string set(const std::string& key, const std::string& value) const override {
@@ -188,27 +184,31 @@ struct CohortProtocol : Protocol {
   std::size_t add_answer_bytes() const override { return 13; }  // length, status, i64
   std::int64_t sum_of(const std::string& answer) const override { return i64_at(answer, 5); }
   std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const override {
-    auto header = receive(fd, 4, limit);  // the frame's length
-    if (!header) return std::nullopt;
-    auto payload = receive(fd, wire::frame_length(header->data()), limit);
+    auto payload = read_frame(fd, limit);
     if (!payload || payload->size() < 5) return std::nullopt;
     return payload->substr(5);  // status, the value's length, the value
   }
   // One MULTI_GET, as store/exchange.cpp's completer asks since 2026-11-27.
   std::string get_all(const std::vector<std::string>& keys) const override {
-    return wire::Writer()
-        .u8(static_cast<std::uint8_t>(wire::Op::multi_get))
-        .strings(keys)
-        .i64(600000)
-        .frame();
+    return of_keys(wire::Op::multi_get, keys);
   }
   bool read_all(int fd, std::size_t count, std::chrono::seconds limit) const override {
-    auto header = receive(fd, 4, limit);
-    if (!header) return false;
-    auto payload = receive(fd, wire::frame_length(header->data()), limit);
+    auto payload = read_frame(fd, limit);
     if (!payload || payload->empty()) return false;
     wire::Reader reader(std::string_view(*payload).substr(1));
     return reader.strings().size() == count;
+  }
+
+ private:
+  // WAIT or MULTI_GET of `keys`, with the pattern's long timeout.
+  static std::string of_keys(wire::Op op, const std::vector<std::string>& keys) {
+    return wire::Writer().u8(static_cast<std::uint8_t>(op)).strings(keys).i64(600000).frame();
+  }
+  // One answer's payload: status, then its fields.
+  static std::optional<std::string> read_frame(int fd, std::chrono::seconds limit) {
+    auto header = receive(fd, 4, limit);
+    if (!header) return std::nullopt;
+    return receive(fd, wire::frame_length(header->data()), limit);
   }
 };
 

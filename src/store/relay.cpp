@@ -155,8 +155,12 @@ struct StoreRelay::Impl {
     std::vector<Id> going;
     std::vector<Id> next;
   };
-  std::unordered_map<std::string, Group> groups;
-  std::deque<std::string> ready;  // groups that wait for a lane
+  using Groups = std::unordered_map<std::string, Group>;
+  Groups groups;
+  // Groups that wait for a lane. An element of `groups` stays where it is
+  // until a lane erases it: its frame (a MULTI_GET's can be 200 KB) is
+  // neither copied nor hashed again.
+  std::deque<Groups::value_type*> ready;
   std::size_t idle_lanes = 0;
   std::vector<std::thread> threads;
   std::vector<int> open;  // upstream sockets, shut down when stopping
@@ -310,25 +314,22 @@ struct StoreRelay::Impl {
     for (;;) {
       lane_ready.wait(lock, [&] { return stopping || !ready.empty(); });
       if (stopping) break;
-      const std::string frame = std::move(ready.front());
+      auto& [frame, group] = *ready.front();
       ready.pop_front();
       --idle_lanes;
+      group.out = true;
       for (;;) {
-        Group& group = groups.at(frame);
         std::vector<Id> going = std::exchange(group.going, {});
-        group.out = true;
-        const std::chrono::milliseconds timeout = group.timeout;
         lock.unlock();
-        const std::string answer = call(link, frame, timeout);
+        const std::string answer = call(link, frame, group.timeout);
         for (Id id : going)
           deliver(id, answer);
         lock.lock();
-        Group& after = groups.at(frame);
-        if (after.next.empty() || stopping) {
-          groups.erase(frame);
+        if (group.next.empty() || stopping) {
+          groups.erase(groups.find(frame));  // not by key: `frame` is the element's own
           break;
         }
-        after.going = std::exchange(after.next, {});
+        group.going = std::exchange(group.next, {});
       }
       ++idle_lanes;
     }
@@ -363,7 +364,7 @@ struct StoreRelay::Impl {
     }
     group.timeout = request.timeout;
     group.going.push_back(id);
-    ready.push_back(at->first);
+    ready.push_back(&*at);
     if (idle_lanes < ready.size()) {
       ++idle_lanes;
       threads.emplace_back([this] { run_lane(); });
