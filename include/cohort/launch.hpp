@@ -119,6 +119,10 @@ struct RunOptions {
   std::chrono::milliseconds rendezvous_timeout{300000};
   /// A node whose agent sends no heartbeat for this long is lost: the job stops.
   std::chrono::milliseconds heartbeat_timeout{10000};
+  /// On a node that does not serve the job's store, the agent relays its
+  /// workers' store traffic (docs/rendezvous.md, "The relay"); false: every
+  /// worker connects to the store itself (COHORT_STORE_RELAY=0).
+  bool store_relay = true;
 
   // --- many hosts from one command (cohort run --hostfile / --hosts) --------
   /// Non-empty: this process starts one agent per host over `ssh` (node rank

@@ -220,6 +220,17 @@ Given get(const RunArguments& arguments, std::string_view canonical) {
   throw InvalidArgument(cat(given.origin, " '", given.value, "': ", expected));
 }
 
+bool truth(const Given& given) {
+  std::string value = given.value;
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off" || value.empty()) {
+    return false;
+  }
+  bad(given, "expected 1 or 0 (true or false)");
+}
+
 int integer(const Given& given, int low, int high, const std::string& expected) {
   auto number = detail::parse_int(given.value);
   if (!number || *number < low || *number > high) bad(given, expected);
@@ -476,15 +487,7 @@ const Setting* RunArguments::find(std::string_view canonical) const {
 
 bool RunArguments::flag(std::string_view canonical) const {
   const Given given = get(*this, canonical);
-  if (!given) return false;
-  std::string value = given.value;
-  std::transform(value.begin(), value.end(), value.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
-  if (value == "0" || value == "false" || value == "no" || value == "off" || value.empty()) {
-    return false;
-  }
-  bad(given, "expected 1 or 0 (true or false)");
+  return given && truth(given);
 }
 
 std::map<int, int> parse_stream_spec(const std::string& text, const std::string& origin) {
@@ -595,6 +598,9 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
   }
   (void)arguments.flag("--use-env");  // validates a PET_USE_ENV value; the behaviour is the default
   options.agent_store = !arguments.flag("--no-agent-store");
+  if (const char* relay = getenv("COHORT_STORE_RELAY"); relay != nullptr && *relay != 0) {
+    options.store_relay = truth(Given{relay, "COHORT_STORE_RELAY"});
+  }
   if (const Given backend = get(arguments, "--rdzv-backend")) {
     if (backend.value.rfind("etcd", 0) == 0) {
       bad(backend,

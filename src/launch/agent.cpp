@@ -257,12 +257,9 @@ int Agent::run_job() {
 
 // This node's workers meet through a relay of the job's store
 // (docs/rendezvous.md), unless this agent serves that store itself, or
-// COHORT_STORE_RELAY=0.
+// the relay is off (COHORT_STORE_RELAY=0).
 void Agent::start_relay() {
-  const char* relay = std::getenv("COHORT_STORE_RELAY");
-  if (!multi_node() || group_->serves_store() || (relay != nullptr && std::string(relay) == "0")) {
-    return;
-  }
+  if (!multi_node() || group_->serves_store() || !options_.store_relay) return;
   StoreServer::Options options;
   options.token = group_->token();
   options.relay_to = StoreServer::Options::Upstream{group_->store_host(), group_->store_port(),

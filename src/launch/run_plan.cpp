@@ -54,6 +54,7 @@ void for_each_field(Plan& plan, Visit&& field) {
   field("insecure", o.insecure);
   field("rendezvous_timeout", o.rendezvous_timeout);
   field("heartbeat_timeout", o.heartbeat_timeout);
+  field("store_relay", o.store_relay);
   field("hosts", o.hosts);
   field("ssh", o.ssh);
   field("remote_cohort", o.remote_cohort);
@@ -64,7 +65,7 @@ void for_each_field(Plan& plan, Visit&& field) {
   field("node_hosts", role.node_hosts);
   field("stop_on_stdin_eof", role.stop_on_stdin_eof);
 }
-constexpr std::size_t kOptionsCarried = 41;
+constexpr std::size_t kOptionsCarried = 42;
 constexpr std::size_t kRoleCarried = 3;
 constexpr std::size_t kRoleNotCarried = 1;  // entry
 

@@ -244,10 +244,22 @@ TEST_F(MultiNode, WorkersMeetThroughTheirNodesRelay) {
   EXPECT_EQ(on_loopback(relayed.out, "n1"), 0u) << relayed.out;  // the store's own node
   for (const std::string host : {"n2", "n3", "n4"})
     EXPECT_EQ(on_loopback(relayed.out, host), 2u) << host << "\n" << relayed.out;
+  // Over ssh the store is the launching process's, so both nodes relay; their
+  // agents learn COHORT_STORE_RELAY from the run's plan, not their environment.
+  std::vector<std::string> over_ssh{kCohort, "run", "--hosts", "n1:2,n2:2", "--ssh", ssh()};
+  over_ssh.insert(over_ssh.end(), job.begin() + 7, job.end());
+  auto relayed_over_ssh = on("head", over_ssh);
+  expect_reduction(relayed_over_ssh, 4, kTwoNodesTwoEach);
+  for (const std::string host : {"n1", "n2"}) {
+    EXPECT_EQ(on_loopback(relayed_over_ssh.out, host), 2u) << host << "\n" << relayed_over_ssh.out;
+  }
   env_["COHORT_STORE_RELAY"] = "0";
   auto direct = on("head", job);
   expect_reduction(direct, 8, kFourNodesTwoEach);
   EXPECT_EQ(lines_with(direct.out, "store 127.0.0.1").size(), 0u) << direct.out;
+  auto direct_over_ssh = on("head", over_ssh);
+  expect_reduction(direct_over_ssh, 4, kTwoNodesTwoEach);
+  EXPECT_EQ(lines_with(direct_over_ssh.out, "store 127.0.0.1").size(), 0u) << direct_over_ssh.out;
 }
 
 // The hier backend passes the collective conformance suite with its ranks

@@ -137,6 +137,16 @@ TEST(RunArguments, PetVariablesFillWhatTheCommandLineDidNotGive) {
   EXPECT_TRUE(options.no_python);
 }
 
+// COHORT_STORE_RELAY is read where the options are made, so that a plan sent
+// to remote agents (--hosts) carries it.
+TEST(RunArguments, TheStoreRelayIsAnOptionOfTheRun) {
+  EXPECT_TRUE(parse({}).store_relay);
+  EXPECT_FALSE(parse({}, {{"COHORT_STORE_RELAY", "0"}}).store_relay);
+  EXPECT_TRUE(parse({}, {{"COHORT_STORE_RELAY", "yes"}}).store_relay);
+  EXPECT_EQ(error_of({}, {{"COHORT_STORE_RELAY", "maybe"}}),
+            "COHORT_STORE_RELAY 'maybe': expected 1 or 0 (true or false)");
+}
+
 // torchrun's elastic spelling: --nnodes MIN:MAX (and PET_NNODES), with the
 // first rendezvous' last call from --rdzv-conf.
 TEST(RunArguments, ElasticMembership) {

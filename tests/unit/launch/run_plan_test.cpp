@@ -56,6 +56,7 @@ RunPlan every_field_set() {
   o.insecure = true;
   o.rendezvous_timeout = std::chrono::milliseconds(5000);
   o.heartbeat_timeout = std::chrono::milliseconds(2500);
+  o.store_relay = false;
   plan.role.node_hosts = {"n1", "n2", "n3", "n4"};
   plan.role.stop_on_stdin_eof = true;
   o.hosts = {{"n1", 2}, {"odd host", 0}};
@@ -105,6 +106,7 @@ void expect_same(const RunPlan& plan_a, const RunPlan& plan_b) {
   EXPECT_EQ(a.insecure, b.insecure);
   EXPECT_EQ(a.rendezvous_timeout, b.rendezvous_timeout);
   EXPECT_EQ(a.heartbeat_timeout, b.heartbeat_timeout);
+  EXPECT_EQ(a.store_relay, b.store_relay);
   ASSERT_EQ(a.hosts.size(), b.hosts.size());
   for (std::size_t i = 0; i < a.hosts.size(); ++i) {
     EXPECT_EQ(a.hosts[i].name, b.hosts[i].name);
