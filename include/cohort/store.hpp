@@ -68,6 +68,8 @@ class Store {
   virtual std::int64_t num_keys() = 0;
 };
 
+class StoreClient;
+
 /// Serves a store over TCP from a thread of its own: one epoll loop, no
 /// thread per client, so it holds thousands of connections. Who may connect
 /// is decided before anything is read (docs/security.md): a peer on this
@@ -139,6 +141,13 @@ class StoreServer {
     /// (the relay's connection, not the client's, would be the one that
     /// ends). No TCPStore port (`torch_port` must be -1).
     std::optional<Upstream> relay_to;
+
+    /// The server's thread sets up libcrypto for handshakes as it starts
+    /// (about 1 ms), beside whatever this process does meanwhile, instead
+    /// of when the first client arrives, who would wait for it. Only for a
+    /// process that does not fork in the meantime without exec: a fork
+    /// during that set-up leaves its locks held in the child.
+    bool prepare_handshakes_at_start = false;
   };
 
   /// Binds, then serves until destroyed. Throws cohort::Error naming
@@ -158,6 +167,13 @@ class StoreServer {
   /// PyTorch 2.x's clients no longer prefix their keys with the attempt, so
   /// the new ones would read the old ones' (rank 0's address, a barrier).
   void forget_torch_keys();
+
+  /// A client of this server for this process, over a socket pair: no TCP
+  /// and no handshake (the process that holds the server needs no proof),
+  /// so it is ready at once. Calls wait at most `timeout` as
+  /// StoreClient::Options::timeout does; it works while the server lives.
+  std::unique_ptr<StoreClient> connect_in_process(
+      std::chrono::milliseconds timeout = Store::kDefaultTimeout);
 
   /// Connections currently open (for tests and diagnostics).
   std::size_t connection_count() const noexcept;
@@ -234,6 +250,8 @@ class StoreClient : public Store {
   const std::string& address() const noexcept { return address_; }
 
  private:
+  friend class StoreServer;
+  StoreClient(Options options, int connected_fd);  // takes the descriptor
   std::string call(std::string request, std::chrono::milliseconds server_timeout);
 
   Options options_;

@@ -216,7 +216,10 @@ World init(const InitOptions& options) {
       impl->server = std::make_unique<StoreServer>(server);
     }
   }
-  impl->store = std::make_shared<PrefixStore>(view, std::make_shared<StoreClient>(client));
+  // The rank that serves the store reaches it without TCP or a handshake.
+  std::shared_ptr<Store> store = impl->server ? impl->server->connect_in_process(client.timeout)
+                                              : std::make_shared<StoreClient>(client);
+  impl->store = std::make_shared<PrefixStore>(view, std::move(store));
   if (!options.backend.empty()) {
     impl->backend_name = options.backend;
   } else if (auto name = env.find("COHORT_BACKEND"); name != env.end()) {

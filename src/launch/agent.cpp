@@ -49,6 +49,7 @@
 #include "launch/ssh_launch.hpp"
 #include "launch/thread_budget.hpp"
 #include "launch/worker_setup.hpp"
+#include "store/proof.hpp"
 
 namespace cohort {
 namespace detail {
@@ -226,6 +227,9 @@ int Agent::run_job() {
       return finish_node();
     }
   }
+  // cohort::spawn's workers are forks that go on to connect to the store,
+  // while this process's store thread may be setting libcrypto up.
+  if (role_.entry) detail::store_proof::warm_up();
   guardian_ = std::make_unique<detail::Guardian>();
   const SubreaperScope subreaper;
 

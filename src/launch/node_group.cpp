@@ -41,7 +41,7 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   client = client_options();
   client.timeout = options_.rendezvous_timeout;
   try {
-    store_ = std::make_shared<StoreClient>(client);
+    store_ = connect(client);
   } catch (const Error& error) {
     if (!options_.token_source.empty() &&
         std::string_view(error.what()).find(detail::store_protocol::kWrongToken) !=
@@ -65,7 +65,7 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   id_ = options_.node_rank;
   if (options_.nnodes > 1 || options_.node_rank < 0) {
     client.timeout = options_.heartbeat_timeout;
-    auto watch = std::make_shared<StoreClient>(client);
+    auto watch = connect(client);
     if (!server_ && id_ >= 0) {
       // A killed agent's connection closes at once: the store then marks it
       // gone and wakes the coordinator, who need not wait for its heartbeat.
@@ -85,6 +85,11 @@ StoreClient::Options NodeGroup::client_options() const {
   client.token = options_.token;
   client.munge = options_.munge && !server_;
   return client;
+}
+
+std::shared_ptr<StoreClient> NodeGroup::connect(const StoreClient::Options& client) const {
+  if (server_) return server_->connect_in_process(client.timeout);
+  return std::make_shared<StoreClient>(client);
 }
 
 Timeout NodeGroup::unreachable_store(const Error& error) const {
@@ -139,6 +144,9 @@ bool NodeGroup::start_server(bool required) {
   server.torch_remote = options_.nnodes > 1;
   server.torch_host = options_.torch_host;
   server.on_unservable = options_.on_unservable;
+  // The agent forks no worker without exec but cohort::spawn's, which
+  // waits for this (store_proof::warm_up).
+  server.prepare_handshakes_at_start = true;
   try {
     server_ = std::make_unique<StoreServer>(server);
   } catch (const torch_wire::PortError& error) {

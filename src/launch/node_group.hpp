@@ -269,6 +269,8 @@ class NodeGroup {
   bool start_server(bool required);
   void await_server_or_serve();
   StoreClient::Options client_options() const;
+  // A connection to the job's store: in this process when it serves it.
+  std::shared_ptr<StoreClient> connect(const StoreClient::Options& client) const;
   Timeout unreachable_store(const Error& error) const;
   void take_node_rank();
   void wake_everyone();

@@ -61,7 +61,7 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
   if (!watcher_.joinable()) {
     // From now on a call that hangs means a lost store: bound it like a heartbeat.
     client_.timeout = options_.heartbeat_timeout;
-    store_ = std::make_shared<StoreClient>(client_);
+    store_ = connect(client_);
     if (watch_store_) watcher_ = std::thread([this] { watch(); });
   }
   return placement;
@@ -256,7 +256,7 @@ void NodeGroup::start_watching(const std::string& run_id) {
   }
   in_round_ = !elastic();  // elastic: the heartbeat thread closes the first round
   client_.timeout = options_.heartbeat_timeout;
-  store_ = std::make_shared<StoreClient>(client_);
+  store_ = connect(client_);
   watcher_ = std::thread([this] { watch(); });
 }
 

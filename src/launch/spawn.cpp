@@ -8,8 +8,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -64,13 +66,48 @@ class CpuMask {
   std::size_t size_ = 0;
 };
 
-// Fork with the worker's process group, parent-death signal, standard
-// streams, default signals and CPUs; returns 0 in the worker, its pid in
-// the parent.
-pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd, Guardian* guardian,
-                  const CpuMask& cpus) {
+// What a worker's process does before it runs anything of its own: its
+// process group, parent-death signal, standard streams, default signals and
+// CPUs. Async-signal-safe, and writes no memory of this process's: it also
+// runs in a child that shares it (start_program).
+struct ChildSetup {
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  int stdin_fd = -1;  // -1: /dev/null
+  int dev_null = -1;
+  Guardian* guardian = nullptr;
+  const CpuMask* cpus = nullptr;
+  pid_t parent = 0;
+};
+
+void set_up_child(const ChildSetup& setup) {
+  setpgid(0, 0);
+  // Here, not in the parent after fork returns: under load the parent may
+  // not run again before the worker has started children and the agent is
+  // SIGKILLed, and a group the guardian never heard of outlives the job.
+  if (setup.guardian != nullptr) setup.guardian->watch(getpid());
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != setup.parent) _exit(127);  // the agent died before prctl took effect
+  if (setup.stdin_fd >= 0) {
+    dup2(setup.stdin_fd, STDIN_FILENO);
+  } else {
+    dup2(setup.dev_null >= 0 ? setup.dev_null : STDIN_FILENO, STDIN_FILENO);
+  }
+  dup2(setup.stdout_fd, STDOUT_FILENO);
+  dup2(setup.stderr_fd, STDERR_FILENO);
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
+  }
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  setup.cpus->apply();
+}
+
+// Fork, then set_up_child; returns 0 in the worker, its pid in the parent.
+pid_t fork_worker(int stdout_fd, int stderr_fd, Guardian* guardian, const CpuMask& cpus) {
   Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  const pid_t parent = getpid();
+  const ChildSetup setup{stdout_fd, stderr_fd, -1, dev_null.get(), guardian, &cpus, getpid()};
   const pid_t pid = fork();
   if (pid < 0)
     throw Error(cat("fork failed: ", errno_text(errno), " (out of processes or memory?)"));
@@ -78,28 +115,52 @@ pid_t fork_worker(int stdout_fd, int stderr_fd, int stdin_fd, Guardian* guardian
     setpgid(pid, pid);  // also in the child: whichever runs first
     return pid;
   }
-  setpgid(0, 0);
-  // Here, not in the parent after fork returns: under load the parent may
-  // not run again before the worker has started children and the agent is
-  // SIGKILLed, and a group the guardian never heard of outlives the job.
-  if (guardian != nullptr) guardian->watch(getpid());
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);  // the agent died before prctl took effect
-  if (stdin_fd >= 0) {
-    dup2(stdin_fd, STDIN_FILENO);
-  } else {
-    dup2(dev_null.valid() ? dev_null.get() : STDIN_FILENO, STDIN_FILENO);
-  }
-  dup2(stdout_fd, STDOUT_FILENO);
-  dup2(stderr_fd, STDERR_FILENO);
-  sigset_t all;
-  sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
-  for (int signal = 1; signal < NSIG; ++signal) {
-    if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
-  }
-  cpus.apply();
+  set_up_child(setup);
   return 0;
+}
+
+struct ProgramStart {
+  ChildSetup setup;
+  char** argv = nullptr;
+  char** envp = nullptr;
+};
+
+int run_program(void* start) {
+  const auto& program = *static_cast<const ProgramStart*>(start);
+  set_up_child(program.setup);
+  execvpe(program.argv[0], program.argv, program.envp);
+  write_error(program.argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+// Starts a program as posix_spawn does: a child that shares this process's
+// memory, on a stack of its own, while this thread waits for its exec. A
+// fork would copy the page tables of an agent that maps its libraries and
+// threads (about 0.4 ms a worker here), only for exec to drop them. Every
+// signal is blocked meanwhile, so no handler of this process runs in the
+// child before set_up_child sets the defaults.
+pid_t start_program(ProgramStart& start) {
+  constexpr std::size_t kStackBytes = 256 * 1024;  // execvpe's PATH search and script argv
+  void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (stack == MAP_FAILED) {
+    throw Error(cat("cannot start a worker: no memory for its stack: ", errno_text(errno)));
+  }
+  sigset_t all;
+  sigset_t was;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &was);
+  const pid_t pid = clone(run_program, static_cast<char*>(stack) + kStackBytes,
+                          CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
+  const int error = errno;
+  pthread_sigmask(SIG_SETMASK, &was, nullptr);
+  munmap(stack, kStackBytes);
+  if (pid < 0) {
+    throw Error(cat("cannot start a worker: clone failed: ", errno_text(error),
+                    " (out of processes or memory?)"));
+  }
+  setpgid(pid, pid);  // also in the child: whichever runs first
+  return pid;
 }
 
 // A forked worker keeps what an exec'd one would: every descriptor marked
@@ -128,7 +189,7 @@ void close_what_exec_would_close() {
 pid_t spawn_function(const std::function<int()>& entry, const Environment& env, int stdout_fd,
                      int stderr_fd, Guardian* guardian, const std::vector<int>& cpus) {
   const CpuMask mask(cpus);
-  const pid_t pid = fork_worker(stdout_fd, stderr_fd, -1, guardian, mask);
+  const pid_t pid = fork_worker(stdout_fd, stderr_fd, guardian, mask);
   if (pid > 0) return pid;
   // The worker: a copy of this process, with only the forking thread.
   close_what_exec_would_close();
@@ -150,7 +211,7 @@ pid_t spawn_function(const std::function<int()>& entry, const Environment& env, 
 
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
                    int stderr_fd, int stdin_fd, Guardian* guardian, const std::vector<int>& cpus) {
-  // Everything the child needs is built before fork: it may not allocate.
+  // Everything the child needs is built before it starts: it may not allocate.
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
   for (const auto& [name, value] : env)
@@ -167,11 +228,11 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env,
     c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
   const CpuMask mask(cpus);
-  const pid_t pid = fork_worker(stdout_fd, stderr_fd, stdin_fd, guardian, mask);
-  if (pid > 0) return pid;
-  execvpe(c_argv[0], c_argv.data(), c_env.data());
-  write_error(c_argv[0], std::strerror(errno));
-  _exit(127);
+  const Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ProgramStart start{{stdout_fd, stderr_fd, stdin_fd, dev_null.get(), guardian, &mask, getpid()},
+                     c_argv.data(),
+                     c_env.data()};
+  return start_program(start);
 }
 
 }  // namespace cohort::detail

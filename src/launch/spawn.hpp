@@ -13,7 +13,9 @@ namespace cohort::detail {
 
 class Guardian;
 
-/// Forks and execs `argv` (searched in PATH) with exactly `env`. The worker
+/// Starts `argv` (searched in PATH) with exactly `env`, as posix_spawn does
+/// (a child that shares this process's memory until its exec: no copy of
+/// the agent's page tables). The worker
 /// leads a process group of its own (its pid), reads stdin from `stdin_fd`
 /// (/dev/null when -1),
 /// writes stdout and stderr to the given pipe ends, has every signal
@@ -24,7 +26,7 @@ class Guardian;
 /// someone who then SIGKILLs the agent is always in the guardian's list.
 /// With `cpus`, the worker runs on those CPUs only (--cpu-bind), as it
 /// starts. When exec fails the worker writes why to its stderr and exits
-/// 127. Returns the pid; throws cohort::Error when fork fails.
+/// 127. Returns the pid; throws cohort::Error when no process can be made.
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
                    int stderr_fd, int stdin_fd = -1, Guardian* guardian = nullptr,
                    const std::vector<int>& cpus = {});

@@ -44,6 +44,11 @@ StoreClient::StoreClient(Options options)
             .release();
 }
 
+StoreClient::StoreClient(Options options, int connected_fd)
+    : options_(std::move(options)),
+      address_(cat(options_.host, ":", options_.port)),
+      fd_(connected_fd) {}
+
 StoreClient::~StoreClient() {
   if (fd_ >= 0) ::close(fd_);
 }

@@ -1,11 +1,16 @@
 #include "store/proof.hpp"
 
+#include <cerrno>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <sys/random.h>
 
 #include <cohort/errors.hpp>
+
+#include "core/fd.hpp"
+#include "core/strings.hpp"
 
 namespace cohort::detail::store_proof {
 namespace {
@@ -28,11 +33,18 @@ std::string hmac(std::string_view label, std::string_view token, std::string_vie
 
 }  // namespace
 
+// The kernel's generator, not OpenSSL's: RAND_bytes sets up its own
+// generators on first use, about 1 ms in every process that connects.
 std::string nonce() {
   std::string bytes(kNonceBytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), static_cast<int>(bytes.size())) !=
-      1) {
-    throw StoreError("the store handshake could not draw random bytes (OpenSSL's RAND_bytes)");
+  for (std::size_t drawn = 0; drawn < bytes.size();) {
+    const ssize_t got = getrandom(bytes.data() + drawn, bytes.size() - drawn, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw StoreError(cat(
+          "the store handshake could not draw random bytes (getrandom: ", errno_text(errno), ")"));
+    }
+    drawn += static_cast<std::size_t>(got);
   }
   return bytes;
 }
@@ -50,6 +62,10 @@ std::string client_proof(std::string_view token, std::string_view client_nonce,
 std::string server_munge_payload(std::string_view client_nonce) {
   std::string payload("cohort store: the server runs as this user\n");
   return payload.append(client_nonce);
+}
+
+void warm_up() {
+  (void)hmac("cohort store: warming up\n", "token", "", "");
 }
 
 void forget_thread_state() noexcept {

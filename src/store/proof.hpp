@@ -2,7 +2,7 @@
 // side proves that it knows the job token without sending it, as an
 // HMAC-SHA256 keyed by the token over both sides' fresh nonces, under a
 // label that differs by direction (a proof cannot be reflected back).
-// OpenSSL's libcrypto does the HMAC and the random bytes: a well-kept
+// OpenSSL's libcrypto does the HMAC (the kernel draws the nonces): a well-kept
 // library every Linux distribution ships, already loaded by PyTorch and
 // Open MPI in the processes cohort runs beside, FIPS-validated builds on the
 // clusters that need them.
@@ -30,8 +30,14 @@ std::string client_proof(std::string_view token, std::string_view client_nonce,
 /// the token is no secret (a job id) and MUNGE proves the server's user.
 std::string server_munge_payload(std::string_view client_nonce);
 
-/// Frees what the library keeps for the calling thread (its random
-/// generators); for a thread that drew nonces and is about to end.
+/// Finishes libcrypto's one-time set-up now, on this thread. For a process
+/// that forks children which compute proofs (cohort::spawn's workers): a
+/// fork while another thread is inside that set-up leaves its locks held in
+/// the child for ever.
+void warm_up();
+
+/// Frees what libcrypto keeps for the calling thread; for a thread that
+/// computed proofs and is about to end.
 void forget_thread_state() noexcept;
 
 /// Compares two proofs in time that does not depend on where they differ.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -83,6 +84,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   std::mutex task_mutex;  // guards forget_requested
   std::condition_variable task_done;
   bool forget_requested = false;
+  std::vector<Fd> in_process;  // connect_in_process()'s ends, to adopt (task_mutex)
   std::thread thread;
   std::atomic<std::size_t> open_connections{0};
   std::atomic<std::size_t> waiting{0};  // key_space's waits, after each turn
@@ -152,6 +154,7 @@ struct StoreServer::Impl final : detail::StoreCore {
                                                });
     }
     thread = std::thread([this] {
+      if (server_options.prepare_handshakes_at_start) detail::store_proof::warm_up();
       run();
       detail::store_proof::forget_thread_state();  // its nonces' generators
     });
@@ -284,6 +287,9 @@ struct StoreServer::Impl final : detail::StoreCore {
       resumed.push_back(id);
     }
     std::lock_guard<std::mutex> lock(task_mutex);
+    for (Fd& fd : in_process)
+      adopt(std::move(fd));
+    in_process.clear();
     if (!forget_requested) return;
     key_space.forget_prefix(detail::kTorchKeyPrefix);
     forget_requested = false;
@@ -359,6 +365,20 @@ struct StoreServer::Impl final : detail::StoreCore {
     connection.protocol = &protocol;
     connection.remote = owner.where != detail::PeerOwner::Where::this_host;
     connection.authenticated = !protocol.has_handshake();
+    connection.fd = std::move(fd);
+    watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
+    ++open_connections;
+  }
+
+  // A connection of this process's own (connect_in_process): cohort's
+  // protocol, already trusted.
+  void adopt(Fd fd) {
+    const std::uint64_t id = next_id++;
+    Connection& connection = connections[id];
+    connection.id = id;
+    connection.peer = "this process";
+    connection.protocol = &cohort_protocol;
+    connection.authenticated = true;
     connection.fd = std::move(fd);
     watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
     ++open_connections;
@@ -547,6 +567,29 @@ void StoreServer::forget_torch_keys() {
   const std::uint64_t one = 1;
   (void)!::write(impl_->task.get(), &one, sizeof(one));
   impl_->task_done.wait(lock, [this] { return !impl_->forget_requested; });
+}
+
+std::unique_ptr<StoreClient> StoreServer::connect_in_process(std::chrono::milliseconds timeout) {
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+    throw StoreError(cat("store server: socketpair for a client in this process failed: ",
+                         detail::errno_text(errno)));
+  }
+  Fd client(ends[0]);
+  Fd server(ends[1]);
+  const int flags = fcntl(server.get(), F_GETFL);
+  fcntl(server.get(), F_SETFL, flags | O_NONBLOCK);
+  {
+    std::lock_guard<std::mutex> lock(impl_->task_mutex);
+    impl_->in_process.push_back(std::move(server));
+  }
+  const std::uint64_t one = 1;
+  (void)!::write(impl_->task.get(), &one, sizeof(one));
+  StoreClient::Options options;
+  options.host = impl_->server_options.host.empty() ? "127.0.0.1" : impl_->server_options.host;
+  options.port = port();
+  options.timeout = timeout;
+  return std::unique_ptr<StoreClient>(new StoreClient(std::move(options), client.release()));
 }
 
 std::size_t StoreServer::connection_count() const noexcept {

@@ -103,14 +103,18 @@ class StoreTest : public ::testing::Test {
   std::unique_ptr<StoreServer> server_;
 };
 
-// The operations, as a client sees them, on the store itself and through a
-// node's relay of it (StoreServer::Options::relay_to): the same answers,
-// errors and timeouts either way.
-class StoreOperationsTest : public StoreTest, public ::testing::WithParamInterface<bool> {
+// How a test's clients reach the store.
+enum class Path { direct, relay, in_process };
+
+// The operations, as a client sees them, on the store itself, through a
+// node's relay of it (StoreServer::Options::relay_to), and from the process
+// that serves it (connect_in_process): the same answers, errors and timeouts
+// every way.
+class StoreOperationsTest : public StoreTest, public ::testing::WithParamInterface<Path> {
  protected:
   void SetUp() override {
     StoreTest::SetUp();
-    if (!GetParam()) return;
+    if (GetParam() != Path::relay) return;
     StoreServer::Options options;
     options.token = kToken;
     options.relay_to = StoreServer::Options::Upstream{"127.0.0.1", server_->port(), false, "", 10s};
@@ -119,15 +123,25 @@ class StoreOperationsTest : public StoreTest, public ::testing::WithParamInterfa
   // Where the clients connect: the relay when there is one.
   int port() const { return relay_ ? relay_->port() : server_->port(); }
   std::unique_ptr<StoreClient> client(std::chrono::milliseconds timeout = 10s) {
+    if (GetParam() == Path::in_process) return server_->connect_in_process(timeout);
     return std::make_unique<StoreClient>(client_options(port(), timeout));
   }
 
   std::unique_ptr<StoreServer> relay_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Store, StoreOperationsTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& param) {
-                           return param.param ? "ThroughARelay" : "Direct";
+INSTANTIATE_TEST_SUITE_P(Store, StoreOperationsTest,
+                         ::testing::Values(Path::direct, Path::relay, Path::in_process),
+                         [](const ::testing::TestParamInfo<Path>& param) {
+                           switch (param.param) {
+                             case Path::direct:
+                               return "Direct";
+                             case Path::relay:
+                               return "ThroughARelay";
+                             case Path::in_process:
+                               break;
+                           }
+                           return "InProcess";
                          });
 
 TEST_P(StoreOperationsTest, Operations) {
@@ -750,6 +764,26 @@ TEST_F(StoreTest, WaitUntilIdleWaitsForConnectedClientsOnly) {
   kill(child, SIGKILL);
   EXPECT_TRUE(server_->wait_until_idle(10s));
   waitpid(child, nullptr, 0);
+}
+
+// The serving process's own client (connect_in_process) is a connection
+// like any other: counted while open, and told, naming the store, when the
+// server is gone.
+TEST_F(StoreTest, AClientInTheServingProcessCountsAndLearnsOfItsEnd) {
+  auto own = server_->connect_in_process(2s);
+  own->set("k", "v");
+  EXPECT_EQ(own->get("k", 1s), "v");
+  EXPECT_EQ(server_->connection_count(), 1u);
+  const std::string address = own->address();
+  EXPECT_EQ(address, "127.0.0.1:" + std::to_string(server_->port()));
+  server_.reset();
+  try {
+    (void)own->get("k", 1s);
+    ADD_FAILURE() << "a GET after the server was gone succeeded";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("lost the store at " + address), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST_P(StoreOperationsTest, PrefixViewsDoNotClash) {
