@@ -174,6 +174,11 @@ class StoreServer {
   /// StoreClient::Options::timeout does; it works while the server lives.
   std::unique_ptr<StoreClient> connect_in_process(
       std::chrono::milliseconds timeout = Store::kDefaultTimeout);
+  /// One end of such a socket pair, for a process this one starts to
+  /// inherit (cohort run's workers: COHORT_STORE_FD): whoever holds it is
+  /// trusted as this process is. The caller owns the descriptor, which is
+  /// close-on-exec. Throws StoreError when no socket pair can be made.
+  int trusted_socket();
 
   /// Connections currently open (for tests and diagnostics).
   std::size_t connection_count() const noexcept;
@@ -246,12 +251,16 @@ class StoreClient : public Store {
   /// Forgets what set_on_close() asked: the connection may end quietly now.
   void clear_on_close();
 
+  /// A client on a connection its server already trusts (an end of
+  /// StoreServer::trusted_socket()); takes `connected_fd`. `options` name
+  /// the server in messages and bound the calls; nothing is checked.
+  static std::unique_ptr<StoreClient> over_trusted_socket(Options options, int connected_fd);
+
   /// "host:port" of the server.
   const std::string& address() const noexcept { return address_; }
 
  private:
-  friend class StoreServer;
-  StoreClient(Options options, int connected_fd);  // takes the descriptor
+  StoreClient(Options options, int connected_fd);
   std::string call(std::string request, std::chrono::milliseconds server_timeout);
 
   Options options_;

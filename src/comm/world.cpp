@@ -12,6 +12,7 @@
 #include "core/secret_file.hpp"
 #include "core/strings.hpp"
 #include "env/launchers/launcher.hpp"
+#include "store/inherited_socket.hpp"
 
 namespace cohort {
 
@@ -128,6 +129,7 @@ World init(const InitOptions& options) {
   StoreClient::Options client;
   client.timeout = impl->timeout;
   std::string view = "world";
+  int inherited = -1;  // COHORT_STORE_FD, when it is the agent's
   if (auto addr = env.find("COHORT_STORE_ADDR"); addr != env.end()) {
     // Under cohort run: the agent's store, which outlives every worker.
     const auto port = env.find("COHORT_STORE_PORT");
@@ -148,6 +150,9 @@ World init(const InitOptions& options) {
       client.server_process = process->second;  // set on the store's own host only
     }
     view = cat("attempt_", info.restart_count.value);
+    if (auto fd = env.find("COHORT_STORE_FD"); fd != env.end()) {
+      inherited = detail::take_inherited_store_socket(fd->second, client.server_process);
+    }
   } else if (info.world_size.value == 1) {
     StoreServer::Options server;
     server.host = "127.0.0.1";
@@ -218,7 +223,9 @@ World init(const InitOptions& options) {
   }
   // The rank that serves the store reaches it without TCP or a handshake.
   std::shared_ptr<Store> store = impl->server ? impl->server->connect_in_process(client.timeout)
-                                              : std::make_shared<StoreClient>(client);
+                                 : inherited >= 0
+                                     ? StoreClient::over_trusted_socket(client, inherited)
+                                     : std::make_shared<StoreClient>(client);
   impl->store = std::make_shared<PrefixStore>(view, std::move(store));
   if (!options.backend.empty()) {
     impl->backend_name = options.backend;

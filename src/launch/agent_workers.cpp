@@ -106,6 +106,15 @@ void Agent::spawn_all(int attempt) {
     identity.job_token = group_->token();
     identity.store_munge = !relay_ && group_->munge();
     if (relay_ || group_->serves_store()) identity.store_process = own_identity;
+    // A program (not Python's, which speaks PyTorch's protocol, nor
+    // cohort::spawn's forks) inherits a connection its store already
+    // trusts: no TCP, no handshake (docs/run.md, COHORT_STORE_FD).
+    StoreServer* local_store = relay_ ? relay_.get() : group_->server();
+    const Fd store_socket(local_store != nullptr && !role_.entry &&
+                                  !detail::runs_with_python(options_)
+                              ? local_store->trusted_socket()
+                              : -1);
+    identity.store_fd = store_socket.get();
     identity.error_file = worker.error_file = files_->error_file(attempt, worker.rank);
     identity.omp_threads = threads_.threads;
     identity.socket_interface = interface;
@@ -160,12 +169,12 @@ void Agent::spawn_all(int attempt) {
       detail::describe_worker_to_launchers(env, place, placement_.layout);
     }
     // The worker announces its group to the guardian itself (see spawn_worker).
-    const pid_t pid =
-        role_.entry
-            ? detail::spawn_function(role_.entry, env, write_ends[0].get(), write_ends[1].get(),
-                                     guardian_.get(), bound)
-            : detail::spawn_worker(detail::worker_argv(options_, local), env, write_ends[0].get(),
-                                   write_ends[1].get(), -1, guardian_.get(), bound);
+    const pid_t pid = role_.entry
+                          ? detail::spawn_function(role_.entry, env, write_ends[0].get(),
+                                                   write_ends[1].get(), guardian_.get(), bound)
+                          : detail::spawn_worker(detail::worker_argv(options_, local), env,
+                                                 write_ends[0].get(), write_ends[1].get(), -1,
+                                                 guardian_.get(), bound, store_socket.get());
     worker.started = Timeline::Clock::now();
     processes_->add(pid);  // index `local`, as in workers_
   }

@@ -144,9 +144,10 @@ bool NodeGroup::start_server(bool required) {
   server.torch_remote = options_.nnodes > 1;
   server.torch_host = options_.torch_host;
   server.on_unservable = options_.on_unservable;
-  // The agent forks no worker without exec but cohort::spawn's, which
-  // waits for this (store_proof::warm_up).
-  server.prepare_handshakes_at_start = true;
+  // Other nodes' agents and workers prove themselves; this node's workers
+  // inherit trusted sockets. The agent forks no worker without exec but
+  // cohort::spawn's, which waits for this (store_proof::warm_up).
+  server.prepare_handshakes_at_start = options_.nnodes > 1;
   try {
     server_ = std::make_unique<StoreServer>(server);
   } catch (const torch_wire::PortError& error) {

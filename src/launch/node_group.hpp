@@ -253,6 +253,8 @@ class NodeGroup {
   /// Whether clients on other hosts prove themselves with MUNGE.
   bool munge() const noexcept { return options_.munge; }
   bool serves_store() const noexcept { return server_ != nullptr; }
+  /// The store this agent serves, or nullptr.
+  StoreServer* server() const noexcept { return server_.get(); }
   const NodeGroupOptions& options() const noexcept { return options_; }
 
  private:

@@ -75,6 +75,7 @@ struct ChildSetup {
   int stderr_fd = -1;
   int stdin_fd = -1;  // -1: /dev/null
   int dev_null = -1;
+  int kept_fd = -1;  // cleared of close-on-exec
   Guardian* guardian = nullptr;
   const CpuMask* cpus = nullptr;
   pid_t parent = 0;
@@ -95,6 +96,7 @@ void set_up_child(const ChildSetup& setup) {
   }
   dup2(setup.stdout_fd, STDOUT_FILENO);
   dup2(setup.stderr_fd, STDERR_FILENO);
+  if (setup.kept_fd >= 0) fcntl(setup.kept_fd, F_SETFD, 0);
   for (int signal = 1; signal < NSIG; ++signal) {
     if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
   }
@@ -107,7 +109,7 @@ void set_up_child(const ChildSetup& setup) {
 // Fork, then set_up_child; returns 0 in the worker, its pid in the parent.
 pid_t fork_worker(int stdout_fd, int stderr_fd, Guardian* guardian, const CpuMask& cpus) {
   Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  const ChildSetup setup{stdout_fd, stderr_fd, -1, dev_null.get(), guardian, &cpus, getpid()};
+  const ChildSetup setup{stdout_fd, stderr_fd, -1, dev_null.get(), -1, guardian, &cpus, getpid()};
   const pid_t pid = fork();
   if (pid < 0)
     throw Error(cat("fork failed: ", errno_text(errno), " (out of processes or memory?)"));
@@ -211,7 +213,8 @@ pid_t spawn_function(const std::function<int()>& entry, const Environment& env, 
 }
 
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
-                   int stderr_fd, int stdin_fd, Guardian* guardian, const std::vector<int>& cpus) {
+                   int stderr_fd, int stdin_fd, Guardian* guardian, const std::vector<int>& cpus,
+                   int kept_fd) {
   // Everything the child needs is built before it starts: it may not allocate.
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
@@ -230,9 +233,10 @@ pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env,
   c_argv.push_back(nullptr);
   const CpuMask mask(cpus);
   const Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  ProgramStart start{{stdout_fd, stderr_fd, stdin_fd, dev_null.get(), guardian, &mask, getpid()},
-                     c_argv.data(),
-                     c_env.data()};
+  ProgramStart start{
+      {stdout_fd, stderr_fd, stdin_fd, dev_null.get(), kept_fd, guardian, &mask, getpid()},
+      c_argv.data(),
+      c_env.data()};
   return start_program(start);
 }
 

@@ -27,9 +27,11 @@ class Guardian;
 /// With `cpus`, the worker runs on those CPUs only (--cpu-bind), as it
 /// starts. When exec fails the worker writes why to its stderr and exits
 /// 127. Returns the pid; throws cohort::Error when no process can be made.
+/// `kept_fd`, when not -1, stays open in the worker under its number (its
+/// close-on-exec flag is cleared there, not here).
 pid_t spawn_worker(const std::vector<std::string>& argv, const Environment& env, int stdout_fd,
                    int stderr_fd, int stdin_fd = -1, Guardian* guardian = nullptr,
-                   const std::vector<int>& cpus = {});
+                   const std::vector<int>& cpus = {}, int kept_fd = -1);
 
 /// The same with a function instead of a program (cohort::spawn): the worker
 /// is a fork of this process that closes every close-on-exec descriptor (as

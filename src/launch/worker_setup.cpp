@@ -64,6 +64,11 @@ Environment worker_environment(const Environment& base, const WorkerIdentity& wo
   } else {
     put("COHORT_STORE_PROCESS", worker.store_process);
   }
+  if (worker.store_fd < 0) {
+    env.erase("COHORT_STORE_FD");  // an outer job's descriptor means nothing here
+  } else {
+    put("COHORT_STORE_FD", worker.store_fd);
+  }
   if (worker.store_munge) {
     put("COHORT_STORE_MUNGE", 1);
   } else {

@@ -32,6 +32,9 @@ struct WorkerIdentity {
   /// The store's process when it runs on the worker's host
   /// (COHORT_STORE_PROCESS, core/peer_owner.hpp's process_identity); "" elsewhere.
   std::string store_process;
+  /// A socket of the store's it inherits, already trusted
+  /// (StoreServer::trusted_socket, COHORT_STORE_FD); -1 for none.
+  int store_fd = -1;
   std::string error_file;  ///< TORCHELASTIC_ERROR_FILE; "" for none
   int omp_threads = 0;     ///< OMP_NUM_THREADS when it is unset; 0 leaves it unset
   /// The network interface that reaches the job's other nodes (the one
@@ -61,7 +64,7 @@ bool runs_with_python(const RunOptions& options);
 /// TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_ERROR_FILE, and
 /// TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless it or NCCL_ASYNC_ERROR_HANDLING
 /// is set) and cohort's (COHORT_RUN_ID COHORT_STORE_ADDR
-/// COHORT_STORE_PORT COHORT_JOB_TOKEN COHORT_STORE_MUNGE); OMP_NUM_THREADS and
+/// COHORT_STORE_PORT COHORT_STORE_FD COHORT_JOB_TOKEN COHORT_STORE_MUNGE); OMP_NUM_THREADS and
 /// the *_SOCKET_IFNAME variables when unset.
 Environment worker_environment(const Environment& base, const WorkerIdentity& worker);
 

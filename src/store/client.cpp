@@ -49,6 +49,10 @@ StoreClient::StoreClient(Options options, int connected_fd)
       address_(cat(options_.host, ":", options_.port)),
       fd_(connected_fd) {}
 
+std::unique_ptr<StoreClient> StoreClient::over_trusted_socket(Options options, int connected_fd) {
+  return std::unique_ptr<StoreClient>(new StoreClient(std::move(options), connected_fd));
+}
+
 StoreClient::~StoreClient() {
   if (fd_ >= 0) ::close(fd_);
 }

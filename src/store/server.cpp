@@ -84,7 +84,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   std::mutex task_mutex;  // guards forget_requested
   std::condition_variable task_done;
   bool forget_requested = false;
-  std::vector<Fd> in_process;  // connect_in_process()'s ends, to adopt (task_mutex)
+  std::vector<Fd> in_process;  // trusted_socket()'s ends, to adopt (task_mutex)
   std::thread thread;
   std::atomic<std::size_t> open_connections{0};
   std::atomic<std::size_t> waiting{0};  // key_space's waits, after each turn
@@ -370,13 +370,13 @@ struct StoreServer::Impl final : detail::StoreCore {
     ++open_connections;
   }
 
-  // A connection of this process's own (connect_in_process): cohort's
-  // protocol, already trusted.
+  // A connection made by trusted_socket(): cohort's protocol, already
+  // trusted (this process, or a worker it started).
   void adopt(Fd fd) {
     const std::uint64_t id = next_id++;
     Connection& connection = connections[id];
     connection.id = id;
-    connection.peer = "this process";
+    connection.peer = "a socket pair of this process";
     connection.protocol = &cohort_protocol;
     connection.authenticated = true;
     connection.fd = std::move(fd);
@@ -569,13 +569,12 @@ void StoreServer::forget_torch_keys() {
   impl_->task_done.wait(lock, [this] { return !impl_->forget_requested; });
 }
 
-std::unique_ptr<StoreClient> StoreServer::connect_in_process(std::chrono::milliseconds timeout) {
+int StoreServer::trusted_socket() {
   int ends[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
-    throw StoreError(cat("store server: socketpair for a client in this process failed: ",
-                         detail::errno_text(errno)));
+    throw StoreError(
+        cat("store server: socketpair for a trusted client failed: ", detail::errno_text(errno)));
   }
-  Fd client(ends[0]);
   Fd server(ends[1]);
   const int flags = fcntl(server.get(), F_GETFL);
   fcntl(server.get(), F_SETFL, flags | O_NONBLOCK);
@@ -585,11 +584,16 @@ std::unique_ptr<StoreClient> StoreServer::connect_in_process(std::chrono::millis
   }
   const std::uint64_t one = 1;
   (void)!::write(impl_->task.get(), &one, sizeof(one));
+  return ends[0];
+}
+
+std::unique_ptr<StoreClient> StoreServer::connect_in_process(std::chrono::milliseconds timeout) {
   StoreClient::Options options;
   options.host = impl_->server_options.host.empty() ? "127.0.0.1" : impl_->server_options.host;
   options.port = port();
   options.timeout = timeout;
-  return std::unique_ptr<StoreClient>(new StoreClient(std::move(options), client.release()));
+  Fd socket(trusted_socket());
+  return StoreClient::over_trusted_socket(std::move(options), socket.release());
 }
 
 std::size_t StoreServer::connection_count() const noexcept {

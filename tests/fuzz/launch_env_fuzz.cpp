@@ -1,6 +1,8 @@
 // Launch detection from an arbitrary environment (src/env/): lines
-// NAME=VALUE, the variables of every launcher in any combination.
+// NAME=VALUE, the variables of every launcher in any combination, and
+// cohort run's COHORT_STORE_FD.
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -8,6 +10,7 @@
 #include <cohort/launch_env.hpp>
 
 #include "fuzz/fuzz_target.hpp"
+#include "store/inherited_socket.hpp"
 
 namespace cohort::fuzz {
 
@@ -22,6 +25,10 @@ COHORT_FUZZ_TARGET(launch_env) {
       env[std::string(line.substr(0, equals))] = std::string(line.substr(equals + 1));
     }
     start = end + 1;
+  }
+  if (auto fd = env.find("COHORT_STORE_FD"); fd != env.end()) {
+    const std::optional<int> number = detail::parse_store_fd(fd->second);
+    if (number && *number < 3) std::abort();  // never a standard stream
   }
   try {
     const LaunchInfo info = detect_launch(env);

@@ -235,6 +235,27 @@ TEST_F(RunTest, WorkersGetTorchrunsEnvironmentAndCohorts) {
                 "1 1 2 2 0 1 1 2 default job42 job42 0 0 127.0.0.1 ports-differ token /dev/null"}));
 }
 
+// A program inherits a connection its store already trusts
+// (COHORT_STORE_FD): a socket, not a TCP connection to make and prove. One
+// that closes it meets the others over TCP as before.
+TEST_F(RunTest, AProgramInheritsAConnectionToTheStore) {
+  ProcessResult result =
+      run({"-n", "2", "--no-prefix", "sh", "-c", "readlink /proc/self/fd/$COHORT_STORE_FD"});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const std::vector<std::string> lines = lines_of(result.out);
+  ASSERT_EQ(lines.size(), 2u) << result.out;
+  for (const std::string& line : lines)
+    EXPECT_EQ(line.rfind("socket:[", 0), 0u) << line;
+  // bash: dash closes only descriptors 0-9.
+  result = run({"-n", "2", "--no-prefix", "bash", "-c",
+                "eval \"exec $COHORT_STORE_FD>&-\"; exec \"$0\"", COHORT_REDUCTION_PATH});
+  ASSERT_EQ(result.exit_code, 0) << test::describe(result);
+  const std::vector<std::string> met = lines_of(result.out);
+  ASSERT_EQ(met.size(), 2u) << result.out;
+  for (const std::string& line : met)
+    EXPECT_NE(line.find(" has data 2"), std::string::npos) << line;
+}
+
 TEST_F(RunTest, LegacyLocalRankArgumentAndPythonPrograms) {
   ProcessResult result = run({"-n", "2", "--no-prefix", "--local-rank-arg", "echo", "x"});
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
@@ -261,12 +282,14 @@ TEST_F(RunTest, LegacyLocalRankArgumentAndPythonPrograms) {
 
 TEST_F(RunTest, PythonScriptsRunWithPython3) {
   const fs::path script = dir_ / "rank.py";
-  std::ofstream(script) << "import os\nprint('python rank', os.environ['RANK'])\n";
+  // Python speaks PyTorch's protocol: no connection of cohort's is handed to it.
+  std::ofstream(script) << "import os\nprint('python rank', os.environ['RANK'], "
+                           "os.environ.get('COHORT_STORE_FD', 'none'))\n";
   const ProcessResult result = run({"-n", "2", "--no-prefix", script.string()});
   ASSERT_EQ(result.exit_code, 0) << test::describe(result);
   std::vector<std::string> lines = lines_of(result.out);
   std::sort(lines.begin(), lines.end());
-  EXPECT_EQ(lines, (std::vector<std::string>{"python rank 0", "python rank 1"}));
+  EXPECT_EQ(lines, (std::vector<std::string>{"python rank 0 none", "python rank 1 none"}));
 }
 
 TEST_F(RunTest, NprocCpuMeansTheUsableCpus) {
