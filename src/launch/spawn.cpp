@@ -142,8 +142,8 @@ int run_program(void* start) {
 // signal is blocked meanwhile, so no handler of this process runs in the
 // child before set_up_child sets the defaults.
 pid_t start_program(ProgramStart& start) {
-  constexpr std::size_t kStackBytes =
-      std::size_t{256} * 1024;  // execvpe's PATH search and script argv
+  // Room for execvpe's PATH search and its argv for a script without #!.
+  constexpr std::size_t kStackBytes = std::size_t{256} * 1024;
   void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
   if (stack == MAP_FAILED) {
