@@ -47,10 +47,15 @@ constexpr Window kAlways{0, SIZE_MAX};
 // copies took 1.5-1.9x the rounds' time from 256 KiB to 64 MiB at n = 2, and
 // 1.8-3.0x at n = 3 and 4 (2026-11-27 evening, settings_in_one_job); the
 // n = 4, 256 KiB cell lost to Open MPI in 3 of 3 runs of compare_allreduce.
+// all_gather neither: off took 0.41-0.81x auto's time at n = 2 (16 KiB to
+// 64 MiB) and 0.35-0.70x at n = 4 (256 KiB to 16 MiB), 2026-11-27 night,
+// settings_in_one_job; compare_collectives' n = 4 cells from 1 to 16 MiB lost
+// to Open MPI (0.61-0.95x). gather, where only the root reads, keeps them.
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_reduce = {},
     .broadcast = {64 * kKiB, 512 * kKiB},
     .gather = {16 * kKiB, SIZE_MAX},
+    .all_gather = {},
     .scatter = {32 * kKiB, SIZE_MAX},
     .reduce_scatter = {32 * kKiB, 8 * kMiB},
     .all_to_all = {32 * kKiB, SIZE_MAX},
@@ -59,6 +64,7 @@ constexpr Tuning::Windows kSingleCopiesOversubscribed{
     .all_reduce = {},  // above
     .broadcast = {},
     .gather = {256 * kKiB, SIZE_MAX},
+    .all_gather = {},  // above
     .scatter = {128 * kKiB, SIZE_MAX},
     .reduce_scatter = {},
     .all_to_all = {64 * kKiB, SIZE_MAX},
@@ -73,6 +79,7 @@ constexpr Tuning::Windows kSharedMemoryWithACorePerRank{
     .all_reduce = kAlways,
     .broadcast = {8 * kKiB, SIZE_MAX},
     .gather = kAlways,
+    .all_gather = kAlways,
     .scatter = {8 * kKiB, SIZE_MAX},
     .reduce_scatter = {8 * kKiB, SIZE_MAX},
     .all_to_all = kAlways,
@@ -81,6 +88,7 @@ constexpr Tuning::Windows kSharedMemoryOversubscribed{
     .all_reduce = kAlways,
     .broadcast = {128 * kKiB, SIZE_MAX},
     .gather = {64 * kKiB, SIZE_MAX},
+    .all_gather = {64 * kKiB, SIZE_MAX},
     .scatter = {64 * kKiB, SIZE_MAX},
     .reduce_scatter = {8 * kKiB, SIZE_MAX},
     .all_to_all = {8 * kKiB, SIZE_MAX},
@@ -131,7 +139,7 @@ Settings local_settings(int size, int busy, int cpus) {
       std::clamp<std::size_t>(16 * kKiB * kKiB / pairs / 64 * 64, 4 * kKiB, kChannelBytes);
   settings.single_copy = single_copy_from_env();
   if (settings.single_copy == SingleCopy::always) {
-    tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
+    tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
   } else if (settings.single_copy == SingleCopy::automatic) {
     tuning.single_copies =
         settings.oversubscribed ? kSingleCopiesOversubscribed : kSingleCopiesWithACorePerRank;
@@ -153,8 +161,9 @@ int group_cpus(Store* store, int rank, int size, Duration timeout) {
 // Every window of `copies`, in one order for writing and reading them.
 template <class Copies>
 auto windows(Copies& copies) {
-  return std::array{&copies.all_reduce, &copies.broadcast,      &copies.gather,
-                    &copies.scatter,    &copies.reduce_scatter, &copies.all_to_all};
+  return std::array{&copies.all_reduce, &copies.broadcast, &copies.gather,
+                    &copies.all_gather, &copies.scatter,   &copies.reduce_scatter,
+                    &copies.all_to_all};
 }
 
 // Rank 0's settings. Every rank reads its own environment first, so that a

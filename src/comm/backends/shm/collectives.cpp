@@ -301,11 +301,11 @@ namespace {
 
 // all_gather and gather: every rank's input, chunk by chunk, into `output`
 // at the ranks that `collects`.
-void gather_rounds(Group& group, const Tuning& tuning, Buffer input, Buffer output, bool collects,
-                   const Call& call) {
+void gather_rounds(Group& group, const Tuning& tuning, Window Tuning::Windows::*window,
+                   Buffer input, Buffer output, bool collects, const Call& call) {
   const std::size_t element = size_of(input.type);
-  if (const auto peers = publish(group, tuning, &Tuning::Windows::gather, input.bytes(), input.data,
-                                 input.bytes(), call)) {
+  if (const auto peers =
+          publish(group, tuning, window, input.bytes(), input.data, input.bytes(), call)) {
     for (int r = 0; r < group.size() && collects; ++r) {
       unsigned char* into = bytes_of(output, static_cast<std::size_t>(r) * input.count);
       if (r == group.rank()) {
@@ -359,12 +359,12 @@ void exchange_rounds(Group& group, const Buffer* slices, bool keep_own, std::siz
 }  // namespace
 
 void all_gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, const Call& call) {
-  gather_rounds(group, tuning, input, output, true, call);
+  gather_rounds(group, tuning, &Tuning::Windows::all_gather, input, output, true, call);
 }
 
 void gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
             const Call& call) {
-  gather_rounds(group, tuning, input, output, group.rank() == root, call);
+  gather_rounds(group, tuning, &Tuning::Windows::gather, input, output, group.rank() == root, call);
 }
 
 void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,

@@ -62,7 +62,7 @@ struct Tuning {
   std::size_t small_bytes = 0;  ///< all_reduce/reduce up to this size: one round
   /// A window per collective that has one (all_gather and gather share one).
   struct Windows {
-    Window all_reduce, broadcast, gather, scatter, reduce_scatter, all_to_all;
+    Window all_reduce, broadcast, gather, all_gather, scatter, reduce_scatter, all_to_all;
   };
   /// Single copies, when the group has them (Group::single_copy).
   Windows single_copies;
