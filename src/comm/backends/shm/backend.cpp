@@ -51,9 +51,12 @@ constexpr Window kAlways{0, SIZE_MAX};
 // 64 MiB) and 0.35-0.70x at n = 4 (256 KiB to 16 MiB), 2026-11-27 night,
 // settings_in_one_job; compare_collectives' n = 4 cells from 1 to 16 MiB lost
 // to Open MPI (0.61-0.95x). gather, where only the root reads, keeps them.
+// broadcast neither: off took 0.19-0.27x auto's time from 64 to 512 KiB at
+// n = 2 (settings_in_one_job), and compare_collectives lost to Open MPI
+// there (0.79-0.88x) in three runs of three.
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_reduce = {},
-    .broadcast = {64 * kKiB, 512 * kKiB},
+    .broadcast = {},
     .gather = {16 * kKiB, SIZE_MAX},
     .all_gather = {},
     .scatter = {32 * kKiB, SIZE_MAX},
