@@ -157,7 +157,11 @@ int find_lost_peer(Store& store, const Peers& peers, const std::string& transpor
   } catch (const std::exception&) {
     // The store is gone too. Without a launcher it lived in rank 0, which
     // may have exited after its own PeerLost: another dead peer went first.
-    return blamed >= 0 ? blamed : peers.gone_on_this_host(0);
+    // `blamed` may be that rank 0 itself, found gone after the store still
+    // said nobody was lost, between its answer and rank 0's exit.
+    const int gone = peers.gone_on_this_host(0);
+    if (gone > 0) return gone;
+    return blamed >= 0 ? blamed : gone;
   }
 }
 
