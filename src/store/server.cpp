@@ -359,26 +359,25 @@ struct StoreServer::Impl final : detail::StoreCore {
                  host_of(old.peer), ")"));
       }
     }
-    Connection& connection = connections[id];
-    connection.id = id;
-    connection.peer = peer;
-    connection.protocol = &protocol;
-    connection.remote = owner.where != detail::PeerOwner::Where::this_host;
-    connection.authenticated = !protocol.has_handshake();
-    connection.fd = std::move(fd);
-    watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
-    ++open_connections;
+    open_connection(id, std::move(fd), peer, protocol,
+                    owner.where != detail::PeerOwner::Where::this_host, !protocol.has_handshake());
   }
 
   // A connection made by trusted_socket(): cohort's protocol, already
   // trusted (this process, or a worker it started).
   void adopt(Fd fd) {
-    const std::uint64_t id = next_id++;
+    open_connection(next_id++, std::move(fd), "a socket pair of this process", cohort_protocol,
+                    /*remote=*/false, /*authenticated=*/true);
+  }
+
+  void open_connection(std::uint64_t id, Fd fd, std::string peer, detail::StoreProtocol& protocol,
+                       bool remote, bool authenticated) {
     Connection& connection = connections[id];
     connection.id = id;
-    connection.peer = "a socket pair of this process";
-    connection.protocol = &cohort_protocol;
-    connection.authenticated = true;
+    connection.peer = std::move(peer);
+    connection.protocol = &protocol;
+    connection.remote = remote;
+    connection.authenticated = authenticated;
     connection.fd = std::move(fd);
     watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP);
     ++open_connections;
