@@ -1,7 +1,8 @@
 # `make package`: a Debian package of what `make install` installs, through
 # CPack's DEB generator (no debian/ directory: the package is the install
 # rules, kept in one place; Depends: computed by dpkg-shlibdeps from what
-# the binaries link). Prefix /usr, libraries in lib/<triplet>.
+# the binaries link; Recommends: what they load when a job needs it).
+# Prefix /usr, libraries in lib/<triplet>.
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME cohort)
 set(CPACK_PACKAGE_VENDOR "cohort developers")
@@ -23,6 +24,11 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # cohort's own libraries are in the package: dpkg-shlibdeps resolves them there.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${COHORT_BUILD_LIBDIR})
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# Libraries cohort loads only when a job needs them (PMIx, MUNGE:
+# cohort_load_at_run_time), which dpkg-shlibdeps cannot see.
+get_property(_cohort_run_time_packages GLOBAL PROPERTY COHORT_RUN_TIME_PACKAGES)
+list(REMOVE_DUPLICATES _cohort_run_time_packages)
+list(JOIN _cohort_run_time_packages ", " CPACK_DEBIAN_PACKAGE_RECOMMENDS)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_SOURCE_IGNORE_FILES "/build.*/" "/\\\\.git/")
 include(CPack)

@@ -9,6 +9,7 @@
 #include <cohort/errors.hpp>
 
 #include "bootstrap/master_exchange.hpp"
+#include "core/shared_library.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail {
@@ -16,16 +17,39 @@ namespace {
 
 constexpr const char* kKey = "cohort.master";
 
+// libpmix, loaded by the first process that asks PMIx (and then kept): the
+// calls below, and those pmix.h's macros would make.
+struct Pmix {
+  SharedLibrary library{COHORT_PMIX_LIBRARY, "finding rank 0 through PMIx",
+                        COHORT_PMIX_LIBRARY_PACKAGE};
+  decltype(PMIx_Init)* init = COHORT_LIBRARY_FUNCTION(library, PMIx_Init);
+  decltype(PMIx_Finalize)* finalize = COHORT_LIBRARY_FUNCTION(library, PMIx_Finalize);
+  decltype(PMIx_Error_string)* error_string = COHORT_LIBRARY_FUNCTION(library, PMIx_Error_string);
+  decltype(PMIx_Put)* put = COHORT_LIBRARY_FUNCTION(library, PMIx_Put);
+  decltype(PMIx_Commit)* commit = COHORT_LIBRARY_FUNCTION(library, PMIx_Commit);
+  decltype(PMIx_Fence)* fence = COHORT_LIBRARY_FUNCTION(library, PMIx_Fence);
+  decltype(PMIx_Get)* get = COHORT_LIBRARY_FUNCTION(library, PMIx_Get);
+  decltype(PMIx_Info_load)* info_load = COHORT_LIBRARY_FUNCTION(library, PMIx_Info_load);
+  decltype(PMIx_Value_destruct)* value_destruct =
+      COHORT_LIBRARY_FUNCTION(library, PMIx_Value_destruct);
+};
+
+const Pmix& pmix() {
+  static const Pmix loaded;
+  return loaded;
+}
+
 [[noreturn]] void fail(const char* call, pmix_status_t status) {
-  throw Error(cat("PMIx: ", call, " failed: ", PMIx_Error_string(status),
+  throw Error(cat("PMIx: ", call, " failed: ", pmix().error_string(status),
                   " (is this process started by mpirun or srun --mpi=pmix?)"));
 }
 
 }  // namespace
 
 MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
+  const Pmix& p = pmix();
   pmix_proc_t self;
-  if (pmix_status_t status = PMIx_Init(&self, nullptr, 0); status != PMIX_SUCCESS) {
+  if (pmix_status_t status = p.init(&self, nullptr, 0); status != PMIX_SUCCESS) {
     fail("PMIx_Init", status);
   }
   // Finalized at exit, not now: a PMIx client finalized and then initialised
@@ -33,7 +57,7 @@ MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
   // data on a node of several (Open MPI 4.1: "getting local rank failed").
   // Kept open, MPI's own PMIx_Init only counts one more user of it.
   static const bool kFinalizeAtExit = [] {
-    return std::atexit([] { PMIx_Finalize(nullptr, 0); }) == 0;
+    return std::atexit([] { pmix().finalize(nullptr, 0); }) == 0;
   }();
   (void)kFinalizeAtExit;
   const std::string text = encode_master(mine);
@@ -42,20 +66,20 @@ MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
     std::memset(&value, 0, sizeof(value));
     value.type = PMIX_STRING;
     value.data.string = const_cast<char*>(text.c_str());
-    if (pmix_status_t status = PMIx_Put(PMIX_GLOBAL, kKey, &value); status != PMIX_SUCCESS) {
+    if (pmix_status_t status = p.put(PMIX_GLOBAL, kKey, &value); status != PMIX_SUCCESS) {
       fail("PMIx_Put", status);
     }
-    if (pmix_status_t status = PMIx_Commit(); status != PMIX_SUCCESS) fail("PMIx_Commit", status);
+    if (pmix_status_t status = p.commit(); status != PMIX_SUCCESS) fail("PMIx_Commit", status);
   }
   pmix_info_t collect;
   PMIX_INFO_CONSTRUCT(&collect);
   bool yes = true;
-  PMIX_INFO_LOAD(&collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+  p.info_load(&collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
   pmix_proc_t everyone;
   PMIX_PROC_CONSTRUCT(&everyone);
   PMIX_LOAD_PROCID(&everyone, self.nspace, PMIX_RANK_WILDCARD);
-  const pmix_status_t fenced = PMIx_Fence(&everyone, 1, &collect, 1);
-  PMIX_INFO_DESTRUCT(&collect);
+  const pmix_status_t fenced = p.fence(&everyone, 1, &collect, 1);
+  p.value_destruct(&collect.value);
   if (fenced != PMIX_SUCCESS) fail("PMIx_Fence", fenced);
   if (rank == 0) return mine;
 
@@ -63,13 +87,14 @@ MasterAddress exchange_over_pmix(int rank, const MasterAddress& mine) {
   PMIX_PROC_CONSTRUCT(&root);
   PMIX_LOAD_PROCID(&root, self.nspace, 0);
   pmix_value_t* value = nullptr;
-  if (pmix_status_t status = PMIx_Get(&root, kKey, nullptr, 0, &value); status != PMIX_SUCCESS) {
+  if (pmix_status_t status = p.get(&root, kKey, nullptr, 0, &value); status != PMIX_SUCCESS) {
     fail("PMIx_Get", status);
   }
   std::string published = value->type == PMIX_STRING && value->data.string != nullptr
                               ? value->data.string
                               : std::string();
-  PMIX_VALUE_RELEASE(value);
+  p.value_destruct(value);
+  std::free(value);
   auto master = decode_master(published);
   if (!master) {
     throw Error(cat("PMIx: rank 0 published '", published,

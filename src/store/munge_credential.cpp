@@ -13,6 +13,8 @@
 
 #if COHORT_WITH_MUNGE
 #include <munge.h>
+
+#include "core/shared_library.hpp"
 #endif
 
 namespace cohort::detail {
@@ -44,16 +46,33 @@ std::string munge_socket() {
 #if COHORT_WITH_MUNGE
 namespace {
 
+// libmunge, loaded by the first process that makes or checks a credential.
+struct Munge {
+  SharedLibrary library{COHORT_MUNGE_LIBRARY, "MUNGE credentials", COHORT_MUNGE_LIBRARY_PACKAGE};
+  decltype(munge_ctx_create)* ctx_create = COHORT_LIBRARY_FUNCTION(library, munge_ctx_create);
+  decltype(munge_ctx_destroy)* ctx_destroy = COHORT_LIBRARY_FUNCTION(library, munge_ctx_destroy);
+  decltype(munge_ctx_set)* ctx_set = COHORT_LIBRARY_FUNCTION(library, munge_ctx_set);
+  // ::, past this file's own munge_encode and munge_decode.
+  decltype(::munge_encode)* encode = library.function<decltype(::munge_encode)>("munge_encode");
+  decltype(::munge_decode)* decode = library.function<decltype(::munge_decode)>("munge_decode");
+  decltype(munge_strerror)* strerror = COHORT_LIBRARY_FUNCTION(library, munge_strerror);
+};
+
+const Munge& munge() {
+  static const Munge loaded;
+  return loaded;
+}
+
 struct Context {
-  munge_ctx_t ctx = munge_ctx_create();
-  ~Context() { munge_ctx_destroy(ctx); }
+  munge_ctx_t ctx = munge().ctx_create();
+  ~Context() { munge().ctx_destroy(ctx); }
   bool ready(std::string* error) {
     if (ctx == nullptr) {
       *error = "munge_ctx_create failed";
       return false;
     }
     if (const std::string socket = munge_socket(); !socket.empty()) {
-      if (munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket.c_str()) != EMUNGE_SUCCESS) {
+      if (munge().ctx_set(ctx, MUNGE_OPT_SOCKET, socket.c_str()) != EMUNGE_SUCCESS) {
         *error = cat("cannot use munged's socket ", socket);
         return false;
       }
@@ -72,13 +91,13 @@ std::string munge_encode(std::string_view payload) {
   Context context;
   std::string error;
   if (!context.ready(&error)) throw StoreError(cat("MUNGE: ", error));
-  munge_ctx_set(context.ctx, MUNGE_OPT_UID_RESTRICTION, getuid());
+  munge().ctx_set(context.ctx, MUNGE_OPT_UID_RESTRICTION, getuid());
   char* credential = nullptr;
   const munge_err_t status =
-      munge_encode(&credential, context.ctx, payload.data(), static_cast<int>(payload.size()));
+      munge().encode(&credential, context.ctx, payload.data(), static_cast<int>(payload.size()));
   if (status != EMUNGE_SUCCESS) {
     throw StoreError(cat("MUNGE: ", context.where(),
-                         " could not encode a credential: ", munge_strerror(status),
+                         " could not encode a credential: ", munge().strerror(status),
                          "; set COHORT_MUNGE_SOCKET to munged's socket, or give the job a "
                          "secret in COHORT_JOB_TOKEN (docs/security.md)"));
   }
@@ -96,13 +115,14 @@ MungeIdentity munge_decode(std::string_view credential) {
   int length = 0;
   uid_t uid = 0;
   gid_t gid = 0;
-  const munge_err_t status = munge_decode(text.c_str(), context.ctx, &payload, &length, &uid, &gid);
+  const munge_err_t status =
+      munge().decode(text.c_str(), context.ctx, &payload, &length, &uid, &gid);
   if (payload != nullptr) {
     identity.payload.assign(static_cast<const char*>(payload), static_cast<std::size_t>(length));
     std::free(payload);
   }
   if (status != EMUNGE_SUCCESS) {
-    identity.error = cat(context.where(), ": ", munge_strerror(status));
+    identity.error = cat(context.where(), ": ", munge().strerror(status));
     return identity;
   }
   identity.valid = true;
