@@ -228,31 +228,36 @@ macro(cohort_probe_torch found_var why_var)
   endif()
 endmacro()
 
-# cohort_load_at_run_time(<target> <prefix> <macro>): <target> uses the
-# pkg-config module found as <prefix> through dlopen when it first needs it
-# (core/shared_library.hpp) instead of linking it: its headers only, <macro>
-# defined as the file to load, the library's directory and soname
-# ("/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.2", so that a newer build
-# of the same ABI loads), and <macro>_PACKAGE as the Debian package that has
-# it (the soname where dpkg does not know it). dpkg-shlibdeps cannot see such
-# a library: the package recommends it (COHORT_RUN_TIME_PACKAGES).
-function(cohort_load_at_run_time target prefix macro)
-  list(GET ${prefix}_LINK_LIBRARIES 0 library)
-  execute_process(COMMAND ${CMAKE_OBJDUMP} -p "${library}" OUTPUT_VARIABLE dynamic
+# cohort_load_at_run_time(<target> <macro> LIBRARY <file> INCLUDES <dir>...
+#                         [REQUIRED]): <target> uses the library <file> through
+# dlopen when it first needs it (core/shared_library.hpp) instead of linking
+# it: its headers only, <macro> defined as the file to load, the library's
+# directory and soname ("/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.2", so
+# that a newer build of the same ABI loads), and <macro>_PACKAGE as the
+# Debian package that has it (the soname where dpkg does not know it).
+# dpkg-shlibdeps cannot see such a library: the package depends on it when
+# REQUIRED, else recommends it (COHORT_RUN_TIME_DEPENDS, _RECOMMENDS).
+function(cohort_load_at_run_time target macro)
+  cmake_parse_arguments(LOAD "REQUIRED" "LIBRARY" "INCLUDES" ${ARGN})
+  execute_process(COMMAND ${CMAKE_OBJDUMP} -p "${LOAD_LIBRARY}" OUTPUT_VARIABLE dynamic
                   RESULT_VARIABLE status)
   if(NOT status EQUAL 0 OR NOT dynamic MATCHES "SONAME +([^\n]+)")
-    message(FATAL_ERROR "cohort: cannot read the soname of ${library} (objdump -p)")
+    message(FATAL_ERROR "cohort: cannot read the soname of ${LOAD_LIBRARY} (objdump -p)")
   endif()
   set(soname "${CMAKE_MATCH_1}")
-  get_filename_component(directory "${library}" DIRECTORY)
+  get_filename_component(directory "${LOAD_LIBRARY}" DIRECTORY)
   set(package "${soname}")
   execute_process(COMMAND dpkg-query -S "${directory}/${soname}" OUTPUT_VARIABLE owner
                   RESULT_VARIABLE status ERROR_QUIET)
   if(status EQUAL 0 AND owner MATCHES "^([^:,]+)")
     set(package "${CMAKE_MATCH_1}")
-    set_property(GLOBAL APPEND PROPERTY COHORT_RUN_TIME_PACKAGES ${package})
+    if(LOAD_REQUIRED)
+      set_property(GLOBAL APPEND PROPERTY COHORT_RUN_TIME_DEPENDS ${package})
+    else()
+      set_property(GLOBAL APPEND PROPERTY COHORT_RUN_TIME_RECOMMENDS ${package})
+    endif()
   endif()
-  target_include_directories(${target} SYSTEM PRIVATE ${${prefix}_INCLUDE_DIRS})
+  target_include_directories(${target} SYSTEM PRIVATE ${LOAD_INCLUDES})
   target_compile_definitions(${target} PRIVATE ${macro}="${directory}/${soname}"
                                                ${macro}_PACKAGE="${package}")
 endfunction()

@@ -1,5 +1,6 @@
 #include "store/proof.hpp"
 
+#include <atomic>
 #include <cerrno>
 
 #include <openssl/crypto.h>
@@ -11,9 +12,37 @@
 
 #include "core/fd.hpp"
 #include "core/strings.hpp"
+#if defined(COHORT_CRYPTO_LIBRARY)
+#include "core/shared_library.hpp"
+#endif
 
 namespace cohort::detail::store_proof {
 namespace {
+
+// libcrypto's calls: from the library loaded by the first proof this process
+// makes or checks, or linked in (a static libcrypto).
+struct Crypto {
+#if defined(COHORT_CRYPTO_LIBRARY)
+  SharedLibrary library{COHORT_CRYPTO_LIBRARY, "the store handshake's HMAC-SHA256",
+                        COHORT_CRYPTO_LIBRARY_PACKAGE};
+  decltype(HMAC)* hmac = COHORT_LIBRARY_FUNCTION(library, HMAC);
+  decltype(EVP_sha256)* sha256 = COHORT_LIBRARY_FUNCTION(library, EVP_sha256);
+  decltype(OPENSSL_thread_stop)* thread_stop =
+      COHORT_LIBRARY_FUNCTION(library, OPENSSL_thread_stop);
+#else
+  decltype(HMAC)* hmac = HMAC;
+  decltype(EVP_sha256)* sha256 = EVP_sha256;
+  decltype(OPENSSL_thread_stop)* thread_stop = OPENSSL_thread_stop;
+#endif
+};
+
+std::atomic<const Crypto*> loaded{nullptr};
+
+const Crypto& crypto() {
+  static const Crypto calls;
+  loaded.store(&calls, std::memory_order_release);
+  return calls;
+}
 
 std::string hmac(std::string_view label, std::string_view token, std::string_view client_nonce,
                  std::string_view server_nonce) {
@@ -22,9 +51,10 @@ std::string hmac(std::string_view label, std::string_view token, std::string_vie
   message.append(label).append(client_nonce).append(server_nonce);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-           reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
-           &length) == nullptr ||
+  const Crypto& calls = crypto();
+  if (calls.hmac(calls.sha256(), token.data(), static_cast<int>(token.size()),
+                 reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
+                 &length) == nullptr ||
       length != kProofBytes) {
     throw StoreError("the store handshake could not compute its HMAC-SHA256 (OpenSSL's libcrypto)");
   }
@@ -69,11 +99,19 @@ void warm_up() {
 }
 
 void forget_thread_state() noexcept {
-  OPENSSL_thread_stop();
+  // Not worth loading libcrypto for: a process that never loaded it has
+  // nothing to free.
+  if (const Crypto* calls = loaded.load(std::memory_order_acquire)) calls->thread_stop();
 }
 
 bool same(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  if (a.size() != b.size()) return false;
+  // Every byte compared, whatever differs first (CRYPTO_memcmp's contract,
+  // without loading libcrypto to compare).
+  volatile unsigned char difference = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    difference = difference | static_cast<unsigned char>(a[i] ^ b[i]);
+  return difference == 0;
 }
 
 }  // namespace cohort::detail::store_proof

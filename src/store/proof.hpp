@@ -5,7 +5,8 @@
 // OpenSSL's libcrypto does the HMAC (the kernel draws the nonces): a well-kept
 // library every Linux distribution ships, already loaded by PyTorch and
 // Open MPI in the processes cohort runs beside, FIPS-validated builds on the
-// clusters that need them.
+// clusters that need them. It is loaded by a process's first proof (most
+// cohort processes make none: src/store/CMakeLists.txt).
 #pragma once
 
 #include <string>
