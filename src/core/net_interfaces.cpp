@@ -30,6 +30,11 @@ std::string ipv4_text(const sockaddr_in& address) {
 // diagnostic command hang for the resolver's full retry schedule.
 bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, sockaddr_in* out,
                   std::string* error) {
+  // A dotted quad needs no lookup (getaddrinfo_a starts a thread for one).
+  if (inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1) {
+    out->sin_family = AF_INET;
+    return true;
+  }
   // On the heap: a lookup that outlives the deadline and cannot be cancelled
   // still writes into it from glibc's thread, so it is then left allocated.
   struct Lookup {
