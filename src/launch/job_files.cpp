@@ -40,6 +40,9 @@ JobFiles::JobFiles(std::string log_dir, const std::string& run_id, bool keep)
 
 JobFiles::~JobFiles() {
   if (!made_ || keep_) return;
+  for (const std::string& name : error_names_)
+    ::unlinkat(dir_fd_.get(), name.c_str(), 0);
+  if (::rmdir(dir_.c_str()) == 0) return;
   std::error_code ignored;
   fs::remove_all(dir_, ignored);
 }
@@ -61,6 +64,13 @@ Fd JobFiles::rank_dir(int attempt, int rank, std::string* path) {
 }
 
 std::string JobFiles::error_file(int attempt, int rank) {
+  if (flat()) {
+    // DIR is new (mkdtemp) and each name handed out once: nothing stale.
+    std::string name = cat("attempt_", attempt, ".rank_", rank, ".error.json");
+    std::string path = cat(dir_, "/", name);
+    error_names_.push_back(std::move(name));
+    return path;
+  }
   std::string path;
   const Fd dir = rank_dir(attempt, rank, &path);
   ::unlinkat(dir.get(), "error.json", 0);  // a stale file must not be taken for this attempt's

@@ -3,13 +3,17 @@
 // and DIR/attempt_K/rank_R/error.json (each worker's TORCHELASTIC_ERROR_FILE).
 // DIR is --log-dir; without it, a directory of the job's own in $TMPDIR
 // (mode 0700: error messages may hold secrets), removed at the end unless
-// --redirects or --tee put logs there. Every directory below DIR is made
+// --redirects or --tee put logs there. A directory that holds nothing but
+// error files and goes at the end has them side by side instead,
+// DIR/attempt_K.rank_R.error.json: a directory per attempt and rank cost a
+// one-worker job 0.5 ms of its 6 to make and remove (ext4). Every directory below DIR is made
 // 0700 and every file 0600, opened relative to its directory, never through
 // a symbolic link, and only in directories no other user can write to
 // (core/own_files.hpp): a file another user prepared there is refused.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/fd.hpp"
 
@@ -39,6 +43,8 @@ class JobFiles {
  private:
   /// DIR/attempt_K/rank_R, made when missing; its path in `*path`.
   Fd rank_dir(int attempt, int rank, std::string* path);
+  /// Whether error files lie in DIR itself (nothing else is kept there).
+  bool flat() const noexcept { return made_ && !keep_; }
 
   std::string dir_;
   Fd dir_fd_;
@@ -46,6 +52,7 @@ class JobFiles {
   Fd attempt_dir_;
   bool made_ = false;
   bool keep_ = false;
+  std::vector<std::string> error_names_;  // in DIR, when flat()
 };
 
 }  // namespace cohort::detail

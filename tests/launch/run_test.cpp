@@ -912,6 +912,33 @@ TEST_F(RunTest, LogDirPrefixAndRanks) {
   }
 }
 
+// Without --log-dir each worker's TORCHELASTIC_ERROR_FILE lies in a
+// directory of the job's own in $TMPDIR, side by side (no directory per
+// attempt and rank); the report quotes what a worker wrote there, and the
+// directory is gone at the end.
+TEST_F(RunTest, ErrorFilesLieInTheJobsOwnDirectoryAndGoWithIt) {
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directory(tmp);
+  test::ProcessOptions with_tmp = options();
+  with_tmp.env = process_environment();
+  (*with_tmp.env)["TMPDIR"] = tmp.string();
+  const ProcessResult result =
+      test::run_process(cohort_run({"-n", "2", "sh", "-c",
+                                    "echo $TORCHELASTIC_ERROR_FILE; [ $RANK = 1 ] || exit 0; "
+                                    "printf '{\"message\": \"ValueError: rank 1 gave up\"}' "
+                                    "> $TORCHELASTIC_ERROR_FILE; exit 3"}),
+                        with_tmp);
+  EXPECT_EQ(result.exit_code, 3) << test::describe(result);
+  EXPECT_NE(result.err.find("ValueError: rank 1 gave up"), std::string::npos)
+      << test::describe(result);
+  for (const char* rank : {"0", "1"}) {
+    const std::string name = std::string("/attempt_0.rank_") + rank + ".error.json";
+    EXPECT_NE(result.out.find(tmp.string() + "/cohort-"), std::string::npos) << result.out;
+    EXPECT_NE(result.out.find(name), std::string::npos) << result.out;
+  }
+  EXPECT_TRUE(fs::is_empty(tmp)) << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
+}
+
 TEST_F(RunTest, OutputLinesNeverMixMidLine) {
   // Four workers write long lines as fast as they can, in small pieces.
   const ProcessResult result =
