@@ -14,7 +14,7 @@
 // list (shm:allocate) puts the operation's buffers in the communicator's
 // own memory (Communicator::allocate). Start it with `cohort run -n
 // N` or `mpirun -np N`. OP: all_reduce (the default, float sum in place),
-// broadcast and scatter (from rank 0), all_gather, reduce_scatter (sum),
+// broadcast, gather and scatter (to and from rank 0), all_gather, reduce_scatter (sum),
 // all_to_all. Rank 0 prints, per size (all_reduce and broadcast: bytes of the
 // buffer; the others: bytes of each rank's block, n of which make the larger
 // buffer), the median over the rounds of each config's
@@ -142,11 +142,12 @@ int main(int argc, char** argv) {
     }
   }
   const bool known_op = op == "all_reduce" || op == "all_gather" || op == "broadcast" ||
-                        op == "reduce_scatter" || op == "scatter" || op == "all_to_all";
+                        op == "reduce_scatter" || op == "scatter" || op == "gather" ||
+                        op == "all_to_all";
   if (configs.empty() || !known_op || smallest < 4 || largest < smallest || cold == SIZE_MAX) {
     std::fprintf(stderr,
                  "usage: settings_in_one_job [--op all_reduce|broadcast|all_gather|reduce_scatter|"
-                 "scatter|all_to_all] [--sizes 256K:64M] "
+                 "gather|scatter|all_to_all] [--sizes 256K:64M] "
                  "[--rounds 21] [--cold BYTES] BACKEND[:VAR=VALUE,...]...\n");
     return 2;
   }
@@ -200,6 +201,8 @@ int main(int argc, char** argv) {
           comm.reduce_scatter(blocks, block, ReduceOp::sum);
         } else if (op == "scatter") {
           comm.scatter(blocks, block, 0);
+        } else if (op == "gather") {
+          comm.gather(block, blocks, 0);
         } else {
           comm.all_to_all(blocks, Buffer::of(config.received));
         }

@@ -43,35 +43,15 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // every extra round.
 constexpr std::size_t kMiB = kKiB * kKiB;
 constexpr Window kAlways{0, SIZE_MAX};
-// all_reduce takes no single copies: since the rounds got faster, single
-// copies took 1.5-1.9x the rounds' time from 256 KiB to 64 MiB at n = 2, and
-// 1.8-3.0x at n = 3 and 4 (2026-11-27 evening, settings_in_one_job); the
-// n = 4, 256 KiB cell lost to Open MPI in 3 of 3 runs of compare_allreduce.
-// all_gather neither: off took 0.41-0.81x auto's time at n = 2 (16 KiB to
-// 64 MiB) and 0.35-0.70x at n = 4 (256 KiB to 16 MiB), 2026-11-27 night,
-// settings_in_one_job; compare_collectives' n = 4 cells from 1 to 16 MiB lost
-// to Open MPI (0.61-0.95x). gather, where only the root reads, keeps them.
-// broadcast neither: off took 0.19-0.27x auto's time from 64 to 512 KiB at
-// n = 2 (settings_in_one_job), and compare_collectives lost to Open MPI
-// there (0.79-0.88x) in three runs of three.
-constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
-    .all_reduce = {},
-    .broadcast = {},
-    .gather = {16 * kKiB, SIZE_MAX},
-    .all_gather = {},
-    .scatter = {32 * kKiB, SIZE_MAX},
-    .reduce_scatter = {32 * kKiB, 8 * kMiB},
-    .all_to_all = {32 * kKiB, SIZE_MAX},
-};
-constexpr Tuning::Windows kSingleCopiesOversubscribed{
-    .all_reduce = {},  // above
-    .broadcast = {},
-    .gather = {256 * kKiB, SIZE_MAX},
-    .all_gather = {},  // above
-    .scatter = {128 * kKiB, SIZE_MAX},
-    .reduce_scatter = {},
-    .all_to_all = {64 * kKiB, SIZE_MAX},
-};
+// Single copies (process_vm_readv/writev) are taken only when asked
+// (COHORT_SHM_SINGLE_COPY=always): since the rounds got faster they lost in
+// every collective, one by one, in one job (settings_in_one_job ... shm
+// shm:COHORT_SHM_SINGLE_COPY=off), where auto had them: all_reduce 1.5-3.0x
+// slower (2026-11-27 evening), all_gather 1.2-2.9x and broadcast 3.7-5.2x
+// (that night), then on 2026-11-28 gather 1.35-4.8x (n = 2, 16 KiB-16 MiB)
+// and 1.9-2.5x (n = 4, from 256 KiB), scatter 1.5-3.3x and 1.2-1.8x,
+// reduce_scatter 2.0-3.4x (n = 2, 32 KiB-8 MiB), all_to_all 1.2-2.8x and
+// 1.3-2.9x; compare_collectives lost to Open MPI in their windows.
 // Buffers in shared memory (Communicator::allocate): where they were faster
 // than the protocols above in one job (docs/communicator.md, "Buffers in
 // shared memory"). Below these sizes the round that compares places and the
@@ -143,10 +123,7 @@ Settings local_settings(int size, int busy, int cpus) {
   settings.single_copy = single_copy_from_env();
   if (settings.single_copy == SingleCopy::always) {
     tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
-  } else if (settings.single_copy == SingleCopy::automatic) {
-    tuning.single_copies =
-        settings.oversubscribed ? kSingleCopiesOversubscribed : kSingleCopiesWithACorePerRank;
-  }
+  }  // else none: off, and auto since none is faster (above)
   return settings;
 }
 
