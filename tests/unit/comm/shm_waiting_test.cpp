@@ -1,6 +1,7 @@
 // How a rank of the shm backend waits (waiting.hpp): the yields between
 // its spins and its futex sleep, and what a slow yield teaches it.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "comm/backends/shm/waiting.hpp"
 
@@ -45,6 +46,27 @@ TEST(ShmWaiting, WithoutALimitEveryWaitYields) {
   for (int wait = 0; wait < 3; ++wait)
     EXPECT_FALSE(yield_until(counter, 1, policy, state));
   EXPECT_EQ(state.skip_yields.load(), 0);
+}
+
+// Two ranks the scheduler put on one core: the one that waits does not spin
+// (its peer cannot run meanwhile), wherever else it waits it does.
+TEST(ShmWaiting, NoSpinsOnTheCpuTheCounterWasLastAdvancedFrom) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  const int cpu = sched_getcpu();
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // so that it stays put
+  Counter counter;
+  WaitPolicy policy;
+  policy.spins = 4096;
+  EXPECT_EQ(spins_for(counter, policy, cpu), 4096);  // never advanced
+  advance(counter, 1);
+  EXPECT_EQ(counter.advanced_on.load(), cpu + 1);
+  EXPECT_EQ(spins_for(counter, policy, cpu), 0);
+  EXPECT_EQ(spins_for(counter, policy, cpu + 1), 4096);
+  sched_setaffinity(0, sizeof(before), &before);
 }
 
 }  // namespace

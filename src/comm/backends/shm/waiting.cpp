@@ -22,6 +22,7 @@ std::uint32_t* word(Counter& counter) noexcept {
 void advance(Counter& counter, std::uint32_t value) noexcept {
   // Sequentially consistent on both sides (here and in sleep_on): either the
   // sleeper sees the new value, or this sees the sleeper and wakes it.
+  counter.advanced_on.store(sched_getcpu() + 1, std::memory_order_relaxed);
   counter.value.store(value, std::memory_order_seq_cst);
   if (counter.sleepers.load(std::memory_order_seq_cst) != 0) wake(counter);
 }
