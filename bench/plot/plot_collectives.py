@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 ALLREDUCE_LINES = [
     ("shm", "cohort (shm)", "-"),
     ("shm_allocate", "cohort (shm, allocate)", "-"),
+    ("shm_bound", "cohort (shm, --cpu-bind cores)", "-"),
     ("gloo", "cohort (gloo)", "-"),
     ("torch", "PyTorch gloo", "--"),
     ("mpi", "Open MPI", "--"),
@@ -32,6 +33,7 @@ ALLREDUCE_LINES = [
 COLLECTIVE_LINES = [
     ("shm", "cohort (shm)", "-"),
     ("alloc", "cohort (shm, allocate)", "-"),
+    ("bound", "cohort (shm, --cpu-bind cores)", "-"),
     ("gloo", "cohort (gloo)", "-"),
     ("mpi", "Open MPI (cohort's mpi backend)", "--"),
 ]

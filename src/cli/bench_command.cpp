@@ -39,6 +39,7 @@ struct BenchArguments {
   std::string backend;
   std::string op = "all_reduce";
   bool allocate = false;
+  std::string cpu_bind = "none";
 };
 
 // One timed collective, as nccl-tests counts it: `size` is the all_reduce
@@ -309,6 +310,11 @@ void add_bench_command(CLI::App& app, Runner& run) {
   allreduce->add_flag("--allocate", arguments->allocate,
                       "buffers from Communicator::allocate (shm: every rank maps them, and "
                       "all_reduce works in place in the peers' buffers)");
+  allreduce
+      ->add_option("--cpu-bind", arguments->cpu_bind,
+                   "bind each worker's CPUs as cohort run --cpu-bind does (none, cores, ...): "
+                   "mpirun binds each rank to a core by default, so --backend mpi always is")
+      ->check(CLI::IsMember({"none", "numa", "gpu", "cores"}));
   allreduce->add_flag("--worker", *worker,
                       "be one rank (what bench starts itself; also for srun / mpirun)");
   allreduce->callback([&run, arguments, worker] {
@@ -333,6 +339,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
       if (arguments->allocate) options.command.push_back("--allocate");
       if (arguments->backend == "mpi") exec_mpirun(options.command, arguments->workers);
       options.nproc_per_node = arguments->workers;
+      options.cpu_bind = arguments->cpu_bind;
       options.prefix = "";
       options.console_ranks = {0};
       return cohort::run(options);

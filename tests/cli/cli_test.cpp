@@ -373,5 +373,18 @@ TEST(CliBench, AllocatedBuffersForEveryOp) {
   }
 }
 
+// As mpirun binds its ranks: each worker on its own core, the workers'
+// affinity as cohort run --cpu-bind cores gives it; a mode it lacks is refused.
+TEST(CliBench, WorkersBoundToCoresWhenAsked) {
+  const ProcessResult bound = cohort_cli(
+      {"bench", "allreduce", "-n", "2", "--sizes", "4K:4K", "--iters", "3", "--cpu-bind", "cores"});
+  ASSERT_EQ(bound.exit_code, 0) << test::describe(bound);
+  EXPECT_EQ(std::count(bound.out.begin(), bound.out.end(), '\n'), 3 + 1) << bound.out;
+  const ProcessResult refused =
+      cohort_cli({"bench", "allreduce", "-n", "2", "--cpu-bind", "sockets"});
+  EXPECT_EQ(refused.exit_code, 2) << test::describe(refused);
+  EXPECT_NE(refused.err.find("--cpu-bind"), std::string::npos) << refused.err;
+}
+
 }  // namespace
 }  // namespace cohort
