@@ -35,8 +35,8 @@ struct Pmix {
 };
 
 const Pmix& pmix() {
-  static const Pmix loaded;
-  return loaded;
+  static const Pmix kPmix;
+  return kPmix;
 }
 
 [[noreturn]] void fail(const char* call, pmix_status_t status) {

@@ -59,8 +59,8 @@ struct Munge {
 };
 
 const Munge& munge() {
-  static const Munge loaded;
-  return loaded;
+  static const Munge kMunge;
+  return kMunge;
 }
 
 struct Context {

@@ -39,9 +39,9 @@ struct Crypto {
 std::atomic<const Crypto*> loaded{nullptr};
 
 const Crypto& crypto() {
-  static const Crypto calls;
-  loaded.store(&calls, std::memory_order_release);
-  return calls;
+  static const Crypto kCrypto;
+  loaded.store(&kCrypto, std::memory_order_release);
+  return kCrypto;
 }
 
 std::string hmac(std::string_view label, std::string_view token, std::string_view client_nonce,

@@ -41,7 +41,6 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // the system calls, large all_reduce/reduce_scatter/broadcast stream
 // through slots that stay in cache, and ranks that wait for a core pay for
 // every extra round.
-constexpr std::size_t kMiB = kKiB * kKiB;
 constexpr Window kAlways{0, SIZE_MAX};
 // Single copies (process_vm_readv/writev) are taken only when asked
 // (COHORT_SHM_SINGLE_COPY=always): since the rounds got faster they lost in
