@@ -25,8 +25,6 @@ class SharedLibrary {
     return reinterpret_cast<Function*>(address_of(name));
   }
 
-  const std::string& path() const noexcept { return path_; }
-
  private:
   void* address_of(const char* name) const;
 

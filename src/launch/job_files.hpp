@@ -6,10 +6,11 @@
 // --redirects or --tee put logs there. A directory that holds nothing but
 // error files and goes at the end has them side by side instead,
 // DIR/attempt_K.rank_R.error.json: a directory per attempt and rank cost a
-// one-worker job 0.5 ms of its 6 to make and remove (ext4). Every directory below DIR is made
-// 0700 and every file 0600, opened relative to its directory, never through
-// a symbolic link, and only in directories no other user can write to
-// (core/own_files.hpp): a file another user prepared there is refused.
+// one-worker job 0.5 ms of its 6 to make and remove (ext4). Every directory
+// below DIR is made 0700 and every file 0600, opened relative to its
+// directory, never through a symbolic link, and only in directories no other
+// user can write to (core/own_files.hpp): a file another user prepared there
+// is refused.
 #pragma once
 
 #include <string>

@@ -60,7 +60,7 @@ struct Window {
 /// How the collectives cut their work (the same on every rank of a group).
 struct Tuning {
   std::size_t small_bytes = 0;  ///< all_reduce/reduce up to this size: one round
-  /// A window per collective that has one (all_gather and gather share one).
+  /// A window per collective that has one.
   struct Windows {
     Window all_reduce, broadcast, gather, all_gather, scatter, reduce_scatter, all_to_all;
   };
