@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <cohort/errors.hpp>
 
@@ -42,12 +43,15 @@ std::optional<std::uint32_t> take_u32(std::string_view table, std::size_t& at) {
 std::string encode_table(const std::vector<std::string>& values) {
   std::unordered_map<std::string_view, std::uint32_t> index;
   std::vector<std::string_view> distinct;
-  std::vector<std::uint32_t> indices;
-  indices.reserve(values.size());
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> runs;  // value's index, how many
   for (const std::string& value : values) {
     const auto [it, inserted] = index.emplace(value, static_cast<std::uint32_t>(distinct.size()));
     if (inserted) distinct.push_back(value);
-    indices.push_back(it->second);
+    if (!runs.empty() && runs.back().first == it->second) {
+      ++runs.back().second;
+    } else {
+      runs.emplace_back(it->second, 1);
+    }
   }
   std::string table;
   put_u32(table, static_cast<std::uint32_t>(distinct.size()));
@@ -55,8 +59,11 @@ std::string encode_table(const std::vector<std::string>& values) {
     put_u32(table, static_cast<std::uint32_t>(value.size()));
     table += value;
   }
-  for (std::uint32_t i : indices)
-    put_u32(table, i);
+  put_u32(table, static_cast<std::uint32_t>(runs.size()));
+  for (const auto& [value, length] : runs) {
+    put_u32(table, value);
+    put_u32(table, length);
+  }
   return table;
 }
 
@@ -73,17 +80,28 @@ std::optional<std::vector<std::string>> decode_table(std::string_view table, int
     if (!seen.insert(distinct.back()).second) return std::nullopt;  // listed twice
     at += *length;
   }
-  if (table.size() - at != 4 * static_cast<std::size_t>(size)) return std::nullopt;
+  const auto runs = take_u32(table, at);
+  if (!runs || *runs > static_cast<std::uint32_t>(size) ||
+      table.size() - at != 8 * static_cast<std::size_t>(*runs)) {
+    return std::nullopt;
+  }
   std::vector<std::string> values;
   values.reserve(static_cast<std::size_t>(size));
   std::uint32_t next_new = 0;  // values appear in the order they are first used
-  for (int r = 0; r < size; ++r) {
+  std::optional<std::uint32_t> previous;
+  for (std::uint32_t run = 0; run < *runs; ++run) {
     const std::uint32_t i = *take_u32(table, at);
-    if (i > next_new || i >= *count) return std::nullopt;
+    const std::uint32_t length = *take_u32(table, at);
+    // Runs are as long as they can be: one encoding per table.
+    if (i > next_new || i >= *count || length == 0 || previous == i ||
+        length > static_cast<std::uint32_t>(size) - values.size()) {
+      return std::nullopt;
+    }
     if (i == next_new) ++next_new;
-    values.emplace_back(distinct[i]);
+    previous = i;
+    values.insert(values.end(), length, std::string(distinct[i]));
   }
-  if (next_new != *count) return std::nullopt;
+  if (next_new != *count || values.size() != static_cast<std::size_t>(size)) return std::nullopt;
   return values;
 }
 

@@ -33,9 +33,11 @@ std::vector<std::string> ranked_keys(std::string_view prefix, std::size_t count)
 
 /// The table's encoding, every number 4-byte little-endian: how many
 /// distinct values, each as its length and bytes in the order first used,
-/// then each participant's value as an index into them, in rank order. Values
-/// that repeat (a host's identity, once per rank on it) travel once: the
-/// table every participant reads is N × 4 bytes plus the distinct values.
+/// then how many runs, and each run (participants in rank order that hold
+/// one value) as the value's index and the run's length. Values that repeat
+/// travel once, and ranks numbered node by node, as every launcher numbers
+/// them, make a run per host: the host table that every rank of a job reads
+/// is 8 bytes and one identity per host, not 4 bytes per rank.
 std::string encode_table(const std::vector<std::string>& values);
 /// nullopt unless `table` is exactly `size` such values.
 std::optional<std::vector<std::string>> decode_table(std::string_view table, int size);

@@ -550,13 +550,37 @@ TEST_P(StoreOperationsTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
 TEST(ExchangeTable, RepeatedValuesTravelOnce) {
   const std::vector<std::string> values(8, std::string(40, 'h'));
   const std::string table = detail::encode_table(values);
-  EXPECT_EQ(table.size(), 4u + 4u + 40u + 8u * 4u);
+  EXPECT_EQ(table.size(), 4u + 4u + 40u + 4u + 8u);  // one value, one run
   EXPECT_EQ(detail::decode_table(table, 8), values);
   EXPECT_FALSE(detail::decode_table(table, 7));
-  // The same values listed twice, or an index past them: not a table.
+  EXPECT_FALSE(detail::decode_table(table, 9));
+  // The same value listed twice: not a table.
   std::string twice = detail::encode_table({"a", "b"});
-  twice[9] = 'a';
+  twice[13] = 'a';
   EXPECT_FALSE(detail::decode_table(twice, 2));
+}
+
+TEST(ExchangeTable, RanksNumberedHostByHostMakeARunPerHost) {
+  std::vector<std::string> blocks;  // 3 hosts of 4 ranks, then the first again
+  for (int rank = 0; rank < 14; ++rank)
+    blocks.push_back(detail::cat("host ", rank < 12 ? rank / 4 : 0));
+  const std::string table = detail::encode_table(blocks);
+  EXPECT_EQ(table.size(), 4u + 3u * (4u + 6u) + 4u + 4u * 8u);
+  EXPECT_EQ(detail::decode_table(table, 14), blocks);
+  // Round robin: a run per rank, and still the same values back.
+  std::vector<std::string> dealt;
+  for (int rank = 0; rank < 12; ++rank)
+    dealt.push_back(detail::cat("host ", rank % 3));
+  EXPECT_EQ(detail::decode_table(detail::encode_table(dealt), 12), dealt);
+  // Two runs of one value side by side, or a run of none: not the encoding.
+  std::string split = detail::encode_table({"a", "a", "b"});  // runs (0,2) (1,1)
+  std::string halves = split.substr(0, 14);
+  halves += std::string("\3\0\0\0", 4);
+  halves += std::string("\0\0\0\0\1\0\0\0\0\0\0\0\1\0\0\0\1\0\0\0\1\0\0\0", 24);
+  EXPECT_FALSE(detail::decode_table(halves, 3));
+  std::string empty_run = split;
+  empty_run[22] = '\0';  // the first run's length
+  EXPECT_FALSE(detail::decode_table(empty_run, 3));
 }
 
 TEST_P(StoreOperationsTest, AnExchangeWithAParticipantMissingTimesOutAndTheKeysSayWho) {

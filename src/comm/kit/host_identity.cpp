@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <string_view>
 
 #include <unistd.h>
 
@@ -16,11 +17,19 @@ std::string this_host_name() {
 }
 
 std::string host_identity() {
+  constexpr std::size_t kBootIdDigits = 16;
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  boot_id.erase(std::remove(boot_id.begin(), boot_id.end(), '-'), boot_id.end());
+  boot_id.resize(std::min(boot_id.size(), kBootIdDigits));
   char network[64] = {};
   if (::readlink("/proc/self/ns/net", network, sizeof(network) - 1) < 0) network[0] = '?';
-  return cat(this_host_name(), " ", boot_id.empty() ? "?" : boot_id, " ", network);
+  // "net:[4026531840]": the number tells namespaces apart.
+  std::string_view namespace_id(network);
+  const std::size_t open = namespace_id.find('[');
+  if (open != std::string_view::npos && namespace_id.back() == ']')
+    namespace_id = namespace_id.substr(open + 1, namespace_id.size() - open - 2);
+  return cat(this_host_name(), " ", boot_id.empty() ? "?" : boot_id, " ", namespace_id);
 }
 
 std::vector<std::string> exchange_host_identities(Store& store, int rank, int size,

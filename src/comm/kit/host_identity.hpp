@@ -16,8 +16,10 @@ namespace cohort::detail {
 /// gethostname(), or "?".
 std::string this_host_name();
 
-/// "<hostname> <boot id> <network namespace>", e.g.
-/// "node3 6f1c…-… net:[4026531840]".
+/// "<hostname> <boot id> <network namespace>", short, as every rank of a job
+/// reads every host's: the boot id's first 16 hex digits (64 random bits
+/// tell machines apart) and the namespace's inode number, e.g.
+/// "node3 6f1c2a9e0b7d4c31 4026531840".
 std::string host_identity();
 
 /// Collective over `size` ranks: publishes this rank's host_identity() under

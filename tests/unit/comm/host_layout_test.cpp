@@ -1,9 +1,11 @@
 // The hier backend's view of a job: which host each rank is on, in what
 // order hosts and ranks are numbered, and who leads each host.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "comm/backends/hier/layout.hpp"
 #include "comm/kit/host_identity.hpp"
+#include "core/strings.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -25,7 +27,15 @@ TEST(HostLayout, OneHostAndNoHost) {
 TEST(HostIdentity, NamesTheHostTheBootAndTheNetworkNamespace) {
   const std::string identity = host_identity();
   EXPECT_EQ(identity, host_identity()) << "the same process, the same identity";
-  EXPECT_NE(identity.find(" net:["), std::string::npos) << identity;
+  // "host 0123456789abcdef 4026531840": 16 hex digits of the boot id, the
+  // namespace's number as /proc/self/ns/net names it.
+  const std::vector<std::string> fields = split_at(identity, ' ');
+  ASSERT_EQ(fields.size(), 3u) << identity;
+  EXPECT_EQ(fields[1].size(), 16u) << identity;
+  EXPECT_EQ(fields[1].find_first_not_of("0123456789abcdef"), std::string::npos) << identity;
+  char network[64] = {};
+  ASSERT_GT(::readlink("/proc/self/ns/net", network, sizeof(network) - 1), 0);
+  EXPECT_EQ(cat("net:[", fields[2], "]"), network) << identity;
   EXPECT_FALSE(host_name_of(identity).empty());
   EXPECT_EQ(host_name_of(identity).find(' '), std::string::npos);
 }
