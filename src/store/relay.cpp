@@ -321,9 +321,11 @@ struct StoreRelay::Impl {
       for (;;) {
         std::vector<Id> going = std::exchange(group.going, {});
         lock.unlock();
-        const std::string answer = call(link, frame, group.timeout);
-        for (Id id : going)
-          deliver(id, answer);
+        std::string answer = call(link, frame, group.timeout);
+        // A copy for each client but the last, which takes the answer itself.
+        for (std::size_t i = 0; i + 1 < going.size(); ++i)
+          deliver(going[i], answer);
+        if (!going.empty()) deliver(going.back(), std::move(answer));
         lock.lock();
         if (group.next.empty() || stopping) {
           groups.erase(groups.find(frame));  // not by key: `frame` is the element's own

@@ -282,8 +282,14 @@ struct StoreServer::Impl final : detail::StoreCore {
     for (auto& [id, answer] : answers) {
       auto it = connections.find(id);
       if (it == connections.end()) continue;  // closed while its request was out
-      it->second.out += answer;
-      it->second.relayed = false;
+      Connection& connection = it->second;
+      if (connection.out_at == connection.out.size()) {
+        connection.out = std::move(answer);  // nothing else to send: no copy of a large table
+        connection.out_at = 0;
+      } else {
+        connection.out += answer;
+      }
+      connection.relayed = false;
       resumed.push_back(id);
     }
     std::lock_guard<std::mutex> lock(task_mutex);
