@@ -258,6 +258,10 @@ class StoreClient : public Store {
 
   /// "host:port" of the server.
   const std::string& address() const noexcept { return address_; }
+  /// From now on, the bound on every call that takes no timeout of its own
+  /// (Options::timeout after connecting): a patient connection becomes a
+  /// watchful one without connecting again.
+  void set_timeout(std::chrono::milliseconds timeout);
 
  private:
   StoreClient(Options options, int connected_fd);

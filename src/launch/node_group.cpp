@@ -37,8 +37,7 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     options_.token = store.token;
   }
   if (options_.serve_if_bindable && !server_) await_server_or_serve();
-  StoreClient::Options& client = client_;
-  client = client_options();
+  StoreClient::Options client = client_options();
   client.timeout = options_.rendezvous_timeout;
   try {
     store_ = connect(client);

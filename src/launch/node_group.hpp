@@ -283,7 +283,7 @@ class NodeGroup {
 
   NodeGroupOptions options_;
   std::unique_ptr<StoreServer> server_;
-  std::shared_ptr<Store> store_;        // the main thread's connection
+  std::shared_ptr<StoreClient> store_;  // the main thread's connection
   std::shared_ptr<Store> watch_store_;  // the heartbeat thread's own
   int port_ = 0;
   Fd event_;
@@ -302,7 +302,6 @@ class NodeGroup {
   mutable std::mutex members_mutex_;  // the heartbeat thread reads these two
   std::vector<int> members_;          // the attempt's agents' ids, by node rank
   std::vector<std::string> hosts_;
-  StoreClient::Options client_;
   std::mutex lost_mutex_;
   std::string lost_;  ///< why the heartbeat thread lost the store, "" while it has it
 };

@@ -60,8 +60,7 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
   begin_round(ids, placement.hosts);
   if (!watcher_.joinable()) {
     // From now on a call that hangs means a lost store: bound it like a heartbeat.
-    client_.timeout = options_.heartbeat_timeout;
-    store_ = connect(client_);
+    store_->set_timeout(options_.heartbeat_timeout);
     if (watch_store_) watcher_ = std::thread([this] { watch(); });
   }
   return placement;
@@ -255,8 +254,7 @@ void NodeGroup::start_watching(const std::string& run_id) {
       members_.push_back(node);
   }
   in_round_ = !elastic();  // elastic: the heartbeat thread closes the first round
-  client_.timeout = options_.heartbeat_timeout;
-  store_ = connect(client_);
+  store_->set_timeout(options_.heartbeat_timeout);
   watcher_ = std::thread([this] { watch(); });
 }
 

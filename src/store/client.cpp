@@ -53,6 +53,11 @@ std::unique_ptr<StoreClient> StoreClient::over_trusted_socket(Options options, i
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(options), connected_fd));
 }
 
+void StoreClient::set_timeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  options_.timeout = timeout;
+}
+
 StoreClient::~StoreClient() {
   if (fd_ >= 0) ::close(fd_);
 }
