@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -112,15 +113,23 @@ std::string not_built_because(const std::string& name) {
 // A group of `n` ranks of backend `name`, each a thread of this process
 // with its own LaunchInfo and client of one in-process store server; they
 // connect concurrently, as separate processes would.
-std::vector<std::unique_ptr<Communicator>> thread_group(
-    const std::string& name, int n, std::vector<std::string> (*hosts)(int) = nullptr) {
+// The store thread groups meet in, and the prefix of the last group made.
+StoreServer& thread_groups_store() {
   static StoreServer server([] {
     StoreServer::Options options;
     options.host = "127.0.0.1";
     return options;
   }());
+  return server;
+}
+std::string last_thread_group;
+
+std::vector<std::unique_ptr<Communicator>> thread_group(
+    const std::string& name, int n, std::vector<std::string> (*hosts)(int) = nullptr) {
+  StoreServer& server = thread_groups_store();
   static int groups = 0;
   const std::string prefix = "group" + std::to_string(++groups);
+  last_thread_group = prefix;
   std::vector<std::unique_ptr<Communicator>> group(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {
@@ -985,6 +994,60 @@ TEST(ConformanceHier, AllocateGivesTheHostsSharedMemory) {
               std::string::npos)
         << "rank " << rank << ": " << mapping_of(memory[static_cast<std::size_t>(rank)].get());
   }
+  close_all(group);
+}
+
+// hier connects no group of every rank at the start (a gloo group holds a
+// port and a connection per pair of its ranks): two ranks on different
+// hosts meet in a group of their own when one first sends to the other,
+// and all_to_all connects every rank when first called.
+TEST(ConformanceHier, RanksOnOtherHostsConnectWhenTheyFirstTalk) {
+  if (const std::string why = not_built_because("hier"); !why.empty()) GTEST_SKIP() << why;
+  std::vector<std::unique_ptr<Communicator>> group = thread_group("hier", 4, two_hosts);
+  StoreClient::Options options;
+  options.port = thread_groups_store().port();
+  StoreClient store(options);
+  // A gloo group's rank r publishes "comm/gloo/peer/r" as it connects.
+  const auto connected = [&](const std::string& view, int rank) {
+    return store.check(
+        {last_thread_group + "/hier/" + view + "/comm/gloo/peer/" + std::to_string(rank)});
+  };
+  EXPECT_FALSE(connected("flat", 0));
+  EXPECT_FALSE(connected("pair/0/1", 0));
+
+  // Ranks 0 and 1 are on hosts a and b.
+  std::vector<std::int32_t> sent{1, 2, 3};
+  std::vector<std::int32_t> received(3);
+  std::thread receiver([&] { group[1]->recv(std::span(received), 0); });
+  group[0]->send(std::span(sent), 1);
+  receiver.join();
+  EXPECT_EQ(received, sent);
+  EXPECT_TRUE(connected("pair/0/1", 0));
+  EXPECT_TRUE(connected("pair/0/1", 1));
+  EXPECT_FALSE(connected("pair/2/3", 0)) << "ranks 2 and 3 never talked";
+  EXPECT_FALSE(connected("flat", 0));
+
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::int32_t>> blocks(4, std::vector<std::int32_t>(4));
+  std::vector<std::vector<std::int32_t>> gathered(4, std::vector<std::int32_t>(4));
+  for (int rank = 0; rank < 4; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto& mine = blocks[static_cast<std::size_t>(rank)];
+      for (int to = 0; to < 4; ++to)
+        mine[static_cast<std::size_t>(to)] = rank * 10 + to;
+      group[static_cast<std::size_t>(rank)]->all_to_all(
+          Buffer::of(std::span(mine)),
+          Buffer::of(std::span(gathered[static_cast<std::size_t>(rank)])));
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int from = 0; from < 4; ++from)
+      EXPECT_EQ(gathered[static_cast<std::size_t>(rank)][static_cast<std::size_t>(from)],
+                from * 10 + rank);
+  }
+  EXPECT_TRUE(connected("flat", 3));
   close_all(group);
 }
 

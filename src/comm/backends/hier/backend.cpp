@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "comm/backends/hier/factory.hpp"
@@ -33,14 +35,18 @@ struct Groups {
   // index on every host (gloo); null for the leaders, whose rail is `leaders`.
   bool rails = false;
   std::unique_ptr<Communicator> rail;
-  std::unique_ptr<Communicator> flat;  // every rank (gloo)
 };
+
+std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
+                                            int rank, int size, std::string_view backend,
+                                            std::vector<std::string> hosts, int machine_ranks = 0);
 
 class HierBackend final : public Backend {
  public:
-  HierBackend(int rank, HostLayout layout, Groups groups, std::shared_ptr<Store> store,
-              std::string address, Duration timeout)
+  HierBackend(int rank, std::vector<std::string> hosts, HostLayout layout, Groups groups,
+              std::shared_ptr<Store> store, std::string address, Duration timeout)
       : rank_(rank),
+        hosts_(std::move(hosts)),
         layout_(std::move(layout)),
         groups_(std::move(groups)),
         store_(std::move(store)),
@@ -48,6 +54,14 @@ class HierBackend final : public Backend {
         timeout_(timeout),
         widest_(static_cast<std::size_t>(
             *std::max_element(layout_.local_size.begin(), layout_.local_size.end()))) {}
+
+  ~HierBackend() override {
+    // Each pair group waits at its end for its other rank to be done with
+    // it: every rank ends them in the order of their peers' ranks, so that
+    // no ring of ranks waits on each other.
+    for (auto& [peer, group] : pairs_)
+      group.reset();
+  }
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return static_cast<int>(layout_.node_of.size()); }
@@ -269,19 +283,19 @@ class HierBackend final : public Backend {
   // all_to_all moves every block between every pair of ranks: through the
   // leaders it would cross the hosts' links as often, with two more copies.
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
-    groups_.flat->all_to_all(input, output, timeout);
+    flat().all_to_all(input, output, timeout);
   }
   // A peer on this host through the host group (shm), one elsewhere through
-  // the flat group: each pair of ranks always meets on the same one.
+  // a group of the two of them: each pair of ranks always meets on the same one.
   void send(Buffer data, int peer, int tag, Duration timeout) override {
     if (node_of(peer) == my_node())
       return groups_.host->send(data, local_index(peer), tag, timeout);
-    groups_.flat->send(data, peer, tag, timeout);
+    across(peer, [&](Communicator& pair, int other) { pair.send(data, other, tag, timeout); });
   }
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
     if (node_of(peer) == my_node())
       return groups_.host->recv(data, local_index(peer), tag, timeout);
-    groups_.flat->recv(data, peer, tag, timeout);
+    across(peer, [&](Communicator& pair, int other) { pair.recv(data, other, tag, timeout); });
   }
 
   // The subgroup gets whatever backend suits its own ranks and hosts.
@@ -301,6 +315,51 @@ class HierBackend final : public Backend {
   }
 
  private:
+  // Groups connected when first needed, not at the start: a gloo group
+  // listens on a port and holds a connection for each pair of its ranks
+  // (three meshes), so one of every rank would cost each host N ports and
+  // N² addresses through the store at every start (docs/rendezvous.md).
+  BackendContext parent() const {
+    BackendContext context;
+    context.timeout = timeout_;
+    context.store = store_;
+    context.address = address_;
+    return context;
+  }
+  // Every rank: all_to_all is collective, so every rank connects it at once.
+  Communicator& flat() {
+    std::lock_guard<std::mutex> lock(lazy_mutex_);
+    if (!flat_) flat_ = connect_group(parent(), "flat", rank_, size(), "gloo", hosts_);
+    return *flat_;
+  }
+  // `peer` and this rank, on another host, in a group of two that both
+  // connect at their first send or receive to each other. Errors name
+  // `peer` by its rank in the job, not in the pair.
+  template <typename Operation>
+  void across(int peer, Operation operation) {
+    Communicator* pair = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(lazy_mutex_);
+      std::unique_ptr<Communicator>& group = pairs_[peer];
+      if (!group) {
+        const int low = std::min(rank_, peer);
+        const int high = std::max(rank_, peer);
+        group = connect_group(
+            parent(), cat("pair/", low, "/", high), rank_ == low ? 0 : 1, 2, "gloo",
+            {hosts_[static_cast<std::size_t>(low)], hosts_[static_cast<std::size_t>(high)]});
+      }
+      pair = group.get();
+    }
+    try {
+      operation(*pair, rank_ < peer ? 1 : 0);
+    } catch (const PeerLost& lost) {
+      throw PeerLost(cat("hier: rank ", peer, " of ", size(), " (on ",
+                         host_name_of(hosts_[static_cast<std::size_t>(peer)]),
+                         "), met through a group of the two of us: ", lost.what()),
+                     peer);
+    }
+  }
+
   // The leaders' way for hosts of different sizes: each host's blocks in
   // local order, padded to the widest host (`host`, at its leader), and room
   // for every host's (`across`, [host][local index]).
@@ -361,6 +420,7 @@ class HierBackend final : public Backend {
   }
 
   int rank_;
+  std::vector<std::string> hosts_;  // every rank's host identity
   HostLayout layout_;
   Groups groups_;
   std::shared_ptr<Store> store_;
@@ -369,6 +429,9 @@ class HierBackend final : public Backend {
   std::size_t widest_;  // the most ranks any host runs
   std::vector<unsigned char> scratch_;
   int splits_ = 0;
+  std::mutex lazy_mutex_;  // guards the two below
+  std::unique_ptr<Communicator> flat_;
+  std::map<int, std::unique_ptr<Communicator>> pairs_;  // by the peer's rank
 };
 
 // Rank 0's choice, for every rank: all of them must connect the same groups.
@@ -385,7 +448,7 @@ bool agree_on_rails(Store& store, int rank, const HostLayout& layout, Duration t
 // One of hier's groups: `rank` of `size` on a store view of its own.
 std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
                                             int rank, int size, std::string_view backend,
-                                            std::vector<std::string> hosts, int machine_ranks = 0) {
+                                            std::vector<std::string> hosts, int machine_ranks) {
   LaunchInfo info;
   info.rank.value = rank;
   info.world_size.value = size;
@@ -447,9 +510,9 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
   if (groups.rails && local != 0) {
     groups.rail = connect_group(context, cat("rail", local), node, layout.nodes, "gloo", {});
   }
-  groups.flat = connect_group(context, "flat", rank, size, "gloo", hosts);
-  return std::make_unique<Communicator>(std::make_unique<HierBackend>(
-      rank, std::move(layout), std::move(groups), context.store, context.address, context.timeout));
+  return std::make_unique<Communicator>(
+      std::make_unique<HierBackend>(rank, std::move(hosts), std::move(layout), std::move(groups),
+                                    context.store, context.address, context.timeout));
 }
 
 }  // namespace cohort::detail::hier_backend
