@@ -19,6 +19,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <cohort/communicator.hpp>
 #include <cohort/store.hpp>
@@ -925,6 +926,39 @@ TEST(ConformanceGloo, TwoCommunicatorsOneAfterTheOther) {
       EXPECT_EQ(result, 3 + 3 * round) << "round " << round;
     close_all(group);
   }
+}
+
+// A rank's mesh entry is where its pairs listen and a port per peer, read
+// with one request: O(size) bytes a rank, not Gloo's own 136 bytes for every
+// pair of every peer (docs/rendezvous.md), and no host name per rank.
+TEST(ConformanceGloo, AMeshEntryIsOneAddressAndAPortPerPeer) {
+  if (const std::string why = not_built_because("gloo"); !why.empty()) GTEST_SKIP() << why;
+  constexpr int kRanks = 5;
+  std::vector<std::unique_ptr<Communicator>> group = thread_group("gloo", kRanks);
+  StoreClient::Options options;
+  options.port = thread_groups_store().port();
+  StoreClient store(options);
+  const std::string mesh = last_thread_group + "/comm/gloo/mesh/";
+  for (int rank = 0; rank < kRanks; ++rank) {
+    EXPECT_EQ(store.get(mesh + std::to_string(rank), 1s).size(),
+              sizeof(sockaddr_storage) + (kRanks - 1) * sizeof(std::uint16_t))
+        << "rank " << rank;
+  }
+  EXPECT_FALSE(store.check({mesh + "rank_0"})) << "Gloo's own host-name keys";
+  std::vector<std::thread> threads;
+  std::vector<std::int32_t> results(kRanks);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::int32_t value[] = {rank};
+      group[static_cast<std::size_t>(rank)]->all_reduce(std::span(value), ReduceOp::sum);
+      results[static_cast<std::size_t>(rank)] = value[0];
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  for (std::int32_t result : results)
+    EXPECT_EQ(result, 0 + 1 + 2 + 3 + 4);
+  close_all(group);
 }
 
 // shm's allocate is collective: a rank that asks for another size than rank

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <map>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -14,10 +13,10 @@
 #include <gloo/gather.h>
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -51,60 +50,101 @@ struct Options {
   Communicator::Duration timeout{};
 };
 
-// Gloo's rendezvous store interface over cohort's store. get() blocks until
-// the key is set, which connectFullMesh relies on.
-class StoreAdapter final : public ::gloo::rendezvous::Store {
- public:
-  StoreAdapter(std::shared_ptr<cohort::Store> store, std::chrono::milliseconds timeout)
-      : store_(std::move(store)), timeout_(timeout) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_->set(key, std::string_view(data.data(), data.size()));
-  }
-  std::vector<char> get(const std::string& key) override {
-    const std::string value = store_->get(key, timeout_);
-    std::vector<char> bytes(value.begin(), value.end());
-    fetched_[key] = bytes;
-    return bytes;
-  }
-  /// What get() returned for `key` (empty if it was never asked for).
-  std::vector<char> fetched(const std::string& key) const {
-    const auto found = fetched_.find(key);
-    return found == fetched_.end() ? std::vector<char>() : found->second;
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    store_->wait(keys, timeout);
-  }
-
- private:
-  std::shared_ptr<cohort::Store> store_;
-  std::chrono::milliseconds timeout_;
-  std::map<std::string, std::vector<char>> fetched_;
-};
-
-// Gloo's context, able to say where each peer is: connectFullMesh fetches
-// key "<peer>" (that rank's addresses, one per pair) and connects to the one
-// meant for this rank; the same bytes, printed as Gloo prints them in errors
-// ("[10.0.0.2]:41234"), help tell which rank an error is about.
+// One full mesh of Gloo pairs, met through cohort's store in O(size) bytes
+// a rank. Gloo's own connectFullMesh (Debian's 2022-05-18 snapshot)
+// publishes a rank's address for each of its pairs as one key (136 bytes a
+// pair) that every other rank reads whole, and each rank reads the host
+// names of all lower ranks one GET at a time (for a local rank its TCP
+// pairs never use): (size - 1)² × 136 bytes and `rank` round trips a rank.
+// Here a rank publishes where its pairs listen as one address and a port
+// per peer, and reads every peer's entry with one MULTI_GET.
 class Context final : public ::gloo::rendezvous::Context {
  public:
   using ::gloo::rendezvous::Context::Context;
 
-  std::vector<std::string> peer_addresses(const StoreAdapter& store) {
-    std::vector<std::string> addresses(static_cast<std::size_t>(size));
+  void connect_mesh(Store& store, std::shared_ptr<::gloo::transport::Device>& device) {
+    auto pairs = device->createContext(rank, size);
+    pairs->setTimeout(getTimeout());
+    std::string entry;
     for (int peer = 0; peer < size; ++peer) {
-      std::vector<char> all = store.fetched(std::to_string(peer));
-      if (peer == rank || all.empty()) continue;
-      try {
-        addresses[static_cast<std::size_t>(peer)] =
-            ::gloo::transport::tcp::Address(extractAddress(all, peer)).str();
-      } catch (const std::exception&) {
-        // Unknown layout: errors will not name this peer by address.
+      if (peer == rank) continue;
+      const ::gloo::transport::tcp::Address listening(pairs->createPair(peer)->address().bytes());
+      sockaddr_storage where = listening.getSockaddr();
+      const std::uint16_t port = take_port(where);
+      if (entry.empty()) entry.assign(reinterpret_cast<const char*>(&where), sizeof(where));
+      if (std::memcmp(entry.data(), &where, sizeof(where)) != 0) {
+        throw Error(cat("gloo: rank ", rank, "'s pairs listen on different addresses (",
+                        listening.str(), " is not the first's): a mesh entry names one"));
+      }
+      entry.append(reinterpret_cast<const char*>(&port), sizeof(port));
+    }
+    std::vector<std::string> keys;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank) keys.push_back(std::to_string(peer));
+    }
+    addresses_.assign(static_cast<std::size_t>(size), {});
+    if (!keys.empty()) {
+      store.set(std::to_string(rank), entry);
+      const std::vector<std::string> entries = store.multi_get(keys, getTimeout());
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        const int peer = static_cast<int>(i) < rank ? static_cast<int>(i) : static_cast<int>(i) + 1;
+        const ::gloo::transport::tcp::Address address = slot_of(entries[i], peer);
+        addresses_[static_cast<std::size_t>(peer)] = address.str();
+        pairs->getPair(peer)->connect(address.bytes());
       }
     }
-    return addresses;
+    device_ = device;
+    transportContext_ = std::move(pairs);
   }
+
+  /// Where each peer's pair with this rank listens, as Gloo prints it in
+  /// errors ("[10.0.0.2]:41234"): helps tell which rank an error is about.
+  const std::vector<std::string>& peer_addresses() const noexcept { return addresses_; }
+
+ private:
+  // The port of `where`, which is left as its address alone: no port, and
+  // zeros wherever getsockname() left the rest of the storage undefined.
+  static std::uint16_t take_port(sockaddr_storage& where) {
+    sockaddr_storage bare{};
+    bare.ss_family = where.ss_family;
+    std::uint16_t port = 0;
+    if (where.ss_family == AF_INET) {
+      const auto& in = reinterpret_cast<const sockaddr_in&>(where);
+      port = in.sin_port;
+      reinterpret_cast<sockaddr_in&>(bare).sin_addr = in.sin_addr;
+    } else if (where.ss_family == AF_INET6) {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(where);
+      port = in6.sin6_port;
+      reinterpret_cast<sockaddr_in6&>(bare).sin6_addr = in6.sin6_addr;
+      reinterpret_cast<sockaddr_in6&>(bare).sin6_scope_id = in6.sin6_scope_id;
+    }
+    where = bare;
+    return port;
+  }
+
+  // `peer`'s pair with this rank, from `peer`'s entry: its address, then a
+  // port for each of its peers in rank order, itself left out.
+  ::gloo::transport::tcp::Address slot_of(const std::string& entry, int peer) const {
+    const std::size_t slot = static_cast<std::size_t>(rank < peer ? rank : rank - 1);
+    const std::size_t at = sizeof(sockaddr_storage) + slot * sizeof(std::uint16_t);
+    if (entry.size() != sizeof(sockaddr_storage) + static_cast<std::size_t>(size - 1) * 2) {
+      throw Error(cat("gloo: rank ", peer, "'s mesh entry is ", entry.size(),
+                      " bytes, not one for a group of ", size,
+                      " (another group or program uses the same store keys)"));
+    }
+    sockaddr_storage where{};
+    std::memcpy(&where, entry.data(), sizeof(where));
+    std::uint16_t port = 0;
+    std::memcpy(&port, entry.data() + at, sizeof(port));
+    if (where.ss_family == AF_INET) {
+      reinterpret_cast<sockaddr_in&>(where).sin_port = port;
+    } else if (where.ss_family == AF_INET6) {
+      reinterpret_cast<sockaddr_in6&>(where).sin6_port = port;
+    }
+    return ::gloo::transport::tcp::Address(where);
+  }
+
+  std::vector<std::string> addresses_;
 };
 
 // Gloo's reduction callback, c = a op b, for any element type and op (avg
@@ -520,9 +560,9 @@ std::shared_ptr<Context> connect_mesh(const Options& options,
                                       const std::string& name, std::vector<std::string>* peers) {
   auto context = std::make_shared<Context>(options.rank, options.size);
   context->setTimeout(options.timeout);  // before connecting: pairs keep it
-  StoreAdapter store(std::make_shared<PrefixStore>(name, options.store), options.timeout);
+  PrefixStore store(name, options.store);
   try {
-    context->connectFullMesh(store, device);
+    context->connect_mesh(store, device);
   } catch (const ::gloo::IoException& error) {
     throw PeerLost(cat("gloo: connecting rank ", options.rank, " of ", options.size,
                        " failed: ", error.what()),
@@ -530,7 +570,7 @@ std::shared_ptr<Context> connect_mesh(const Options& options,
   } catch (const ::gloo::EnforceNotMet& error) {
     throw Error(cat("gloo: connecting rank ", options.rank, ": ", error.what()));
   }
-  if (peers != nullptr) *peers = context->peer_addresses(store);
+  if (peers != nullptr) *peers = context->peer_addresses();
   return context;
 }
 
