@@ -1085,6 +1085,41 @@ TEST(ConformanceHier, RanksOnOtherHostsConnectWhenTheyFirstTalk) {
   close_all(group);
 }
 
+// A ring across two hosts (round robin: every message crosses), in the
+// order that a send which completes only once its receive is posted needs:
+// even ranks send, then receive; odd ranks the other way round. The pair
+// groups connect as the ring goes (a rank waits in the connection for no
+// longer than it would wait for the receive).
+TEST(ConformanceHier, ARingBetweenHostsConnectsAsItGoes) {
+  if (const std::string why = not_built_because("hier"); !why.empty()) GTEST_SKIP() << why;
+  constexpr int kRanks = 4;
+  std::vector<std::unique_ptr<Communicator>> group = thread_group("hier", kRanks, two_hosts);
+  std::vector<std::int32_t> got(kRanks, -1);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      Communicator& mine = *group[static_cast<std::size_t>(rank)];
+      std::int32_t out[] = {rank};
+      std::int32_t in[] = {-1};
+      const int next = (rank + 1) % kRanks;
+      const int previous = (rank + kRanks - 1) % kRanks;
+      if (rank % 2 == 0) {
+        mine.send(std::span(out), next, 0, 20s);
+        mine.recv(std::span(in), previous, 0, 20s);
+      } else {
+        mine.recv(std::span(in), previous, 0, 20s);
+        mine.send(std::span(out), next, 0, 20s);
+      }
+      got[static_cast<std::size_t>(rank)] = in[0];
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  for (int rank = 0; rank < kRanks; ++rank)
+    EXPECT_EQ(got[static_cast<std::size_t>(rank)], (rank + kRanks - 1) % kRanks) << rank;
+  close_all(group);
+}
+
 std::vector<std::tuple<std::string, int>> combinations() {
   std::vector<std::tuple<std::string, int>> out;
   for (const BackendUnderTest& backend : backends_under_test()) {

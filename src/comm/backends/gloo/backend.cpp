@@ -50,14 +50,15 @@ struct Options {
   Communicator::Duration timeout{};
 };
 
-// One full mesh of Gloo pairs, met through cohort's store in O(size) bytes
-// a rank. Gloo's own connectFullMesh (Debian's 2022-05-18 snapshot)
-// publishes a rank's address for each of its pairs as one key (136 bytes a
-// pair) that every other rank reads whole, and each rank reads the host
-// names of all lower ranks one GET at a time (for a local rank its TCP
-// pairs never use): (size - 1)² × 136 bytes and `rank` round trips a rank.
-// Here a rank publishes where its pairs listen as one address and a port
-// per peer, and reads every peer's entry with one MULTI_GET.
+// One full mesh of Gloo pairs, met through cohort's store. Gloo's own
+// connectFullMesh (Debian's 2022-05-18 snapshot) publishes a rank's address
+// for each of its pairs as one key (136 bytes a pair) that every other rank
+// reads whole, and reads the host name of every lower rank one GET at a
+// time (for a local rank its TCP pairs never use): (size - 1)² × 136 bytes
+// and about 2.5 × size round trips a rank. Here a rank publishes where its
+// pairs listen as one address and a 2-byte port per peer, and reads every
+// peer's entry with one MULTI_GET: (size - 1) × (128 + 2 × (size - 1))
+// bytes and two requests.
 class Context final : public ::gloo::rendezvous::Context {
  public:
   using ::gloo::rendezvous::Context::Context;

@@ -317,8 +317,9 @@ class HierBackend final : public Backend {
  private:
   // Groups connected when first needed, not at the start: a gloo group
   // listens on a port and holds a connection for each pair of its ranks
-  // (three meshes), so one of every rank would cost each host N ports and
-  // N² addresses through the store at every start (docs/rendezvous.md).
+  // (three meshes), so one of every rank would cost each rank 3 × (N - 1)
+  // ports at every start (docs/rendezvous.md). A rank waits in a pair's
+  // connection no longer than its send would wait for the receive.
   BackendContext parent() const {
     BackendContext context;
     context.timeout = timeout_;
