@@ -416,6 +416,12 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
   };
   const auto start = Clock::now();
   const auto first = static_cast<std::size_t>(slice.first);
+  // Says which answer did not come, so that a "-" in the table has a reason.
+  const auto missing = [&](const char* what, std::size_t r) -> std::optional<double> {
+    std::fprintf(stderr, "rendezvous_scale: %s of rank %zu: no answer within %lld s\n", what,
+                 first + r, static_cast<long long>(limit.count()));
+    return std::nullopt;
+  };
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     send_or_die(ranks[r].get(),
                 protocol.set("node/" + std::to_string(first + r), entry_of(first + r)) +
@@ -425,10 +431,10 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     if (protocol.set_answer_bytes() > 0 &&
         !receive(ranks[r].get(), protocol.set_answer_bytes(), limit)) {
-      return std::nullopt;
+      return missing("the SET", r);
     }
     auto answer = receive(ranks[r].get(), protocol.add_answer_bytes(), limit);
-    if (!answer) return std::nullopt;
+    if (!answer) return missing("the ADD", r);
     if (protocol.sum_of(*answer) == n) {
       last = r;
     } else {
@@ -444,7 +450,9 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
       entries.push_back(entry_of(static_cast<std::size_t>(r)));
     }
     send_or_die(ranks[last].get(), protocol.get_all(names));
-    if (!protocol.read_all(ranks[last].get(), names.size(), limit)) return std::nullopt;
+    if (!protocol.read_all(ranks[last].get(), names.size(), limit)) {
+      return missing("the completer's read of every entry", last);
+    }
     send_or_die(setter.get(), protocol.set("table", cohort::detail::encode_table(entries)));
   }
   // The ranks GET the table as they learn it is there, kWindow at a time:
@@ -455,11 +463,15 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
     const std::size_t end = std::min(ranks.size(), begin + kWindow);
     for (std::size_t r = begin; r < end; ++r) {
       if (r == last) continue;
-      if (!receive(ranks[r].get(), protocol.wait_answer_bytes(), limit)) return std::nullopt;
+      if (!receive(ranks[r].get(), protocol.wait_answer_bytes(), limit)) {
+        return missing("the WAIT for the table", r);
+      }
       send_or_die(ranks[r].get(), protocol.get("table"));
     }
     for (std::size_t r = begin; r < end; ++r) {
-      if (r != last && !protocol.read_value(ranks[r].get(), limit)) return std::nullopt;
+      if (r != last && !protocol.read_value(ranks[r].get(), limit)) {
+        return missing("the GET of the table", r);
+      }
     }
   }
   return std::chrono::duration<double>(Clock::now() - start).count();

@@ -70,8 +70,9 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
 // every node key by every agent is nnodes² key waits: docs/rendezvous.md).
 std::vector<std::string> NodeGroup::exchange_entries(const std::string& mine,
                                                      const std::string& run_id) {
+  if (options_.nnodes == 1) return {mine};  // no one to meet: not four round trips to itself
   // One node picks its workers' port per attempt itself (Agent::spawn_all).
-  if (options_.nnodes > 1 && options_.node_rank == 0) {
+  if (options_.node_rank == 0) {
     store_->set(kRunId, run_id);
     if (options_.torch_port < 0) store_->set(kMasterPort, std::to_string(pick_free_port()));
   }
