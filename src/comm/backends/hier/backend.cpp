@@ -345,20 +345,30 @@ class HierBackend final : public Backend {
       if (!group) {
         const int low = std::min(rank_, peer);
         const int high = std::max(rank_, peer);
-        group = connect_group(
-            parent(), cat("pair/", low, "/", high), rank_ == low ? 0 : 1, 2, "gloo",
-            {hosts_[static_cast<std::size_t>(low)], hosts_[static_cast<std::size_t>(high)]});
+        try {
+          group = connect_group(
+              parent(), cat("pair/", low, "/", high), rank_ == low ? 0 : 1, 2, "gloo",
+              {hosts_[static_cast<std::size_t>(low)], hosts_[static_cast<std::size_t>(high)]});
+        } catch (const Timeout& timeout) {
+          throw Timeout(cat("hier: rank ", peer, " of ", size(), " (on ", host_of(peer),
+                            ") did not come within ", timeout_.count(), " ms to meet rank ", rank_,
+                            " for their first message (it may have ended before they ever "
+                            "talked, or wait on another rank first): ",
+                            timeout.what()));
+        }
       }
       pair = group.get();
     }
     try {
       operation(*pair, rank_ < peer ? 1 : 0);
     } catch (const PeerLost& lost) {
-      throw PeerLost(cat("hier: rank ", peer, " of ", size(), " (on ",
-                         host_name_of(hosts_[static_cast<std::size_t>(peer)]),
+      throw PeerLost(cat("hier: rank ", peer, " of ", size(), " (on ", host_of(peer),
                          "), met through a group of the two of us: ", lost.what()),
                      peer);
     }
+  }
+  std::string host_of(int rank) const {
+    return host_name_of(hosts_[static_cast<std::size_t>(rank)]);
   }
 
   // The leaders' way for hosts of different sizes: each host's blocks in
