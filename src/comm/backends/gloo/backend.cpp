@@ -103,24 +103,31 @@ class Context final : public ::gloo::rendezvous::Context {
   const std::vector<std::string>& peer_addresses() const noexcept { return addresses_; }
 
  private:
+  // Where `where` keeps its port (network order); nullptr for a family
+  // without one.
+  static std::uint16_t* port_field(sockaddr_storage& where) {
+    if (where.ss_family == AF_INET) return &reinterpret_cast<sockaddr_in&>(where).sin_port;
+    if (where.ss_family == AF_INET6) return &reinterpret_cast<sockaddr_in6&>(where).sin6_port;
+    return nullptr;
+  }
+
   // The port of `where`, which is left as its address alone: no port, and
   // zeros wherever getsockname() left the rest of the storage undefined.
   static std::uint16_t take_port(sockaddr_storage& where) {
     sockaddr_storage bare{};
     bare.ss_family = where.ss_family;
-    std::uint16_t port = 0;
     if (where.ss_family == AF_INET) {
-      const auto& in = reinterpret_cast<const sockaddr_in&>(where);
-      port = in.sin_port;
-      reinterpret_cast<sockaddr_in&>(bare).sin_addr = in.sin_addr;
+      reinterpret_cast<sockaddr_in&>(bare).sin_addr =
+          reinterpret_cast<const sockaddr_in&>(where).sin_addr;
     } else if (where.ss_family == AF_INET6) {
       const auto& in6 = reinterpret_cast<const sockaddr_in6&>(where);
-      port = in6.sin6_port;
       reinterpret_cast<sockaddr_in6&>(bare).sin6_addr = in6.sin6_addr;
       reinterpret_cast<sockaddr_in6&>(bare).sin6_scope_id = in6.sin6_scope_id;
     }
+    const std::uint16_t* port = port_field(where);
+    const std::uint16_t taken = port != nullptr ? *port : 0;
     where = bare;
-    return port;
+    return taken;
   }
 
   // `peer`'s pair with this rank, from `peer`'s entry: its address, then a
@@ -135,13 +142,8 @@ class Context final : public ::gloo::rendezvous::Context {
     }
     sockaddr_storage where{};
     std::memcpy(&where, entry.data(), sizeof(where));
-    std::uint16_t port = 0;
-    std::memcpy(&port, entry.data() + at, sizeof(port));
-    if (where.ss_family == AF_INET) {
-      reinterpret_cast<sockaddr_in&>(where).sin_port = port;
-    } else if (where.ss_family == AF_INET6) {
-      reinterpret_cast<sockaddr_in6&>(where).sin6_port = port;
-    }
+    if (std::uint16_t* port = port_field(where))
+      std::memcpy(port, entry.data() + at, sizeof(*port));
     return ::gloo::transport::tcp::Address(where);
   }
 

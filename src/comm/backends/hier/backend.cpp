@@ -338,34 +338,33 @@ class HierBackend final : public Backend {
   // `peer` by its rank in the job, not in the pair.
   template <typename Operation>
   void across(int peer, Operation operation) {
-    Communicator* pair = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(lazy_mutex_);
-      std::unique_ptr<Communicator>& group = pairs_[peer];
-      if (!group) {
-        const int low = std::min(rank_, peer);
-        const int high = std::max(rank_, peer);
-        try {
-          group = connect_group(
-              parent(), cat("pair/", low, "/", high), rank_ == low ? 0 : 1, 2, "gloo",
-              {hosts_[static_cast<std::size_t>(low)], hosts_[static_cast<std::size_t>(high)]});
-        } catch (const Timeout& timeout) {
-          throw Timeout(cat("hier: rank ", peer, " of ", size(), " (on ", host_of(peer),
-                            ") did not come within ", timeout_.count(), " ms to meet rank ", rank_,
-                            " for their first message (it may have ended before they ever "
-                            "talked, or wait on another rank first): ",
-                            timeout.what()));
-        }
-      }
-      pair = group.get();
-    }
+    Communicator& pair = pair_with(peer);
     try {
-      operation(*pair, rank_ < peer ? 1 : 0);
+      operation(pair, rank_ < peer ? 1 : 0);
     } catch (const PeerLost& lost) {
       throw PeerLost(cat("hier: rank ", peer, " of ", size(), " (on ", host_of(peer),
                          "), met through a group of the two of us: ", lost.what()),
                      peer);
     }
+  }
+  Communicator& pair_with(int peer) {
+    std::lock_guard<std::mutex> lock(lazy_mutex_);
+    std::unique_ptr<Communicator>& group = pairs_[peer];
+    if (group) return *group;
+    const int low = std::min(rank_, peer);
+    const int high = std::max(rank_, peer);
+    try {
+      group = connect_group(
+          parent(), cat("pair/", low, "/", high), rank_ == low ? 0 : 1, 2, "gloo",
+          {hosts_[static_cast<std::size_t>(low)], hosts_[static_cast<std::size_t>(high)]});
+    } catch (const Timeout& timeout) {
+      throw Timeout(cat("hier: rank ", peer, " of ", size(), " (on ", host_of(peer),
+                        ") did not come within ", timeout_.count(), " ms to meet rank ", rank_,
+                        " for their first message (it may have ended before they ever "
+                        "talked, or wait on another rank first): ",
+                        timeout.what()));
+    }
+    return *group;
   }
   std::string host_of(int rank) const {
     return host_name_of(hosts_[static_cast<std::size_t>(rank)]);
