@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -53,6 +54,7 @@
 #include "core/strings.hpp"
 #include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
+#include "store/file_answer.hpp"
 #include "store/protocol.hpp"
 
 namespace {
@@ -204,11 +206,25 @@ struct CohortProtocol : Protocol {
   static std::string of_keys(wire::Op op, const std::vector<std::string>& keys) {
     return wire::Writer().u8(static_cast<std::uint8_t>(op)).strings(keys).i64(600000).frame();
   }
-  // One answer's payload: status, then its fields.
+  // One answer's payload: status, then its fields; an answer that came as
+  // a file (from a node's relay) is read as StoreClient reads it.
   static std::optional<std::string> read_frame(int fd, std::chrono::seconds limit) {
-    auto header = receive(fd, 4, limit);
-    if (!header) return std::nullopt;
-    return receive(fd, wire::frame_length(header->data()), limit);
+    std::string payload;
+    std::string error;
+    std::vector<Fd> files;
+    if (!cohort::detail::recv_frame(fd, &payload, 0xffffffffu, Clock::now() + limit, &error,
+                                    &files) ||
+        payload.empty()) {
+      return std::nullopt;
+    }
+    if (static_cast<wire::Status>(payload[0]) != wire::Status::in_file) return payload;
+    std::string answer;
+    if (!cohort::detail::read_answer_file(std::string_view(payload).substr(1), &files, &answer,
+                                          &error)) {
+      std::fprintf(stderr, "rendezvous_scale: a relay %s\n", error.c_str());
+      return std::nullopt;
+    }
+    return answer;
   }
 };
 
@@ -550,8 +566,13 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
       std::vector<Fd> ranks;
       const int first = first_node * per_node;
       for (int r = first; r < std::min(n, end_node * per_node); ++r) {
-        ranks.push_back(
-            protocol.open(relays[static_cast<std::size_t>(r / per_node - first_node)]->port()));
+        // As cohort run's workers reach their agent (COHORT_STORE_FD), and
+        // take large answers as files, as StoreClient does there.
+        Fd rank(relays[static_cast<std::size_t>(r / per_node - first_node)]->trusted_socket());
+        send_or_die(rank.get(),
+                    wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::accept_files)).frame());
+        if (!receive(rank.get(), 5, limit)) _exit(1);
+        ranks.push_back(std::move(rank));
       }
       const Fd setter = protocol.open(server.port());
       (void)!write(answers[1], "ready\n", 6);
@@ -630,6 +651,14 @@ std::vector<std::string> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One process here plays thousands of ranks, each of which reads a table
+  // of up to megabytes and drops it: left to itself, the allocator hands
+  // each one fresh pages (mmap, or a heap it trimmed after the last) and
+  // takes them back, which a rank in its own process pays once, not
+  // thousands of times (it doubled the table pattern's time, and made it
+  // vary 2x from run to run). So freed memory stays with the process.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   std::vector<int> sizes{256, 1024, 4096, 16384};
   std::vector<std::string> patterns{"barrier", "table", "hosts", "wait-all"};
   int wait_all_max = 4096;

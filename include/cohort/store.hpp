@@ -271,7 +271,8 @@ class StoreClient : public Store {
   std::string address_;
   std::mutex mutex_;
   int fd_ = -1;
-  std::string broken_;  ///< why the connection is unusable, "" while it is fine
+  bool takes_files_ = false;  ///< large answers may come as files (a socket pair)
+  std::string broken_;        ///< why the connection is unusable, "" while it is fine
 };
 
 /// A view of another store in which every key is "<prefix>/<key>": lets parts

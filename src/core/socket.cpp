@@ -180,9 +180,36 @@ bool send_all(int fd, const void* data, std::size_t size, Deadline deadline, std
 }
 
 bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::string* error) {
+  return recv_all(fd, data, size, deadline, error, nullptr);
+}
+
+bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::string* error,
+              std::vector<Fd>* files) {
   char* bytes = static_cast<char*>(data);
+  constexpr std::size_t kMaxFiles = 4;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFiles)];
   while (size > 0) {
-    const ssize_t n = recv(fd, bytes, size, MSG_DONTWAIT);
+    iovec part{bytes, size};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    if (files != nullptr) {  // else the kernel closes any that came
+      message.msg_control = control;
+      message.msg_controllen = sizeof(control);
+    }
+    const ssize_t n = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n >= 0) {
+      for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+           header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < count; ++i) {
+          int received = -1;
+          std::memcpy(&received, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+          files->emplace_back(received);
+        }
+      }
+    }
     if (n > 0) {
       bytes += n;
       size -= static_cast<std::size_t>(n);
@@ -197,6 +224,22 @@ bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::stri
     }
   }
   return true;
+}
+
+long send_with_file(int fd, const void* data, std::size_t size, int file) noexcept {
+  iovec part{const_cast<void*>(data), size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &file, sizeof(int));
+  return sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 std::string peer_name(int fd) {

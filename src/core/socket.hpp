@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "core/fd.hpp"
 
@@ -43,6 +44,17 @@ bool send_all(int fd, const void* data, std::size_t size, Deadline deadline, std
 /// Receives exactly `size` bytes before `deadline`. False with `*error` set
 /// on failure; "closed the connection" when the peer did.
 bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::string* error);
+
+/// recv_all on a Unix socket that may carry descriptors (SCM_RIGHTS): each
+/// one that comes with the bytes read is appended to `*files`
+/// (close-on-exec); with `files` null, the kernel closes them.
+bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::string* error,
+              std::vector<Fd>* files);
+
+/// One non-blocking send of up to `size` bytes with descriptor `file`
+/// attached (SCM_RIGHTS; a Unix socket only): what send() returns. The
+/// file goes with the bytes sent, once any is.
+long send_with_file(int fd, const void* data, std::size_t size, int file) noexcept;
 
 /// "10.0.0.1:4242" for the peer of a connected socket.
 std::string peer_name(int fd);

@@ -11,6 +11,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "store/client_handshake.hpp"
+#include "store/file_answer.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -50,7 +51,12 @@ StoreClient::StoreClient(Options options, int connected_fd)
       fd_(connected_fd) {}
 
 std::unique_ptr<StoreClient> StoreClient::over_trusted_socket(Options options, int connected_fd) {
-  return std::unique_ptr<StoreClient>(new StoreClient(std::move(options), connected_fd));
+  std::unique_ptr<StoreClient> client(new StoreClient(std::move(options), connected_fd));
+  // A socket pair carries files: a large answer that the ranks of a node
+  // all read comes as their node's one copy (store/file_answer.hpp).
+  client->call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::accept_files)).frame(), {});
+  client->takes_files_ = true;
+  return client;
 }
 
 void StoreClient::set_timeout(std::chrono::milliseconds timeout) {
@@ -69,8 +75,10 @@ std::string StoreClient::call(std::string request, std::chrono::milliseconds ser
       std::max(options_.timeout, detail::saturating_sum(server_timeout, kServerGrace)));
   std::string error;
   std::string payload;
+  std::vector<detail::Fd> files;
   bool ok = detail::send_all(fd_, request.data(), request.size(), deadline, &error) &&
-            detail::recv_frame(fd_, &payload, kMaxAnswerBytes, deadline, &error);
+            detail::recv_frame(fd_, &payload, kMaxAnswerBytes, deadline, &error,
+                               takes_files_ ? &files : nullptr);
   if (ok && payload.empty()) {
     ok = false;
     error = "sent an empty answer";
@@ -80,6 +88,13 @@ std::string StoreClient::call(std::string request, std::chrono::milliseconds ser
     broken_ = cat("lost the store at ", address_, ": it ", error,
                   error == "timed out" ? "" : " (has the process that hosts it exited?)");
     throw StoreError(broken_);
+  }
+  if (static_cast<wire::Status>(payload[0]) == wire::Status::in_file) {
+    std::string answer;
+    if (!detail::read_answer_file(std::string_view(payload).substr(1), &files, &answer, &error)) {
+      throw StoreError(cat("store at ", address_, ": it ", error));
+    }
+    payload = std::move(answer);
   }
   const auto status = static_cast<wire::Status>(payload[0]);
   payload.erase(0, 1);

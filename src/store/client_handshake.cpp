@@ -85,9 +85,9 @@ void check_process(int fd, const std::string& process, const std::string& addres
 }  // namespace
 
 bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
-                std::string* error) {
+                std::string* error, std::vector<Fd>* files) {
   char header[wire::kFrameHeaderBytes];
-  if (!recv_all(fd, header, sizeof(header), deadline, error)) return false;
+  if (!recv_all(fd, header, sizeof(header), deadline, error, files)) return false;
   const std::size_t length = wire::frame_length(header);
   if (length > limit) {
     *error = cat("announced a frame of ", length, " bytes, over the limit of ", limit);
@@ -98,7 +98,7 @@ bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadli
     const std::size_t have = payload->size();
     const std::size_t step = std::min(length - have, kReceiveStep);
     payload->resize(have + step);
-    if (!recv_all(fd, payload->data() + have, step, deadline, error)) return false;
+    if (!recv_all(fd, payload->data() + have, step, deadline, error, files)) return false;
   }
   return true;
 }

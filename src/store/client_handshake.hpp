@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/fd.hpp"
 #include "core/socket.hpp"
@@ -15,9 +16,10 @@ namespace cohort::detail {
 
 /// Reads one frame's payload from blocking `fd`; the buffer grows with the
 /// bytes that arrive, not with the length the header announces. False and
-/// `*error` on end of stream, timeout, or a length over `limit`.
+/// `*error` on end of stream, timeout, or a length over `limit`. With
+/// `files`, descriptors that come with the frame are appended to it.
 bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
-                std::string* error);
+                std::string* error, std::vector<Fd>* files = nullptr);
 
 /// What a client expects of the store it connects to.
 struct ExpectedStore {

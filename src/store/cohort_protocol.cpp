@@ -150,6 +150,12 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
   const auto op = static_cast<wire::Op>(reader.u8());
   wire::Writer reply;
   reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
+  if (op == wire::Op::accept_files) {
+    reader.expect_end();
+    connection.takes_files = connection.socket_pair;
+    connection.out += reply.frame();
+    return;
+  }
   if (StoreRelay* relay = core.relay(); relay != nullptr) {
     if (op == wire::Op::set_on_close) {
       connection.out += wire::Writer()

@@ -32,6 +32,10 @@ enum class Op : std::uint8_t {
   set_on_close = 9,     ///< since version 3
   clear_on_close = 10,  ///< since version 3
   multi_get = 11,       ///< since version 3
+  /// The client takes large answers as memory files (Status::in_file);
+  /// answered ok. Only a socket pair (StoreServer::trusted_socket) carries
+  /// files: another connection is answered ok and never sent one.
+  accept_files = 12,
 };
 
 /// SETs one connection may leave for its end (Op::set_on_close).
@@ -42,6 +46,10 @@ enum class Status : std::uint8_t {
   timeout = 1,   ///< followed by the keys still missing
   error = 2,     ///< followed by a message
   rejected = 3,  ///< handshake refused, followed by a message; the server closes
+  /// Followed by a u64 length: the answer's payload (its status and fields)
+  /// is that long and is in a sealed memory file that came with this frame
+  /// (SCM_RIGHTS), to a client that sent Op::accept_files.
+  in_file = 4,
 };
 
 /// A frame that does not follow the protocol.

@@ -284,8 +284,9 @@ struct StoreRelay::Impl {
     const bool ok = answer.size() > wire::kFrameHeaderBytes &&
                     static_cast<wire::Status>(answer[wire::kFrameHeaderBytes]) == wire::Status::ok;
     if (!request.add || request.parts.size() == 1 || !ok) {
+      const auto shared = std::make_shared<RelayedAnswer>(RelayedAnswer{answer, Fd()});
       for (const auto& part : request.parts)
-        deliver(part.first, answer);
+        deliver(part.first, shared);
       return;
     }
     std::int64_t value = 0;
@@ -293,8 +294,9 @@ struct StoreRelay::Impl {
       wire::Reader reader(std::string_view(answer).substr(wire::kFrameHeaderBytes + 1));
       value = reader.i64() - request.total;
     } catch (const wire::ProtocolError&) {
-      const std::string error =
-          error_frame(cat("the job's store at ", address, " answered an ADD without a number"));
+      const auto error = std::make_shared<RelayedAnswer>(RelayedAnswer{
+          error_frame(cat("the job's store at ", address, " answered an ADD without a number")),
+          Fd()});
       for (const auto& part : request.parts)
         deliver(part.first, error);
       return;
@@ -302,7 +304,9 @@ struct StoreRelay::Impl {
     for (const auto& [id, delta] : request.parts) {
       value += delta;
       deliver(id,
-              wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).i64(value).frame());
+              std::make_shared<RelayedAnswer>(RelayedAnswer{
+                  wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).i64(value).frame(),
+                  Fd()}));
     }
   }
 
@@ -321,11 +325,11 @@ struct StoreRelay::Impl {
       for (;;) {
         std::vector<Id> going = std::exchange(group.going, {});
         lock.unlock();
-        std::string answer = call(link, frame, group.timeout);
-        // A copy for each client but the last, which takes the answer itself.
-        for (std::size_t i = 0; i + 1 < going.size(); ++i)
-          deliver(going[i], answer);
-        if (!going.empty()) deliver(going.back(), std::move(answer));
+        // One answer for all: no client's is a copy.
+        const auto answer =
+            std::make_shared<RelayedAnswer>(RelayedAnswer{call(link, frame, group.timeout), Fd()});
+        for (Id id : going)
+          deliver(id, answer);
         lock.lock();
         if (group.next.empty() || stopping) {
           groups.erase(groups.find(frame));  // not by key: `frame` is the element's own

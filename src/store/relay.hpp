@@ -27,6 +27,7 @@
 
 #include <cohort/store.hpp>
 
+#include "core/fd.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort::detail {
@@ -45,16 +46,27 @@ struct RelayedRequest {
 /// Reads a request's payload as the store would, just enough to relay it:
 /// throws store_protocol::ProtocolError where the store would close the
 /// connection (so one malformed client never breaks a shared upstream one).
-/// SET_ON_CLOSE and CLEAR_ON_CLOSE are not relayed (the caller answers).
+/// SET_ON_CLOSE, CLEAR_ON_CLOSE and ACCEPT_FILES are not relayed (the
+/// caller answers).
 RelayedRequest relayed_request(std::string_view payload);
+
+/// An answer for the relay's clients: one for all the clients that one
+/// request upstream stood for.
+struct RelayedAnswer {
+  std::string frame;
+  /// The frame's payload as a memory file (store/file_answer.hpp), made by
+  /// the relay's server for the first client that takes files, then sent to
+  /// each such client instead of the bytes.
+  Fd file;
+};
 
 class StoreRelay {
  public:
   using Id = std::uint64_t;
   /// Called on the relay's own threads, once for every forward(), with the
-  /// answer frame for that client (the store's, or one the relay made: the
-  /// shared ADD's share, or an error naming the upstream store).
-  using Deliver = std::function<void(Id, std::string)>;
+  /// answer for that client (the store's, or one the relay made: the shared
+  /// ADD's share, or an error naming the upstream store).
+  using Deliver = std::function<void(Id, std::shared_ptr<RelayedAnswer>)>;
 
   /// Connects nothing yet: the first request does.
   StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver);

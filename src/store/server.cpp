@@ -32,6 +32,7 @@
 #include "core/strings.hpp"
 #include "store/admission.hpp"
 #include "store/cohort_protocol.hpp"
+#include "store/file_answer.hpp"
 #include "store/handshake_slots.hpp"
 #include "store/key_space.hpp"
 #include "store/proof.hpp"
@@ -110,7 +111,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   detail::LogLimiter descriptors{1, std::chrono::seconds(10)};  // EMFILE
   // Relay mode: answers from the upstream store, for the loop to hand out.
   std::mutex relayed_mutex;
-  std::vector<std::pair<std::uint64_t, std::string>> relayed;
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<detail::RelayedAnswer>>> relayed;
   // Last: stopped (its threads joined) before what its answers go into.
   std::unique_ptr<detail::StoreRelay> relay_to;
 
@@ -142,16 +143,20 @@ struct StoreServer::Impl final : detail::StoreCore {
             "store server: a relay (Options::relay_to) serves no TCPStore port; "
             "set torch_port to -1");
       }
-      relay_to =
-          std::make_unique<detail::StoreRelay>(*server_options.relay_to, server_options.token,
-                                               [this](std::uint64_t id, std::string answer) {
-                                                 {
-                                                   std::lock_guard<std::mutex> lock(relayed_mutex);
-                                                   relayed.emplace_back(id, std::move(answer));
-                                                 }
-                                                 const std::uint64_t one = 1;
-                                                 (void)!::write(task.get(), &one, sizeof(one));
-                                               });
+      relay_to = std::make_unique<detail::StoreRelay>(
+          *server_options.relay_to, server_options.token,
+          [this](std::uint64_t id, std::shared_ptr<detail::RelayedAnswer> answer) {
+            bool first = false;
+            {
+              std::lock_guard<std::mutex> lock(relayed_mutex);
+              first = relayed.empty();
+              relayed.emplace_back(id, std::move(answer));
+            }
+            // The loop takes them all when it wakes.
+            (void)first;
+            const std::uint64_t one = 1;
+            (void)!::write(task.get(), &one, sizeof(one));
+          });
     }
     thread = std::thread([this] {
       if (server_options.prepare_handshakes_at_start) detail::store_proof::warm_up();
@@ -274,7 +279,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   void run_tasks() {
     std::uint64_t count = 0;
     (void)!::read(task.get(), &count, sizeof(count));
-    std::vector<std::pair<std::uint64_t, std::string>> answers;
+    std::vector<std::pair<std::uint64_t, std::shared_ptr<detail::RelayedAnswer>>> answers;
     {
       std::lock_guard<std::mutex> lock(relayed_mutex);
       answers.swap(relayed);
@@ -282,14 +287,8 @@ struct StoreServer::Impl final : detail::StoreCore {
     for (auto& [id, answer] : answers) {
       auto it = connections.find(id);
       if (it == connections.end()) continue;  // closed while its request was out
-      Connection& connection = it->second;
-      if (connection.out_at == connection.out.size()) {
-        connection.out = std::move(answer);  // nothing else to send: no copy of a large table
-        connection.out_at = 0;
-      } else {
-        connection.out += answer;
-      }
-      connection.relayed = false;
+      hand_out(it->second, std::move(answer));
+      it->second.relayed = false;
       resumed.push_back(id);
     }
     std::lock_guard<std::mutex> lock(task_mutex);
@@ -369,11 +368,39 @@ struct StoreServer::Impl final : detail::StoreCore {
                     owner.where != detail::PeerOwner::Where::this_host, !protocol.has_handshake());
   }
 
+  // A relayed answer into the connection's output: as a file for a client
+  // that takes them (the answer's one file, made for the first), else as
+  // bytes, moved when nobody else holds them and nothing is waiting to go.
+  void hand_out(Connection& connection, std::shared_ptr<detail::RelayedAnswer> answer) {
+    const std::string_view payload =
+        std::string_view(answer->frame).substr(detail::store_protocol::kFrameHeaderBytes);
+    if (connection.takes_files && answer->frame.size() >= detail::kFileAnswerBytes) {
+      std::string error;
+      if (!answer->file.valid()) answer->file = detail::make_answer_file(payload, &error);
+      if (answer->file.valid()) {
+        connection.files_out.emplace_back(connection.out.size(), std::move(answer));
+        connection.out += detail::in_file_frame(payload.size());
+        return;
+      }
+      refusals.log(LogLevel::warn, "store",
+                   cat("store server: sending an answer of ", answer->frame.size(),
+                       " bytes as bytes, not as a file: ", error));
+    }
+    if (connection.out_at == connection.out.size() && answer.use_count() == 1) {
+      connection.out = std::move(answer->frame);  // no copy of a large table
+      connection.out_at = 0;
+    } else {
+      connection.out += answer->frame;
+    }
+  }
+
   // A connection made by trusted_socket(): cohort's protocol, already
   // trusted (this process, or a worker it started).
   void adopt(Fd fd) {
-    open_connection(next_id++, std::move(fd), "a socket pair of this process", cohort_protocol,
+    const std::uint64_t id = next_id++;
+    open_connection(id, std::move(fd), "a socket pair of this process", cohort_protocol,
                     /*remote=*/false, /*authenticated=*/true);
+    connections[id].socket_pair = true;
   }
 
   void open_connection(std::uint64_t id, Fd fd, std::string peer, detail::StoreProtocol& protocol,
@@ -517,11 +544,22 @@ struct StoreServer::Impl final : detail::StoreCore {
   // out a socket buffer at a time is not moved once per turn.
   bool flush(std::uint64_t id, Connection& connection) {
     std::size_t sent = connection.out_at;
+    auto& files = connection.files_out;
     while (sent < connection.out.size()) {
-      const ssize_t n = send(connection.fd.get(), connection.out.data() + sent,
-                             connection.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      // A frame that carries a file starts a send of its own, which takes
+      // the file along; the bytes before it go without.
+      const bool with_file = !files.empty() && files.front().first == sent;
+      std::size_t end = connection.out.size();
+      if (!files.empty() && !with_file) end = files.front().first;
+      if (with_file && files.size() > 1) end = files[1].first;
+      const ssize_t n =
+          with_file ? detail::send_with_file(connection.fd.get(), connection.out.data() + sent,
+                                             end - sent, files.front().second->file.get())
+                    : send(connection.fd.get(), connection.out.data() + sent, end - sent,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         sent += static_cast<std::size_t>(n);
+        if (with_file) files.pop_front();
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -539,6 +577,8 @@ struct StoreServer::Impl final : detail::StoreCore {
       connection.out_at = 0;
     } else if (sent > kMoveAfter && sent * 2 > connection.out.size()) {
       connection.out.erase(0, sent);
+      for (auto& file : files)
+        file.first -= sent;
       connection.out_at = 0;
     } else {
       connection.out_at = sent;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@ namespace cohort::detail {
 
 class StoreProtocol;
 class StoreRelay;
+struct RelayedAnswer;
 
 /// What a protocol keeps of one connection between arrivals of its bytes.
 class ConnectionState {
@@ -57,6 +59,11 @@ struct Connection {
   // comes; later frames wait for it. Then the connection closes, or not.
   std::string held_answer;
   bool close_after_held = false;
+  bool socket_pair = false;  // StoreServer::trusted_socket()'s: it can carry files
+  bool takes_files = false;  // and its client asked for them (Op::accept_files)
+  // Answers in `out` that go as files: where each one's frame begins in
+  // `out`; the file goes with that frame's first byte.
+  std::deque<std::pair<std::size_t, std::shared_ptr<RelayedAnswer>>> files_out;
 };
 
 /// What a protocol may ask of the server it runs in.

@@ -9,12 +9,14 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cohort/errors.hpp>
 #include <cohort/store.hpp>
 
 #include "core/socket.hpp"
 #include "store/client_handshake.hpp"
+#include "store/file_answer.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort {
@@ -176,6 +178,94 @@ TEST_F(StoreRelayTest, LargeAnswersReachClientsThatReadThemInTurn) {
         << "rank " << r << ": " << error;
     EXPECT_EQ(payload.size(), 1 + 4 + table.size()) << "rank " << r;
   }
+}
+
+// A node's ranks on socket pairs (as cohort run's workers reach their
+// agent) that wait for one large value share the memory file of each
+// answer that came up, not a copy each; small answers, and a client that did not ask for files,
+// get bytes.
+TEST_F(StoreRelayTest, RanksOnSocketPairsShareOneFileOfALargeAnswer) {
+  namespace wire = detail::store_protocol;
+  constexpr int kRanks = 6;
+  const std::string table(200000, 't');
+  const auto deadline = [] { return detail::Clock::now() + 10s; };
+  const auto send = [&](const detail::Fd& rank, const std::string& frame) {
+    std::string error;
+    ASSERT_TRUE(detail::send_all(rank.get(), frame.data(), frame.size(), deadline(), &error))
+        << error;
+  };
+  const std::string accept =
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::accept_files)).frame();
+  const std::string get =
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::get)).bytes("table").i64(10000).frame();
+  std::vector<detail::Fd> ranks;
+  for (int r = 0; r <= kRanks; ++r) {  // the last one does not take files
+    ranks.emplace_back(relay_->trusted_socket());
+    if (r < kRanks) {
+      send(ranks.back(), accept);
+      std::string payload;
+      std::string error;
+      ASSERT_TRUE(detail::recv_frame(ranks.back().get(), &payload, 64, deadline(), &error))
+          << error;
+      EXPECT_EQ(payload, std::string(1, '\0'));
+    }
+    send(ranks.back(), get);
+  }
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1)) << "one request for all";
+  client_of(*store_)->set("table", table);
+  std::vector<ino_t> files;
+  for (int r = 0; r <= kRanks; ++r) {
+    std::string payload;
+    std::string error;
+    std::vector<detail::Fd> received;
+    ASSERT_TRUE(
+        detail::recv_frame(ranks[r].get(), &payload, 1 << 20, deadline(), &error, &received))
+        << "rank " << r << ": " << error;
+    ASSERT_FALSE(payload.empty());
+    if (r == kRanks) {
+      EXPECT_TRUE(received.empty());
+      EXPECT_EQ(payload.size(), 1 + 4 + table.size()) << "bytes for the one without files";
+      continue;
+    }
+    ASSERT_EQ(static_cast<wire::Status>(payload[0]), wire::Status::in_file) << "rank " << r;
+    ASSERT_EQ(received.size(), 1u) << "rank " << r;
+    struct stat file {};
+    ASSERT_EQ(fstat(received[0].get(), &file), 0);
+    files.push_back(file.st_ino);
+    std::string answer;
+    ASSERT_TRUE(
+        detail::read_answer_file(std::string_view(payload).substr(1), &received, &answer, &error))
+        << error;
+    wire::Reader reader(std::string_view(answer).substr(1));
+    EXPECT_EQ(reader.bytes(), table) << "rank " << r;
+  }
+  // The first GET may go up alone, the others together when it returns:
+  // two answers, each one file for the ranks it stands for.
+  std::sort(files.begin(), files.end());
+  EXPECT_LE(std::unique(files.begin(), files.end()) - files.begin(), 2) << "a file per answer";
+  // A small value comes as bytes, to a rank that takes files too.
+  client_of(*store_)->set("small", "s");
+  const std::string small =
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::get)).bytes("small").i64(10000).frame();
+  send(ranks[0], small);
+  std::string payload;
+  std::string error;
+  std::vector<detail::Fd> received;
+  ASSERT_TRUE(detail::recv_frame(ranks[0].get(), &payload, 1 << 20, deadline(), &error, &received))
+      << error;
+  EXPECT_TRUE(received.empty());
+  EXPECT_EQ(static_cast<wire::Status>(payload[0]), wire::Status::ok);
+}
+
+// StoreClient over a socket pair asks for files and reads them as answers.
+TEST_F(StoreRelayTest, AClientOnASocketPairReadsALargeAnswerFromItsFile) {
+  const std::string table(300000, 'x');
+  client_of(*store_)->set("table", table);
+  StoreClient::Options options;
+  options.timeout = 10s;
+  auto rank = StoreClient::over_trusted_socket(options, relay_->trusted_socket());
+  EXPECT_EQ(rank->get("table", 1s), table);
+  EXPECT_EQ(rank->multi_get({"table", "table"}, 1s), (std::vector<std::string>{table, table}));
 }
 
 TEST_F(StoreRelayTest, SetOnCloseIsRefusedWithTheReason) {

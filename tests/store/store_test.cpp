@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1129,6 +1130,61 @@ TEST_F(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
   send(c.get(), std::string(1, '\x12') + text("/b") + u64(3));
   for (const detail::Fd* fd : {&a, &b, &c})
     EXPECT_EQ(receive(fd->get(), 1), std::string(1, '\x00'));
+}
+
+// What StoreClient makes of a file answer (Status::in_file) that is not
+// what it says, from a server played by the test on the other end of a
+// socket pair: the call fails naming the store and what is wrong, and the
+// connection goes on.
+TEST(StoreClientFiles, AFileAnswerWithoutItsFileOrUnsealedIsNamed) {
+  int ends[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+  detail::Fd server(ends[1]);
+  const auto deadline = [] { return detail::Clock::now() + 10s; };
+  const std::string ok = wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).frame();
+  const std::string value =
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).bytes("fine").frame();
+  std::thread serve([&] {
+    // Each request read, then its answer: ok to accept_files; a file answer
+    // without a file; one with a file that is not sealed; then bytes.
+    int unsealed = memfd_create("unsealed", MFD_CLOEXEC);
+    (void)!write(unsealed, value.data() + 4, value.size() - 4);
+    for (int request = 0; request < 4; ++request) {
+      std::string payload;
+      std::string error;
+      if (!detail::recv_frame(server.get(), &payload, 1 << 20, deadline(), &error)) break;
+      const std::string file_frame = wire::Writer()
+                                         .u8(static_cast<std::uint8_t>(wire::Status::in_file))
+                                         .i64(static_cast<std::int64_t>(value.size() - 4))
+                                         .frame();
+      if (request == 0 || request == 3) {
+        const std::string& answer = request == 0 ? ok : value;
+        (void)!detail::send_all(server.get(), answer.data(), answer.size(), deadline(), &error);
+      } else if (request == 1) {
+        (void)!detail::send_all(server.get(), file_frame.data(), file_frame.size(), deadline(),
+                                &error);
+      } else {
+        (void)!detail::send_with_file(server.get(), file_frame.data(), file_frame.size(), unsealed);
+      }
+    }
+    close(unsealed);
+  });
+  StoreClient::Options options;
+  options.timeout = 10s;
+  auto client = StoreClient::over_trusted_socket(options, ends[0]);
+  const auto fails_with = [&](const std::string& words) {
+    try {
+      client->get("key", 1s);
+      ADD_FAILURE() << "a bad file answer was taken";
+    } catch (const StoreError& error) {
+      EXPECT_NE(std::string(error.what()).find(words), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("store at"), std::string::npos) << error.what();
+    }
+  };
+  fails_with("without its file");
+  fails_with("not a sealed memory file");
+  EXPECT_EQ(client->get("key", 1s), "fine");
+  serve.join();
 }
 
 }  // namespace
