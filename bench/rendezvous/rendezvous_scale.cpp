@@ -368,6 +368,9 @@ struct Result {
 struct Slice {
   int first = 0;
   bool whole = true;
+  // The ranks take large answers as files (through their node's relay):
+  // a GET's answer holds no table in a socket buffer.
+  bool files = false;
 };
 
 // The pattern's requests from every rank, then its answers; seconds from
@@ -420,7 +423,9 @@ std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, 
 // each rank SETs its 40-byte entry and ADDs itself in; the rank that
 // completes the count GETs every entry and SETs them as one table (in
 // exchange_values' encoding); every other rank WAITs for the table, then
-// GETs it, all at once as ranks do. `ranks_per_entry` ranks share an entry
+// GETs it, all at once as ranks do. Through relays, whose answers come as
+// files, each rank sends one GET that waits for the table, as
+// store/exchange.cpp's ranks do. `ranks_per_entry` ranks share an entry
 // (a host's identity).
 std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& ranks,
                                      const Fd& setter, int n, std::chrono::seconds limit,
@@ -453,6 +458,9 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
     if (!answer) return missing("the ADD", r);
     if (protocol.sum_of(*answer) == n) {
       last = r;
+    } else if (slice.files) {
+      send_or_die(ranks[r].get(),
+                  protocol.get("table"));  // as exchange.cpp asks: answered once set
     } else {
       send_or_die(ranks[r].get(), protocol.wait({"table"}));  // parks until the table is set
     }
@@ -471,8 +479,16 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
     }
     send_or_die(setter.get(), protocol.set("table", cohort::detail::encode_table(entries)));
   }
-  // The ranks GET the table as they learn it is there, kWindow at a time:
-  // all of them at once would hold N × the table in this one kernel's
+  if (slice.files) {
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      if (r != last && !protocol.read_value(ranks[r].get(), limit)) {
+        return missing("the GET of the table", r);
+      }
+    }
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  // Else the ranks GET the table as they learn it is there, kWindow at a
+  // time: all of them at once would hold N × the table in this one kernel's
   // socket buffers (past its TCP memory limit, it drops packets).
   constexpr std::size_t kWindow = 256;
   for (std::size_t begin = 0; begin < ranks.size(); begin += kWindow) {
@@ -578,7 +594,7 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
       (void)!write(answers[1], "ready\n", 6);
       char c = 0;
       if (read(go[0], &c, 1) != 1) _exit(1);
-      const auto seconds = pattern(protocol, ranks, setter, n, limit, Slice{first, false});
+      const auto seconds = pattern(protocol, ranks, setter, n, limit, Slice{first, false, true});
       const std::string line =
           seconds ? std::to_string(Clock::now().time_since_epoch().count()) + "\n" : "-\n";
       (void)!write(answers[1], line.data(), line.size());

@@ -272,7 +272,17 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
 void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const Wait& wait) {
   wire::Writer reply;
   reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
-  if (wait.get) reply.bytes(*core.keys().find(wait.keys[0]));
+  if (wait.get) {
+    const std::string& value = *core.keys().find(wait.keys[0]);
+    if (value.size() >= kLargeAnswerBytes) {
+      // Many connections GET one table as it is set: one copy for them all.
+      reply.u32(static_cast<std::uint32_t>(value.size()));
+      connection.out += reply.frame_before(value.size());
+      connection.splice(core.keys().shared(wait.keys[0]));
+      return;
+    }
+    reply.bytes(value);
+  }
   if (wait.get_all) {
     reply.u32(static_cast<std::uint32_t>(wait.keys.size()));
     for (std::size_t i = 0; i < wait.keys.size(); ++i)

@@ -15,10 +15,6 @@
 
 namespace cohort::detail {
 
-/// Answers at least this long go as files to clients that take them: below
-/// it, the socket's copy costs less than making and reading a file.
-inline constexpr std::size_t kFileAnswerBytes = std::size_t{64} << 10;
-
 /// A sealed (read-only, fixed-size) memory file holding `payload`; an
 /// invalid Fd, and `*error`, when none can be made (the caller sends the
 /// bytes instead).

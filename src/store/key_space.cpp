@@ -23,14 +23,33 @@ const std::string* KeySpace::find(std::string_view key) const {
   return it == data_.end() ? nullptr : &it->second;
 }
 
+std::shared_ptr<const std::string> KeySpace::shared(std::string_view key) {
+  const std::string* value = find(key);
+  if (value == nullptr) return nullptr;
+  auto [at, fresh] = shared_.try_emplace(std::string(key));
+  std::shared_ptr<const std::string> copy = at->second.lock();
+  if (!copy) {
+    copy = std::make_shared<const std::string>(*value);
+    at->second = copy;
+  }
+  return copy;
+}
+
 void KeySpace::set(const std::string& key, std::string value) {
   data_[key] = std::move(value);
+  changed(key);
   notify(key);
 }
 
 void KeySpace::append(const std::string& key, std::string_view value) {
   data_[key] += value;
+  changed(key);
   notify(key);
+}
+
+void KeySpace::changed(std::string_view key) {
+  if (shared_.empty()) return;
+  if (const auto at = shared_.find(key); at != shared_.end()) shared_.erase(at);
 }
 
 std::optional<std::int64_t> KeySpace::add(const std::string& key, std::int64_t delta,
@@ -55,6 +74,7 @@ std::optional<std::int64_t> KeySpace::add(const std::string& key, std::int64_t d
 }
 
 bool KeySpace::erase(const std::string& key) {
+  changed(key);
   const bool erased = data_.erase(key) != 0;
   deletions_ += erased ? 1 : 0;
   return erased;
@@ -87,6 +107,7 @@ void KeySpace::forget_prefix(std::string_view prefix) {
     }
   }
   std::erase_if(queues_, [&under](const auto& entry) { return under(entry.first); });
+  std::erase_if(shared_, [&under](const auto& entry) { return under(entry.first); });
 }
 
 void KeySpace::push(const std::string& key, std::string value) {

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,6 +71,11 @@ class KeySpace {
 
   // --- values ---------------------------------------------------------
   const std::string* find(std::string_view key) const;
+  /// The value at `key` as one read-only copy for every answer that holds
+  /// it at once (many connections GET one large table): the same copy
+  /// while any answer still holds it and the key has not changed; null when
+  /// the key is not set.
+  std::shared_ptr<const std::string> shared(std::string_view key);
   void set(const std::string& key, std::string value);
   void append(const std::string& key, std::string_view value);
   /// The integer at `key` (absent: 0) plus `delta`; nullopt and `*error`
@@ -123,9 +129,11 @@ class KeySpace {
   bool scan_on(Id id, Waiting& waiting);
   bool ready(const Waiting& waiting, std::size_t i) const;
   void notify(const std::string& key);
+  void changed(std::string_view key);  // forgets its shared() copy
   void notify_one(const std::string& key);
 
   StringMap<std::string> data_;
+  StringMap<std::weak_ptr<const std::string>> shared_;  // shared(): dropped when a key changes
   StringMap<std::deque<std::string>> queues_;
   std::unordered_map<Id, Waiting> waits_;
   StringMap<std::unordered_set<Id>> waiters_;  // key -> ids indexed under it

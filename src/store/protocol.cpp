@@ -53,7 +53,11 @@ Writer& Writer::strings(const std::vector<std::string>& values) {
 }
 
 std::string Writer::frame() {
-  const std::uint64_t length = buffer_.size() - kFrameHeaderBytes;
+  return frame_before(0);
+}
+
+std::string Writer::frame_before(std::size_t tail_bytes) {
+  const std::uint64_t length = buffer_.size() - kFrameHeaderBytes + tail_bytes;
   for (std::size_t i = 0; i < kFrameHeaderBytes; ++i) {
     buffer_[i] = static_cast<char>((length >> (8 * i)) & 0xff);
   }

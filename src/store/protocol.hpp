@@ -70,6 +70,9 @@ class Writer {
   Writer& strings(const std::vector<std::string>& values);
   /// The complete frame, header included; the writer is empty afterwards.
   std::string frame();
+  /// The frame's first part, when `tail_bytes` more of its payload follow
+  /// apart from it (a large value sent from a copy of its own).
+  std::string frame_before(std::size_t tail_bytes);
 
  private:
   std::string buffer_;

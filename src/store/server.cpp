@@ -370,15 +370,15 @@ struct StoreServer::Impl final : detail::StoreCore {
 
   // A relayed answer into the connection's output: as a file for a client
   // that takes them (the answer's one file, made for the first), else as
-  // bytes, moved when nobody else holds them and nothing is waiting to go.
+  // bytes, a large answer's sent from the one copy all its clients share.
   void hand_out(Connection& connection, std::shared_ptr<detail::RelayedAnswer> answer) {
     const std::string_view payload =
         std::string_view(answer->frame).substr(detail::store_protocol::kFrameHeaderBytes);
-    if (connection.takes_files && answer->frame.size() >= detail::kFileAnswerBytes) {
+    if (connection.takes_files && answer->frame.size() >= detail::kLargeAnswerBytes) {
       std::string error;
       if (!answer->file.valid()) answer->file = detail::make_answer_file(payload, &error);
       if (answer->file.valid()) {
-        connection.files_out.emplace_back(connection.out.size(), std::move(answer));
+        connection.splices.push_back({connection.out.size(), nullptr, 0, std::move(answer)});
         connection.out += detail::in_file_frame(payload.size());
         return;
       }
@@ -386,9 +386,9 @@ struct StoreServer::Impl final : detail::StoreCore {
                    cat("store server: sending an answer of ", answer->frame.size(),
                        " bytes as bytes, not as a file: ", error));
     }
-    if (connection.out_at == connection.out.size() && answer.use_count() == 1) {
-      connection.out = std::move(answer->frame);  // no copy of a large table
-      connection.out_at = 0;
+    if (answer->frame.size() >= detail::kLargeAnswerBytes) {
+      const std::string& frame = answer->frame;
+      connection.splice(std::shared_ptr<const std::string>(std::move(answer), &frame));
     } else {
       connection.out += answer->frame;
     }
@@ -496,7 +496,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   // client has stopped talking and cannot be woken.
   void finish_after_eof(std::uint64_t id, Connection& connection) {
     if (connection.relayed) return;  // its answer comes, then this again
-    if (key_space.waiting(id) || connection.out.empty()) return close_connection(id);
+    if (key_space.waiting(id) || !connection.sending()) return close_connection(id);
     connection.closing = true;
     connection.want_write = true;
     watch(connection.fd.get(), id, EPOLLOUT, EPOLL_CTL_MOD);
@@ -544,51 +544,66 @@ struct StoreServer::Impl final : detail::StoreCore {
   // out a socket buffer at a time is not moved once per turn.
   bool flush(std::uint64_t id, Connection& connection) {
     std::size_t sent = connection.out_at;
-    auto& files = connection.files_out;
-    while (sent < connection.out.size()) {
-      // A frame that carries a file starts a send of its own, which takes
-      // the file along; the bytes before it go without.
-      const bool with_file = !files.empty() && files.front().first == sent;
-      std::size_t end = connection.out.size();
-      if (!files.empty() && !with_file) end = files.front().first;
-      if (with_file && files.size() > 1) end = files[1].first;
-      const ssize_t n =
-          with_file ? detail::send_with_file(connection.fd.get(), connection.out.data() + sent,
-                                             end - sent, files.front().second->file.get())
-                    : send(connection.fd.get(), connection.out.data() + sent, end - sent,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        sent += static_cast<std::size_t>(n);
-        if (with_file) files.pop_front();
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        break;
+    auto& splices = connection.splices;
+    const int fd = connection.fd.get();
+    for (;;) {
+      ssize_t n = 0;
+      const bool at_splice = !splices.empty() && splices.front().at == sent;
+      if (at_splice && splices.front().bytes) {
+        Connection::Splice& splice = splices.front();
+        const std::string& bytes = *splice.bytes;
+        if (splice.sent == bytes.size()) {
+          splices.pop_front();
+          continue;
+        }
+        n = send(fd, bytes.data() + splice.sent, bytes.size() - splice.sent,
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+          splice.sent += static_cast<std::size_t>(n);
+          continue;
+        }
       } else {
-        close_connection(id);
-        return false;
+        if (sent == connection.out.size()) break;
+        // Bytes of `out` up to the next splice; a file goes with the first.
+        std::size_t end = connection.out.size();
+        for (const Connection::Splice& splice : splices) {
+          if (splice.at > sent) {
+            end = std::min(end, splice.at);
+            break;
+          }
+        }
+        n = at_splice
+                ? detail::send_with_file(fd, connection.out.data() + sent, end - sent,
+                                         splices.front().file->file.get())
+                : send(fd, connection.out.data() + sent, end - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+          sent += static_cast<std::size_t>(n);
+          if (at_splice) splices.pop_front();
+          continue;
+        }
       }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      close_connection(id);
+      return false;
     }
     // What was sent is dropped once it is most of the buffer: each byte is
     // moved at most once on average.
     constexpr std::size_t kMoveAfter = std::size_t{1} << 20;
-    if (sent == connection.out.size()) {
-      connection.out.clear();
-      connection.out_at = 0;
-    } else if (sent > kMoveAfter && sent * 2 > connection.out.size()) {
+    if (sent == connection.out.size() || (sent > kMoveAfter && sent * 2 > connection.out.size())) {
       connection.out.erase(0, sent);
-      for (auto& file : files)
-        file.first -= sent;
+      for (Connection::Splice& splice : splices)
+        splice.at -= sent;
       connection.out_at = 0;
     } else {
       connection.out_at = sent;
     }
     detail::release_if_idle(connection.out);
-    if (connection.out.empty() && connection.closing) {
+    if (!connection.sending() && connection.closing) {
       close_connection(id);
       return false;
     }
-    const bool want_write = !connection.out.empty();
+    const bool want_write = connection.sending();
     if (want_write != connection.want_write) {
       connection.want_write = want_write;
       watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u),

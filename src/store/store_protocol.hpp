@@ -34,6 +34,12 @@ class ConnectionState {
   virtual ~ConnectionState() = default;
 };
 
+/// Answers at least this long are large: the server sends them from one
+/// copy shared by every connection that gets them (Connection::splice), and
+/// a relay sends them as files to clients that take them. Below it, a
+/// copy costs less than sharing, or than making and reading a file.
+inline constexpr std::size_t kLargeAnswerBytes = std::size_t{64} << 10;
+
 struct Connection {
   std::uint64_t id = 0;  // the server's name for it
   Fd fd;
@@ -61,9 +67,23 @@ struct Connection {
   bool close_after_held = false;
   bool socket_pair = false;  // StoreServer::trusted_socket()'s: it can carry files
   bool takes_files = false;  // and its client asked for them (Op::accept_files)
-  // Answers in `out` that go as files: where each one's frame begins in
-  // `out`; the file goes with that frame's first byte.
-  std::deque<std::pair<std::size_t, std::shared_ptr<RelayedAnswer>>> files_out;
+  // What goes out at a point of `out` without being copied into it, in
+  // order of `at`: a large answer's bytes, one copy for every connection
+  // that gets them, sent before out[at]; or an answer's file, which goes
+  // with the byte out[at] (the first of the frame that stands for it).
+  struct Splice {
+    std::size_t at = 0;
+    std::shared_ptr<const std::string> bytes;
+    std::size_t sent = 0;  // of `bytes`
+    std::shared_ptr<RelayedAnswer> file;
+  };
+  std::deque<Splice> splices;
+  /// Appends `bytes` to what goes out, without a copy.
+  void splice(std::shared_ptr<const std::string> bytes) {
+    splices.push_back({out.size(), std::move(bytes), 0, nullptr});
+  }
+  /// Whether anything is left to send.
+  bool sending() const noexcept { return out_at < out.size() || !splices.empty(); }
 };
 
 /// What a protocol may ask of the server it runs in.

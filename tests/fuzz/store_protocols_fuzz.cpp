@@ -86,6 +86,7 @@ class Driver {
       return close(which);
     }
     connection.out.clear();  // sent
+    connection.splices.clear();
     if (connection.eof && !core_.keys().waiting(connection.id)) return close(which);
     resume();
   }

@@ -673,6 +673,55 @@ TEST_F(StoreTest, RequestsSentBeforeEndOfFileAllCount) {
   EXPECT_EQ(client()->num_keys(), 300);
 }
 
+// Connections that GET one large value as it is set are answered from one
+// copy of it: each gets every byte, in order with its other answers, however
+// slowly it reads; and a value set again is what later GETs see.
+TEST_F(StoreTest, ManyGetsOfOneLargeValueAreAnsweredWholeAndInOrder) {
+  constexpr int kClients = 16;
+  std::string table(600000, '\0');
+  for (std::size_t i = 0; i < table.size(); ++i)
+    table[i] = static_cast<char>('a' + i % 26);
+  const auto get = [](const std::string& key) {
+    return wire::Writer()
+        .u8(static_cast<std::uint8_t>(wire::Op::get))
+        .bytes(key)
+        .i64(10000)
+        .frame();
+  };
+  client()->set("small", "s");
+  std::vector<detail::Fd> clients;
+  const std::string requests = get("table") + get("small") + get("table");
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(raw_connection());
+    std::string error;
+    ASSERT_TRUE(detail::send_all(clients.back().get(), requests.data(), requests.size(),
+                                 detail::Clock::now() + 5s, &error))
+        << error;
+  }
+  ASSERT_TRUE(waiting_becomes(kClients));
+  client()->set("table", table);
+  std::this_thread::sleep_for(100ms);  // the answers fill the sockets; the rest waits
+  const auto value_of = [](const std::string& payload) {
+    wire::Reader reader(std::string_view(payload).substr(1));
+    return std::string(reader.bytes());
+  };
+  for (int c = 0; c < kClients; ++c) {
+    for (const std::string& expected : {table, std::string("s"), table}) {
+      std::string payload;
+      std::string error;
+      ASSERT_TRUE(detail::recv_frame(clients[c].get(), &payload, 1 << 20,
+                                     detail::Clock::now() + 10s, &error))
+          << "client " << c << ": " << error;
+      ASSERT_EQ(static_cast<wire::Status>(payload[0]), wire::Status::ok);
+      EXPECT_TRUE(value_of(payload) == expected) << "client " << c;
+    }
+  }
+  std::string changed = table;
+  changed[12345] = '!';
+  client()->set("table", changed);
+  EXPECT_TRUE(client()->get("table", 1s) == changed);
+}
+
 // A timeout too long to represent waits (it saturates), and a sum past
 // 64 bits is an error naming the key, not undefined behaviour.
 TEST_P(StoreOperationsTest, HugeTimeoutsWaitAndAnOverflowingAddIsRefused) {

@@ -123,4 +123,35 @@ TEST(KeySpace, AnAddThatIsNoIntegerOrOverflowsLeavesTheValue) {
 }
 
 }  // namespace
+
+// The copy that many answers share at once: one while any holds it and the
+// key is unchanged; a change of the key (set, append, add, erase, a
+// forgotten prefix) makes the next one fresh, and answers already holding
+// the old one keep what they had.
+TEST(KeySpace, ASharedCopyLastsWhileHeldAndTheKeyIsUnchanged) {
+  KeySpace keys;
+  EXPECT_EQ(keys.shared("table"), nullptr);
+  keys.set("table", "v1");
+  const auto first = keys.shared("table");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(keys.shared("table"), first);
+  keys.append("table", "+");
+  const auto second = keys.shared("table");
+  EXPECT_EQ(*first, "v1");
+  EXPECT_EQ(*second, "v1+");
+  keys.set("n", "1");
+  const auto count = keys.shared("n");
+  ASSERT_TRUE(keys.add("n", 1, nullptr).has_value());
+  EXPECT_EQ(*keys.shared("n"), "2");
+  EXPECT_EQ(*count, "1");
+  keys.erase("table");
+  EXPECT_EQ(keys.shared("table"), nullptr);
+  keys.set("torch:x", "t");
+  const auto torch = keys.shared("torch:x");
+  keys.forget_prefix("torch:");
+  keys.set("torch:x", "u");
+  EXPECT_EQ(*keys.shared("torch:x"), "u");
+  EXPECT_EQ(*torch, "t");
+}
+
 }  // namespace cohort::detail
