@@ -131,7 +131,8 @@ struct Protocol {
   virtual std::size_t add_answer_bytes() const = 0;
   virtual std::int64_t sum_of(const std::string& answer) const = 0;
   // The value a GET answered with; nullopt past the limit.
-  virtual std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const = 0;
+  virtual std::optional<cohort::StoreValue> read_value(int fd,
+                                                       std::chrono::seconds limit) const = 0;
   // Every key's value, as the protocol's client asks for many at once.
   virtual std::string get_all(const std::vector<std::string>& keys) const {
     std::string gets;
@@ -185,10 +186,12 @@ struct CohortProtocol : Protocol {
   std::size_t set_answer_bytes() const override { return 5; }
   std::size_t add_answer_bytes() const override { return 13; }  // length, status, i64
   std::int64_t sum_of(const std::string& answer) const override { return i64_at(answer, 5); }
-  std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const override {
+  // As StoreClient::get_shared, which store/exchange.cpp's ranks call: the
+  // value stays where it came (a mapping of its node's one copy).
+  std::optional<cohort::StoreValue> read_value(int fd, std::chrono::seconds limit) const override {
     auto payload = read_frame(fd, limit);
-    if (!payload || payload->size() < 5) return std::nullopt;
-    return payload->substr(5);  // status, the value's length, the value
+    if (!payload || payload->view().size() < 5) return std::nullopt;
+    return payload->part(payload->view().substr(5));  // status, the value's length, the value
   }
   // One MULTI_GET, as store/exchange.cpp's completer asks since 2026-11-27.
   std::string get_all(const std::vector<std::string>& keys) const override {
@@ -196,8 +199,8 @@ struct CohortProtocol : Protocol {
   }
   bool read_all(int fd, std::size_t count, std::chrono::seconds limit) const override {
     auto payload = read_frame(fd, limit);
-    if (!payload || payload->empty()) return false;
-    wire::Reader reader(std::string_view(*payload).substr(1));
+    if (!payload || payload->view().empty()) return false;
+    wire::Reader reader(payload->view().substr(1));
     return reader.strings().size() == count;
   }
 
@@ -207,8 +210,8 @@ struct CohortProtocol : Protocol {
     return wire::Writer().u8(static_cast<std::uint8_t>(op)).strings(keys).i64(600000).frame();
   }
   // One answer's payload: status, then its fields; an answer that came as
-  // a file (from a node's relay) is read as StoreClient reads it.
-  static std::optional<std::string> read_frame(int fd, std::chrono::seconds limit) {
+  // a file (from a node's relay) is mapped as StoreClient maps it.
+  static std::optional<cohort::StoreValue> read_frame(int fd, std::chrono::seconds limit) {
     std::string payload;
     std::string error;
     std::vector<Fd> files;
@@ -217,13 +220,12 @@ struct CohortProtocol : Protocol {
         payload.empty()) {
       return std::nullopt;
     }
-    if (static_cast<wire::Status>(payload[0]) != wire::Status::in_file) return payload;
-    std::string answer;
-    if (!cohort::detail::read_answer_file(std::string_view(payload).substr(1), &files, &answer,
-                                          &error)) {
-      std::fprintf(stderr, "rendezvous_scale: a relay %s\n", error.c_str());
-      return std::nullopt;
+    if (static_cast<wire::Status>(payload[0]) != wire::Status::in_file) {
+      return cohort::StoreValue(std::move(payload));
     }
+    auto answer =
+        cohort::detail::map_answer_file(std::string_view(payload).substr(1), &files, &error);
+    if (!answer) std::fprintf(stderr, "rendezvous_scale: a relay %s\n", error.c_str());
     return answer;
   }
 };
@@ -256,10 +258,12 @@ struct TorchProtocol : Protocol {
   std::size_t set_answer_bytes() const override { return 0; }
   std::size_t add_answer_bytes() const override { return 8; }
   std::int64_t sum_of(const std::string& answer) const override { return i64_at(answer, 0); }
-  std::optional<std::string> read_value(int fd, std::chrono::seconds limit) const override {
+  std::optional<cohort::StoreValue> read_value(int fd, std::chrono::seconds limit) const override {
     auto length = receive(fd, 8, limit);
     if (!length) return std::nullopt;
-    return receive(fd, static_cast<std::size_t>(i64_at(*length, 0)), limit);
+    auto value = receive(fd, static_cast<std::size_t>(i64_at(*length, 0)), limit);
+    if (!value) return std::nullopt;
+    return cohort::StoreValue(std::move(*value));
   }
 };
 

@@ -18,6 +18,25 @@
 
 namespace cohort {
 
+/// A value read from the store, held without a copy of its own where the
+/// store shares one: through a node's relay, a large answer is a read-only
+/// mapping of the node's one copy (docs/rendezvous.md). Cheap to copy.
+class StoreValue {
+ public:
+  StoreValue() = default;
+  explicit StoreValue(std::string bytes);
+  /// `bytes`, which `owner` keeps alive.
+  StoreValue(std::shared_ptr<const void> owner, std::string_view bytes)
+      : owner_(std::move(owner)), view_(bytes) {}
+  std::string_view view() const noexcept { return view_; }
+  /// Part of this value's bytes (`inside` lies within view()), held as long.
+  StoreValue part(std::string_view inside) const { return StoreValue(owner_, inside); }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  std::string_view view_;
+};
+
 /// The store's operations. Implementations are thread-safe.
 class Store {
  public:
@@ -34,6 +53,11 @@ class Store {
   /// `timeout`.
   virtual std::string get(std::string_view key, std::chrono::milliseconds timeout) = 0;
   std::string get(std::string_view key) { return get(key, kDefaultTimeout); }
+  /// get(), without a copy of the value where the store shares one (a
+  /// table that every rank of a node reads); this default copies.
+  virtual StoreValue get_shared(std::string_view key, std::chrono::milliseconds timeout) {
+    return StoreValue(get(key, timeout));
+  }
 
   /// Adds `delta` to the integer at `key` (absent counts as 0) and returns the
   /// sum. The value is stored as decimal text. Throws StoreError when the
@@ -231,6 +255,7 @@ class StoreClient : public Store {
   using Store::wait;
   void set(std::string_view key, std::string_view value) override;
   std::string get(std::string_view key, std::chrono::milliseconds timeout) override;
+  StoreValue get_shared(std::string_view key, std::chrono::milliseconds timeout) override;
   std::int64_t add(std::string_view key, std::int64_t delta) override;
   std::string compare_set(std::string_view key, std::string_view expected,
                           std::string_view desired) override;
@@ -265,7 +290,8 @@ class StoreClient : public Store {
 
  private:
   StoreClient(Options options, int connected_fd);
-  std::string call(std::string request, std::chrono::milliseconds server_timeout);
+  /// The answer's fields after its status (errors and timeouts thrown).
+  StoreValue call(std::string request, std::chrono::milliseconds server_timeout);
 
   Options options_;
   std::string address_;
@@ -285,6 +311,7 @@ class PrefixStore : public Store {
   using Store::wait;
   void set(std::string_view key, std::string_view value) override;
   std::string get(std::string_view key, std::chrono::milliseconds timeout) override;
+  StoreValue get_shared(std::string_view key, std::chrono::milliseconds timeout) override;
   std::int64_t add(std::string_view key, std::int64_t delta) override;
   std::string compare_set(std::string_view key, std::string_view expected,
                           std::string_view desired) override;

@@ -37,6 +37,12 @@ std::string quoted_list(const std::vector<std::string>& keys) {
 
 }  // namespace
 
+StoreValue::StoreValue(std::string bytes) {
+  auto owned = std::make_shared<const std::string>(std::move(bytes));
+  view_ = *owned;
+  owner_ = std::move(owned);
+}
+
 StoreClient::StoreClient(Options options)
     : options_(std::move(options)), address_(cat(options_.host, ":", options_.port)) {
   fd_ = detail::connect_to_store(options_.host, options_.port,
@@ -68,7 +74,7 @@ StoreClient::~StoreClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string StoreClient::call(std::string request, std::chrono::milliseconds server_timeout) {
+StoreValue StoreClient::call(std::string request, std::chrono::milliseconds server_timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!broken_.empty()) throw StoreError(broken_);
   const auto deadline = detail::deadline_after(
@@ -89,25 +95,26 @@ std::string StoreClient::call(std::string request, std::chrono::milliseconds ser
                   error == "timed out" ? "" : " (has the process that hosts it exited?)");
     throw StoreError(broken_);
   }
+  StoreValue answer;
   if (static_cast<wire::Status>(payload[0]) == wire::Status::in_file) {
-    std::string answer;
-    if (!detail::read_answer_file(std::string_view(payload).substr(1), &files, &answer, &error)) {
-      throw StoreError(cat("store at ", address_, ": it ", error));
-    }
-    payload = std::move(answer);
+    auto mapped = detail::map_answer_file(std::string_view(payload).substr(1), &files, &error);
+    if (!mapped) throw StoreError(cat("store at ", address_, ": it ", error));
+    answer = std::move(*mapped);
+  } else {
+    answer = StoreValue(std::move(payload));
   }
-  const auto status = static_cast<wire::Status>(payload[0]);
-  payload.erase(0, 1);
+  const auto status = static_cast<wire::Status>(answer.view()[0]);
+  const std::string_view fields = answer.view().substr(1);
   if (status == wire::Status::error) {
-    wire::Reader reader(payload);
+    wire::Reader reader(fields);
     throw StoreError(cat("store at ", address_, ": ", reader.bytes()));
   }
   if (status == wire::Status::timeout) {
-    wire::Reader reader(payload);
+    wire::Reader reader(fields);
     throw Timeout(cat("store at ", address_, ": still missing ", quoted_list(reader.strings()),
                       " after ", server_timeout.count(), " ms"));
   }
-  return payload;
+  return answer.part(fields);
 }
 
 void StoreClient::set(std::string_view key, std::string_view value) {
@@ -116,32 +123,42 @@ void StoreClient::set(std::string_view key, std::string_view value) {
 }
 
 std::string StoreClient::get(std::string_view key, std::chrono::milliseconds timeout) {
-  const std::string answer = call(wire::Writer()
-                                      .u8(static_cast<std::uint8_t>(wire::Op::get))
-                                      .bytes(key)
-                                      .i64(timeout.count())
-                                      .frame(),
-                                  timeout);
-  return std::string(wire::Reader(answer).bytes());
+  const StoreValue answer = call(wire::Writer()
+                                     .u8(static_cast<std::uint8_t>(wire::Op::get))
+                                     .bytes(key)
+                                     .i64(timeout.count())
+                                     .frame(),
+                                 timeout);
+  return std::string(wire::Reader(answer.view()).bytes());
+}
+
+StoreValue StoreClient::get_shared(std::string_view key, std::chrono::milliseconds timeout) {
+  const StoreValue answer = call(wire::Writer()
+                                     .u8(static_cast<std::uint8_t>(wire::Op::get))
+                                     .bytes(key)
+                                     .i64(timeout.count())
+                                     .frame(),
+                                 timeout);
+  return answer.part(wire::Reader(answer.view()).bytes());
 }
 
 std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
-  const std::string answer = call(
+  const StoreValue answer = call(
       wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(delta).frame(),
       {});
-  return wire::Reader(answer).i64();
+  return wire::Reader(answer.view()).i64();
 }
 
 std::string StoreClient::compare_set(std::string_view key, std::string_view expected,
                                      std::string_view desired) {
-  const std::string answer = call(wire::Writer()
-                                      .u8(static_cast<std::uint8_t>(wire::Op::compare_set))
-                                      .bytes(key)
-                                      .bytes(expected)
-                                      .bytes(desired)
-                                      .frame(),
-                                  {});
-  return std::string(wire::Reader(answer).bytes());
+  const StoreValue answer = call(wire::Writer()
+                                     .u8(static_cast<std::uint8_t>(wire::Op::compare_set))
+                                     .bytes(key)
+                                     .bytes(expected)
+                                     .bytes(desired)
+                                     .frame(),
+                                 {});
+  return std::string(wire::Reader(answer.view()).bytes());
 }
 
 void StoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -155,13 +172,13 @@ void StoreClient::wait(const std::vector<std::string>& keys, std::chrono::millis
 
 std::vector<std::string> StoreClient::multi_get(const std::vector<std::string>& keys,
                                                 std::chrono::milliseconds timeout) {
-  const std::string answer = call(wire::Writer()
-                                      .u8(static_cast<std::uint8_t>(wire::Op::multi_get))
-                                      .strings(keys)
-                                      .i64(timeout.count())
-                                      .frame(),
-                                  timeout);
-  wire::Reader reader(answer);
+  const StoreValue answer = call(wire::Writer()
+                                     .u8(static_cast<std::uint8_t>(wire::Op::multi_get))
+                                     .strings(keys)
+                                     .i64(timeout.count())
+                                     .frame(),
+                                 timeout);
+  wire::Reader reader(answer.view());
   std::vector<std::string> values = reader.strings();
   reader.expect_end();
   if (values.size() != keys.size()) {
@@ -172,15 +189,15 @@ std::vector<std::string> StoreClient::multi_get(const std::vector<std::string>& 
 }
 
 bool StoreClient::check(const std::vector<std::string>& keys) {
-  const std::string answer =
+  const StoreValue answer =
       call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::check)).strings(keys).frame(), {});
-  return wire::Reader(answer).u8() != 0;
+  return wire::Reader(answer.view()).u8() != 0;
 }
 
 bool StoreClient::delete_key(std::string_view key) {
-  const std::string answer = call(
+  const StoreValue answer = call(
       wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::delete_key)).bytes(key).frame(), {});
-  return wire::Reader(answer).u8() != 0;
+  return wire::Reader(answer.view()).u8() != 0;
 }
 
 void StoreClient::set_on_close(std::string_view key, std::string_view value) {
@@ -197,9 +214,9 @@ void StoreClient::clear_on_close() {
 }
 
 std::int64_t StoreClient::num_keys() {
-  const std::string answer =
+  const StoreValue answer =
       call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::num_keys)).frame(), {});
-  return wire::Reader(answer).i64();
+  return wire::Reader(answer.view()).i64();
 }
 
 // ---------------------------------------------------------------- Store
@@ -236,6 +253,9 @@ void PrefixStore::set(std::string_view key, std::string_view value) {
 }
 std::string PrefixStore::get(std::string_view key, std::chrono::milliseconds timeout) {
   return base_->get(full(key), timeout);
+}
+StoreValue PrefixStore::get_shared(std::string_view key, std::chrono::milliseconds timeout) {
+  return base_->get_shared(full(key), timeout);
 }
 std::int64_t PrefixStore::add(std::string_view key, std::int64_t delta) {
   return base_->add(full(key), delta);

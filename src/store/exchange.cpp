@@ -117,7 +117,8 @@ std::vector<std::string> exchange_values(Store& store, std::string_view prefix, 
     store.set(table_key, encode_table(values));
     return values;
   }
-  auto values = decode_table(store.get(table_key, timeout), size);
+  // Through a node's relay the table is the node's one copy, read in place.
+  auto values = decode_table(store.get_shared(table_key, timeout).view(), size);
   if (!values) {
     throw Error(cat("the exchange under '", prefix, "' published a table that is not ", size,
                     " values: another job or program uses the same store keys"));

@@ -51,8 +51,8 @@ std::string in_file_frame(std::size_t length) {
       .frame();
 }
 
-bool read_answer_file(std::string_view fields, std::vector<Fd>* files, std::string* payload,
-                      std::string* error) {
+std::optional<StoreValue> map_answer_file(std::string_view fields, std::vector<Fd>* files,
+                                          std::string* error) {
   std::int64_t length = 0;
   try {
     wire::Reader reader(fields);
@@ -60,11 +60,11 @@ bool read_answer_file(std::string_view fields, std::vector<Fd>* files, std::stri
     reader.expect_end();
   } catch (const wire::ProtocolError& malformed) {
     *error = cat("sent a malformed file answer (", malformed.what(), ")");
-    return false;
+    return std::nullopt;
   }
   if (files->empty()) {
     *error = "sent a file answer without its file";
-    return false;
+    return std::nullopt;
   }
   const Fd file = std::move(files->front());
   files->erase(files->begin());
@@ -74,21 +74,17 @@ bool read_answer_file(std::string_view fields, std::vector<Fd>* files, std::stri
       status.st_size != length) {
     *error = cat("sent a file answer of ", length,
                  " bytes whose file is not a sealed memory file of that size");
-    return false;
+    return std::nullopt;
   }
-  payload->resize(static_cast<std::size_t>(length));
-  for (std::size_t at = 0; at < payload->size();) {
-    const ssize_t n =
-        pread(file.get(), payload->data() + at, payload->size() - at, static_cast<off_t>(at));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = cat("sent a file answer that could not be read: ",
-                   n == 0 ? std::string("it ended early") : errno_text(errno));
-      return false;
-    }
-    at += static_cast<std::size_t>(n);
+  const auto size = static_cast<std::size_t>(length);
+  void* bytes = mmap(nullptr, size, PROT_READ, MAP_SHARED, file.get(), 0);
+  if (bytes == MAP_FAILED) {
+    *error = cat("sent a file answer that could not be mapped: ", errno_text(errno));
+    return std::nullopt;
   }
-  return true;
+  std::shared_ptr<const void> mapping(
+      bytes, [size](const void* at) { munmap(const_cast<void*>(at), size); });
+  return StoreValue(std::move(mapping), std::string_view(static_cast<const char*>(bytes), size));
 }
 
 }  // namespace cohort::detail

@@ -7,9 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <cohort/store.hpp>
 
 #include "core/fd.hpp"
 
@@ -23,11 +26,12 @@ Fd make_answer_file(std::string_view payload, std::string* error);
 /// The frame that stands for a `length`-byte payload in a file.
 std::string in_file_frame(std::size_t length);
 
-/// The payload an in_file answer stands for: `fields` is the frame's payload
-/// after its status byte; its file is the first of `files` (taken from
-/// it). False and `*error` (what is wrong, for a message that names the
-/// store) when the file is missing, unsealed or shorter than announced.
-bool read_answer_file(std::string_view fields, std::vector<Fd>* files, std::string* payload,
-                      std::string* error);
+/// The payload an in_file answer stands for, as a read-only mapping of its
+/// file (no copy): `fields` is the frame's payload after its status byte;
+/// its file is the first of `files` (taken from it). Nullopt and `*error`
+/// (what is wrong, for a message that names the store) when the file is
+/// missing, unsealed or not the length announced.
+std::optional<StoreValue> map_answer_file(std::string_view fields, std::vector<Fd>* files,
+                                          std::string* error);
 
 }  // namespace cohort::detail

@@ -232,11 +232,10 @@ TEST_F(StoreRelayTest, RanksOnSocketPairsShareOneFileOfALargeAnswer) {
     struct stat file {};
     ASSERT_EQ(fstat(received[0].get(), &file), 0);
     files.push_back(file.st_ino);
-    std::string answer;
-    ASSERT_TRUE(
-        detail::read_answer_file(std::string_view(payload).substr(1), &received, &answer, &error))
-        << error;
-    wire::Reader reader(std::string_view(answer).substr(1));
+    const auto answer =
+        detail::map_answer_file(std::string_view(payload).substr(1), &received, &error);
+    ASSERT_TRUE(answer) << error;
+    wire::Reader reader(answer->view().substr(1));
     EXPECT_EQ(reader.bytes(), table) << "rank " << r;
   }
   // The first GET may go up alone, the others together when it returns:
@@ -257,14 +256,22 @@ TEST_F(StoreRelayTest, RanksOnSocketPairsShareOneFileOfALargeAnswer) {
   EXPECT_EQ(static_cast<wire::Status>(payload[0]), wire::Status::ok);
 }
 
-// StoreClient over a socket pair asks for files and reads them as answers.
+// StoreClient over a socket pair asks for files and reads them as answers:
+// copied out by get(), mapped in place by get_shared() (also through a
+// PrefixStore).
 TEST_F(StoreRelayTest, AClientOnASocketPairReadsALargeAnswerFromItsFile) {
   const std::string table(300000, 'x');
   client_of(*store_)->set("table", table);
   StoreClient::Options options;
   options.timeout = 10s;
-  auto rank = StoreClient::over_trusted_socket(options, relay_->trusted_socket());
+  std::shared_ptr<StoreClient> rank =
+      StoreClient::over_trusted_socket(options, relay_->trusted_socket());
   EXPECT_EQ(rank->get("table", 1s), table);
+  StoreValue shared = rank->get_shared("table", 1s);
+  EXPECT_EQ(shared.view(), table);
+  PrefixStore prefixed("job", rank);
+  client_of(*store_)->set("job/table", table + "!");
+  EXPECT_EQ(prefixed.get_shared("table", 1s).view(), table + "!");
   EXPECT_EQ(rank->multi_get({"table", "table"}, 1s), (std::vector<std::string>{table, table}));
 }
 
