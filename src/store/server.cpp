@@ -146,14 +146,10 @@ struct StoreServer::Impl final : detail::StoreCore {
       relay_to = std::make_unique<detail::StoreRelay>(
           *server_options.relay_to, server_options.token,
           [this](std::uint64_t id, std::shared_ptr<detail::RelayedAnswer> answer) {
-            bool first = false;
             {
               std::lock_guard<std::mutex> lock(relayed_mutex);
-              first = relayed.empty();
               relayed.emplace_back(id, std::move(answer));
             }
-            // The loop takes them all when it wakes.
-            (void)first;
             const std::uint64_t one = 1;
             (void)!::write(task.get(), &one, sizeof(one));
           });
