@@ -258,5 +258,16 @@ TEST(FuzzReplay, RelayRequest) {
                          payload(request(wire::Op::get).bytes("k")), std::string(1, '\x63'), ""});
 }
 
+TEST(FuzzReplay, FileAnswer) {
+  namespace wire = detail::store_protocol;
+  const auto length = [](std::int64_t bytes) {
+    return wire::Writer().i64(bytes).frame().substr(wire::kFrameHeaderBytes);
+  };
+  // Flags, then the fields: taken (sealed, 8 bytes as announced), unsealed,
+  // no file, a length that is not the file's, a malformed field.
+  replay(file_answer, {"\x03" + length(8), "\x01" + length(8), "\x00" + length(8),
+                       "\x03" + length(9), std::string("\x03\x01", 2)});
+}
+
 }  // namespace
 }  // namespace cohort::fuzz
