@@ -123,13 +123,7 @@ void StoreClient::set(std::string_view key, std::string_view value) {
 }
 
 std::string StoreClient::get(std::string_view key, std::chrono::milliseconds timeout) {
-  const StoreValue answer = call(wire::Writer()
-                                     .u8(static_cast<std::uint8_t>(wire::Op::get))
-                                     .bytes(key)
-                                     .i64(timeout.count())
-                                     .frame(),
-                                 timeout);
-  return std::string(wire::Reader(answer.view()).bytes());
+  return std::string(get_shared(key, timeout).view());
 }
 
 StoreValue StoreClient::get_shared(std::string_view key, std::chrono::milliseconds timeout) {

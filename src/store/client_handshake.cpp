@@ -84,8 +84,11 @@ void check_process(int fd, const std::string& process, const std::string& addres
 
 }  // namespace
 
-bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
-                std::string* error, std::vector<Fd>* files) {
+namespace {
+
+// One frame into `*out`, after its header when `keep_header`.
+bool receive_frame(int fd, std::string* out, bool keep_header, std::size_t limit, Deadline deadline,
+                   std::string* error, std::vector<Fd>* files) {
   char header[wire::kFrameHeaderBytes];
   if (!recv_all(fd, header, sizeof(header), deadline, error, files)) return false;
   const std::size_t length = wire::frame_length(header);
@@ -93,14 +96,27 @@ bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadli
     *error = cat("announced a frame of ", length, " bytes, over the limit of ", limit);
     return false;
   }
-  payload->clear();
-  while (payload->size() < length) {
-    const std::size_t have = payload->size();
-    const std::size_t step = std::min(length - have, kReceiveStep);
-    payload->resize(have + step);
-    if (!recv_all(fd, payload->data() + have, step, deadline, error, files)) return false;
+  out->assign(keep_header ? header : "", keep_header ? sizeof(header) : 0);
+  const std::size_t end = out->size() + length;
+  while (out->size() < end) {
+    const std::size_t have = out->size();
+    const std::size_t step = std::min(end - have, kReceiveStep);
+    out->resize(have + step);
+    if (!recv_all(fd, out->data() + have, step, deadline, error, files)) return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
+                std::string* error, std::vector<Fd>* files) {
+  return receive_frame(fd, payload, false, limit, deadline, error, files);
+}
+
+bool recv_framed(int fd, std::string* frame, std::size_t limit, Deadline deadline,
+                 std::string* error) {
+  return receive_frame(fd, frame, true, limit, deadline, error, nullptr);
 }
 
 void authenticate_to_store(int fd, const std::string& address, const ExpectedStore& expected,

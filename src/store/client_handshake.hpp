@@ -21,6 +21,11 @@ namespace cohort::detail {
 bool recv_frame(int fd, std::string* payload, std::size_t limit, Deadline deadline,
                 std::string* error, std::vector<Fd>* files = nullptr);
 
+/// recv_frame, keeping the frame's header before its payload (a frame
+/// passed on as it came).
+bool recv_framed(int fd, std::string* frame, std::size_t limit, Deadline deadline,
+                 std::string* error);
+
 /// What a client expects of the store it connects to.
 struct ExpectedStore {
   std::string_view token{};

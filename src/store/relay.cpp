@@ -190,14 +190,14 @@ struct StoreRelay::Impl {
     bool exchange(const std::string& requests, std::size_t count, Deadline deadline,
                   std::vector<std::string>* answers, std::string* error) {
       if (!send_all(fd_.get(), requests.data(), requests.size(), deadline, error)) return false;
-      std::string payload;
       for (std::size_t i = 0; i < count; ++i) {
-        if (!recv_frame(fd_.get(), &payload, kMaxAnswerBytes, deadline, error)) return false;
-        if (payload.empty()) {
+        std::string frame;
+        if (!recv_framed(fd_.get(), &frame, kMaxAnswerBytes, deadline, error)) return false;
+        if (frame.size() == wire::kFrameHeaderBytes) {
           *error = "sent an empty answer";
           return false;
         }
-        answers->push_back(wire::framed(payload));
+        answers->push_back(std::move(frame));
       }
       return true;
     }
@@ -350,7 +350,7 @@ struct StoreRelay::Impl {
     const Deadline deadline =
         deadline_after(std::max(upstream.timeout, saturating_sum(server_timeout, kServerGrace)));
     std::vector<std::string> answers;
-    if (link->exchange(frame, 1, deadline, &answers, &error)) return answers[0];
+    if (link->exchange(frame, 1, deadline, &answers, &error)) return std::move(answers[0]);
     link.reset();
     return lost(error);
   }
