@@ -46,7 +46,7 @@ enum class Status : std::uint8_t {
   timeout = 1,   ///< followed by the keys still missing
   error = 2,     ///< followed by a message
   rejected = 3,  ///< handshake refused, followed by a message; the server closes
-  /// Followed by a u64 length: the answer's payload (its status and fields)
+  /// Followed by an i64 length: the answer's payload (its status and fields)
   /// is that long and is in a sealed memory file that came with this frame
   /// (SCM_RIGHTS), to a client that sent Op::accept_files.
   in_file = 4,
