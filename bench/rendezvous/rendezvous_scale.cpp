@@ -12,7 +12,7 @@
 //             host exchange since 2026-11-25). O(N) requests, N × table bytes.
 //   hosts     the same with 8 ranks per entry, as cohort::init()'s exchange of
 //             host identities: the table holds each distinct entry once and
-//             4 bytes per rank (store/exchange.hpp).
+//             a run of ranks per entry (store/exchange.hpp).
 //   wait-all  each rank WAITs for all of N keys, then the N keys are set (the
 //             multi-node join's pattern: every agent waits for every agent's
 //             entry). Its requests alone are N² keys: 16,384 ranks would send
@@ -24,6 +24,10 @@
 //
 //   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE]
+//
+// With --ranks-per-node L, cohort's ranks meet through their nodes' relays
+// as `cohort run`'s workers do: on socket pairs that take large answers as
+// files, read in place as Store::get_shared reads them (docs/rendezvous.md).
 //
 // Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
 // columns are "-" when its interpreter cannot import torch, or when an answer
