@@ -26,11 +26,11 @@ const std::string* KeySpace::find(std::string_view key) const {
 std::shared_ptr<const std::string> KeySpace::shared(std::string_view key) {
   const std::string* value = find(key);
   if (value == nullptr) return nullptr;
-  auto [at, fresh] = shared_.try_emplace(std::string(key));
-  std::shared_ptr<const std::string> copy = at->second.lock();
+  std::weak_ptr<const std::string>& held = shared_.try_emplace(std::string(key)).first->second;
+  std::shared_ptr<const std::string> copy = held.lock();
   if (!copy) {
     copy = std::make_shared<const std::string>(*value);
-    at->second = copy;
+    held = copy;
   }
   return copy;
 }

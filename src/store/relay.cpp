@@ -38,6 +38,11 @@ std::string error_frame(const std::string& text) {
   return wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::error)).bytes(text).frame();
 }
 
+// One answer for every client it goes to.
+std::shared_ptr<RelayedAnswer> shared_answer(std::string frame) {
+  return std::make_shared<RelayedAnswer>(RelayedAnswer{std::move(frame), Fd()});
+}
+
 std::chrono::milliseconds timeout_field(wire::Reader& reader) {
   return std::chrono::milliseconds(std::max<std::int64_t>(0, reader.i64()));
 }
@@ -284,7 +289,7 @@ struct StoreRelay::Impl {
     const bool ok = answer.size() > wire::kFrameHeaderBytes &&
                     static_cast<wire::Status>(answer[wire::kFrameHeaderBytes]) == wire::Status::ok;
     if (!request.add || request.parts.size() == 1 || !ok) {
-      const auto shared = std::make_shared<RelayedAnswer>(RelayedAnswer{answer, Fd()});
+      const auto shared = shared_answer(answer);
       for (const auto& part : request.parts)
         deliver(part.first, shared);
       return;
@@ -294,19 +299,18 @@ struct StoreRelay::Impl {
       wire::Reader reader(std::string_view(answer).substr(wire::kFrameHeaderBytes + 1));
       value = reader.i64() - request.total;
     } catch (const wire::ProtocolError&) {
-      const auto error = std::make_shared<RelayedAnswer>(RelayedAnswer{
-          error_frame(cat("the job's store at ", address, " answered an ADD without a number")),
-          Fd()});
+      const auto error = shared_answer(
+          error_frame(cat("the job's store at ", address, " answered an ADD without a number")));
       for (const auto& part : request.parts)
         deliver(part.first, error);
       return;
     }
     for (const auto& [id, delta] : request.parts) {
       value += delta;
-      deliver(id,
-              std::make_shared<RelayedAnswer>(RelayedAnswer{
-                  wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).i64(value).frame(),
-                  Fd()}));
+      deliver(
+          id,
+          shared_answer(
+              wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).i64(value).frame()));
     }
   }
 
@@ -326,8 +330,7 @@ struct StoreRelay::Impl {
         std::vector<Id> going = std::exchange(group.going, {});
         lock.unlock();
         // One answer for all: no client's is a copy.
-        const auto answer =
-            std::make_shared<RelayedAnswer>(RelayedAnswer{call(link, frame, group.timeout), Fd()});
+        const auto answer = shared_answer(call(link, frame, group.timeout));
         for (Id id : going)
           deliver(id, answer);
         lock.lock();
