@@ -43,6 +43,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <malloc.h>
@@ -435,13 +436,25 @@ std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, 
 // files, each rank sends one GET that waits for the table, as
 // store/exchange.cpp's ranks do. `ranks_per_entry` ranks share an entry
 // (a host's identity).
+std::string entry_of(std::size_t rank, int ranks_per_entry) {
+  std::string entry = "host-" + std::to_string(rank / static_cast<std::size_t>(ranks_per_entry));
+  entry.resize(40, 'e');
+  return entry;
+}
+
+// The table the pattern's completer sets.
+std::string table_of(int n, int ranks_per_entry) {
+  std::vector<std::string> entries;
+  for (int r = 0; r < n; ++r)
+    entries.push_back(entry_of(static_cast<std::size_t>(r), ranks_per_entry));
+  return cohort::detail::encode_table(entries);
+}
+
 std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& ranks,
                                      const Fd& setter, int n, std::chrono::seconds limit,
                                      const Slice& slice, int ranks_per_entry) {
-  auto entry_of = [&](std::size_t rank) {
-    std::string entry = "host-" + std::to_string(rank / static_cast<std::size_t>(ranks_per_entry));
-    entry.resize(40, 'e');
-    return entry;
+  const auto entry_of = [ranks_per_entry](std::size_t rank) {
+    return ::entry_of(rank, ranks_per_entry);
   };
   const auto start = Clock::now();
   const auto first = static_cast<std::size_t>(slice.first);
@@ -476,16 +489,13 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
   if (last == ranks.size() && slice.whole) return std::nullopt;
   if (last != ranks.size()) {
     std::vector<std::string> names;
-    std::vector<std::string> entries;
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < n; ++r)
       names.push_back("node/" + std::to_string(r));
-      entries.push_back(entry_of(static_cast<std::size_t>(r)));
-    }
     send_or_die(ranks[last].get(), protocol.get_all(names));
     if (!protocol.read_all(ranks[last].get(), names.size(), limit)) {
       return missing("the completer's read of every entry", last);
     }
-    send_or_die(setter.get(), protocol.set("table", cohort::detail::encode_table(entries)));
+    send_or_die(setter.get(), protocol.set("table", table_of(n, ranks_per_entry)));
   }
   if (slice.files) {
     for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -650,6 +660,47 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
   return result;
 }
 
+// The least time any design takes on this machine to give each of `nodes`
+// simulated nodes its own copy of `table`: the copies written once into
+// fresh sealed memory files (as a relay writes its node's), on every core
+// at once, each held until the last is written (as its node holds it).
+// No socket, no request, no store is counted: the simulation's floor for
+// the table patterns through relays, where one machine plays every node.
+// In a child process, whose memory goes with it.
+std::optional<double> copy_floor(int nodes, const std::string& table) {
+  int answer[2];
+  if (pipe(answer) != 0) return std::nullopt;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(answer[0]);
+    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::vector<Fd>> held(threads);
+    std::vector<std::thread> workers;
+    const auto start = Clock::now();
+    for (unsigned t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (int node = static_cast<int>(t); node < nodes; node += static_cast<int>(threads)) {
+          std::string error;
+          held[t].push_back(cohort::detail::make_answer_file(table, &error));
+          if (!held[t].back().valid()) _exit(1);
+        }
+      });
+    }
+    for (std::thread& worker : workers)
+      worker.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    (void)!write(answer[1], &seconds, sizeof(seconds));
+    _exit(0);
+  }
+  close(answer[1]);
+  double seconds = 0;
+  const bool read_it = pid > 0 && read(answer[0], &seconds, sizeof(seconds)) == sizeof(seconds);
+  close(answer[0]);
+  if (pid > 0) waitpid(pid, nullptr, 0);
+  if (!read_it) return std::nullopt;
+  return seconds;
+}
+
 std::string seconds_cell(const std::optional<double>& seconds) {
   if (!seconds) return "-";
   char text[32];
@@ -759,8 +810,8 @@ int main(int argc, char** argv) {
         ranks_per_node);
   }
   const auto limit = std::chrono::seconds(120);
-  std::printf("%-9s %6s  %10s %10s %9s  %10s %10s %9s  %8s\n", "pattern", "N", "cohort s", "fds",
-              "grew MiB", "TCPStore s", "fds", "grew MiB", "ratio");
+  std::printf("%-9s %6s  %10s %10s %9s  %10s %10s %9s  %8s  %8s\n", "pattern", "N", "cohort s",
+              "fds", "grew MiB", "TCPStore s", "fds", "grew MiB", "ratio", "floor s");
   std::ofstream out;
   if (!json.empty()) out.open(json);
   if (out) out << "[";
@@ -805,10 +856,15 @@ int main(int argc, char** argv) {
       const std::string ratio = ours.seconds && theirs.seconds
                                     ? seconds_cell(*theirs.seconds / *ours.seconds) + "x"
                                     : std::string("-");
-      std::printf("%-9s %6d  %10s %10ld %9s  %10s %10ld %9s  %8s\n", name.c_str(), n,
+      std::optional<double> floor_seconds;
+      if (ranks_per_node > 0 && (name == "table" || name == "hosts")) {
+        floor_seconds = copy_floor((n + ranks_per_node - 1) / ranks_per_node,
+                                   table_of(n, name == "hosts" ? 8 : 1));
+      }
+      std::printf("%-9s %6d  %10s %10ld %9s  %10s %10ld %9s  %8s  %8s\n", name.c_str(), n,
                   seconds_cell(ours.seconds).c_str(), ours.descriptors, mib_cell(ours).c_str(),
                   seconds_cell(theirs.seconds).c_str(), theirs.descriptors,
-                  mib_cell(theirs).c_str(), ratio.c_str());
+                  mib_cell(theirs).c_str(), ratio.c_str(), seconds_cell(floor_seconds).c_str());
       std::fflush(stdout);
       if (out) {
         out << (first ? "" : ",") << "{\"pattern\":\"" << name << "\",\"n\":" << n
@@ -816,7 +872,8 @@ int main(int argc, char** argv) {
             << ",\"cohort_fds\":" << ours.descriptors << ",\"cohort_grew_kib\":" << ours.grown_kib
             << ",\"tcpstore_s\":" << (theirs.seconds ? seconds_cell(theirs.seconds) : "null")
             << ",\"tcpstore_fds\":" << theirs.descriptors
-            << ",\"tcpstore_grew_kib\":" << theirs.grown_kib << "}";
+            << ",\"tcpstore_grew_kib\":" << theirs.grown_kib
+            << ",\"floor_s\":" << (floor_seconds ? seconds_cell(floor_seconds) : "null") << "}";
         first = false;
       }
     }
@@ -824,8 +881,10 @@ int main(int argc, char** argv) {
   if (out) out << "]\n";
   std::printf(
       "ratio: TCPStore's time over cohort's (above 1: cohort is faster); fds: the server's open "
-      "descriptors with every rank connected; grew: its peak resident memory over before; '-': "
-      "not measured, or no answer within %lld s\n",
+      "descriptors with every rank connected; grew: its peak resident memory over before; floor: "
+      "through relays, the time this machine takes only to write every simulated node's copy "
+      "of the table into a memory file of its own, on all cores (no request, socket or store); "
+      "'-': not measured, or no answer within %lld s\n",
       static_cast<long long>(limit.count()));
   return 0;
 }

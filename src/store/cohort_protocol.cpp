@@ -182,19 +182,25 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       break;
     }
     case wire::Op::get:
+    case wire::Op::get_versioned:
     case wire::Op::wait:
     case wire::Op::multi_get: {
       std::vector<std::string> names;
-      if (op == wire::Op::get) {
+      const bool get = op == wire::Op::get || op == wire::Op::get_versioned;
+      if (get) {
         names.emplace_back(reader.bytes());
       } else {
         names = reader.strings();
       }
       const std::int64_t timeout_ms = reader.i64();
-      reader.expect_end();
       Wait wait;
+      if (op == wire::Op::get_versioned) {
+        wait.versioned = true;
+        wait.known_version = static_cast<std::uint64_t>(reader.i64());
+      }
+      reader.expect_end();
       wait.keys = KeyList(names);
-      wait.get = op == wire::Op::get;
+      wait.get = get;
       wait.get_all = op == wire::Op::multi_get;
       const Deadline deadline =
           deadline_after(std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms)));
@@ -274,14 +280,24 @@ void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const 
   reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
   if (wait.get) {
     const std::string& value = *core.keys().find(wait.keys[0]);
+    const std::uint64_t version = wait.versioned ? *core.keys().version(wait.keys[0]) : 0;
+    if (wait.versioned && version == wait.known_version) {
+      connection.out +=
+          wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::unchanged)).frame();
+      return;
+    }
+    const auto version_field = wire::Writer().i64(static_cast<std::int64_t>(version)).fields();
     if (value.size() >= kLargeAnswerBytes) {
       // Many connections GET one table as it is set: one copy for them all.
       reply.u32(static_cast<std::uint32_t>(value.size()));
-      connection.out += reply.frame_before(value.size());
+      connection.out +=
+          reply.frame_before(value.size() + (wait.versioned ? version_field.size() : 0));
       connection.splice(core.keys().shared(wait.keys[0]));
+      if (wait.versioned) connection.out += version_field;
       return;
     }
     reply.bytes(value);
+    if (wait.versioned) reply.i64(static_cast<std::int64_t>(version));
   }
   if (wait.get_all) {
     reply.u32(static_cast<std::uint32_t>(wait.keys.size()));

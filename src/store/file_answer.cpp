@@ -1,6 +1,7 @@
 #include "store/file_answer.hpp"
 
 #include <cerrno>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -22,26 +23,47 @@ constexpr int kSeals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 }  // namespace
 
-Fd make_answer_file(std::string_view payload, std::string* error) {
-  Fd file(memfd_create("cohort-store-answer", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!file.valid()) {
-    *error = cat("memfd_create: ", errno_text(errno));
-    return Fd();
-  }
-  for (std::size_t at = 0; at < payload.size();) {
-    const ssize_t n = ::write(file.get(), payload.data() + at, payload.size() - at);
+AnswerFileWriter::AnswerFileWriter(std::string* error)
+    : file_(memfd_create("cohort-store-answer", MFD_CLOEXEC | MFD_ALLOW_SEALING)) {
+  if (!file_.valid()) *error = cat("memfd_create: ", errno_text(errno));
+}
+
+bool AnswerFileWriter::write(std::string_view bytes, std::string* error) {
+  for (std::size_t at = 0; at < bytes.size();) {
+    const ssize_t n = ::write(file_.get(), bytes.data() + at, bytes.size() - at);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       *error = cat("writing an answer file: ", errno_text(errno));
-      return Fd();
+      return false;
     }
     at += static_cast<std::size_t>(n);
   }
-  if (fcntl(file.get(), F_ADD_SEALS, kSeals) != 0) {
+  return true;
+}
+
+Fd AnswerFileWriter::seal(std::string* error) {
+  if (fcntl(file_.get(), F_ADD_SEALS, kSeals) != 0) {
     *error = cat("sealing an answer file: ", errno_text(errno));
     return Fd();
   }
-  return file;
+  return std::move(file_);
+}
+
+std::optional<StoreValue> map_file(int file, std::size_t length, std::string* error) {
+  void* bytes = mmap(nullptr, length, PROT_READ, MAP_SHARED, file, 0);
+  if (bytes == MAP_FAILED) {
+    *error = cat("mapping an answer file: ", errno_text(errno));
+    return std::nullopt;
+  }
+  std::shared_ptr<const void> mapping(
+      bytes, [length](const void* at) { munmap(const_cast<void*>(at), length); });
+  return StoreValue(std::move(mapping), std::string_view(static_cast<const char*>(bytes), length));
+}
+
+Fd make_answer_file(std::string_view payload, std::string* error) {
+  AnswerFileWriter writer(error);
+  if (!writer.valid() || !writer.write(payload, error)) return Fd();
+  return writer.seal(error);
 }
 
 std::string in_file_frame(std::size_t length) {
@@ -76,15 +98,10 @@ std::optional<StoreValue> map_answer_file(std::string_view fields, std::vector<F
                  " bytes whose file is not a sealed memory file of that size");
     return std::nullopt;
   }
-  const auto size = static_cast<std::size_t>(length);
-  void* bytes = mmap(nullptr, size, PROT_READ, MAP_SHARED, file.get(), 0);
-  if (bytes == MAP_FAILED) {
-    *error = cat("sent a file answer that could not be mapped: ", errno_text(errno));
-    return std::nullopt;
-  }
-  std::shared_ptr<const void> mapping(
-      bytes, [size](const void* at) { munmap(const_cast<void*>(at), size); });
-  return StoreValue(std::move(mapping), std::string_view(static_cast<const char*>(bytes), size));
+  std::string why;
+  auto bytes = map_file(file.get(), static_cast<std::size_t>(length), &why);
+  if (!bytes) *error = cat("sent a file answer that could not be mapped (", why, ")");
+  return bytes;
 }
 
 }  // namespace cohort::detail

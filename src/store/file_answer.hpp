@@ -23,6 +23,29 @@ namespace cohort::detail {
 /// bytes instead).
 Fd make_answer_file(std::string_view payload, std::string* error);
 
+/// A memory file written as a large answer arrives, then sealed: a relay
+/// receives the store's answer into the file its node's clients get, a
+/// piece at a time through a small buffer, instead of into a buffer of the
+/// answer's size first.
+class AnswerFileWriter {
+ public:
+  /// invalid(), and `*error`, when no file can be made.
+  explicit AnswerFileWriter(std::string* error);
+  bool valid() const noexcept { return file_.valid(); }
+  /// Appends `bytes`; false and `*error` when the file cannot take them.
+  bool write(std::string_view bytes, std::string* error);
+  /// The file, sealed as make_answer_file's; invalid and `*error` when it
+  /// cannot be.
+  Fd seal(std::string* error);
+
+ private:
+  Fd file_;
+};
+
+/// A read-only mapping of the first `length` bytes of `file`, unmapped with
+/// its last holder; nullopt and `*error` when it cannot be mapped.
+std::optional<StoreValue> map_file(int file, std::size_t length, std::string* error);
+
 /// The frame that stands for a `length`-byte payload in a file.
 std::string in_file_frame(std::size_t length);
 

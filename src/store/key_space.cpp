@@ -20,7 +20,19 @@ KeyList::KeyList(const std::vector<std::string>& keys) {
 
 const std::string* KeySpace::find(std::string_view key) const {
   const auto it = data_.find(key);
-  return it == data_.end() ? nullptr : &it->second;
+  return it == data_.end() ? nullptr : &it->second.bytes;
+}
+
+std::optional<std::uint64_t> KeySpace::version(std::string_view key) const {
+  const auto it = data_.find(key);
+  if (it == data_.end()) return std::nullopt;
+  return it->second.version;
+}
+
+std::string& KeySpace::changing(const std::string& key) {
+  Value& value = data_[key];
+  value.version = ++versions_;
+  return value.bytes;
 }
 
 std::shared_ptr<const std::string> KeySpace::shared(std::string_view key) {
@@ -36,13 +48,13 @@ std::shared_ptr<const std::string> KeySpace::shared(std::string_view key) {
 }
 
 void KeySpace::set(const std::string& key, std::string value) {
-  data_[key] = std::move(value);
+  changing(key) = std::move(value);
   changed(key);
   notify(key);
 }
 
 void KeySpace::append(const std::string& key, std::string_view value) {
-  data_[key] += value;
+  changing(key) += value;
   changed(key);
   notify(key);
 }
@@ -56,7 +68,7 @@ std::optional<std::int64_t> KeySpace::add(const std::string& key, std::int64_t d
                                           std::string* error) {
   std::int64_t current = 0;
   if (auto it = data_.find(key); it != data_.end()) {
-    auto number = parse_int(it->second);
+    auto number = parse_int(it->second.bytes);
     if (!number) {
       *error = cat("add on key '", key, "', whose value is not an integer");
       return std::nullopt;
@@ -189,7 +201,7 @@ bool KeySpace::ready(const Waiting& waiting, std::size_t i) const {
   }
   const auto it = data_.find(wait.keys[i]);
   if (it == data_.end()) return false;
-  const auto count = parse_int(it->second);
+  const auto count = parse_int(it->second.bytes);
   return count && *count >= wait.at_least;
 }
 

@@ -58,8 +58,12 @@ class KeyList {
 /// What a request waits for.
 struct Wait {
   KeyList keys;
-  bool get = false;           ///< cohort's GET: the answer carries keys[0]'s value
-  bool get_all = false;       ///< cohort's MULTI_GET: the answer carries every key's value
+  bool get = false;      ///< cohort's GET: the answer carries keys[0]'s value
+  bool get_all = false;  ///< cohort's MULTI_GET: the answer carries every key's value
+  /// A relay's GET (GET_VERSIONED): the answer carries the value's version,
+  /// or only that it is still `known_version`.
+  bool versioned = false;
+  std::uint64_t known_version = 0;
   std::int64_t at_least = 0;  ///< a BARRIER: the count at each key reaches this
   bool queues_count = false;  ///< a PyTorch WAIT: a non-empty queue counts as a set key
 };
@@ -76,6 +80,10 @@ class KeySpace {
   /// while any answer still holds it and the key has not changed; null when
   /// the key is not set.
   std::shared_ptr<const std::string> shared(std::string_view key);
+  /// The value's version: a number that changes whenever the key is set,
+  /// appended to, added to, or erased and set again (never 0); nullopt when
+  /// the key is not set.
+  std::optional<std::uint64_t> version(std::string_view key) const;
   void set(const std::string& key, std::string value);
   void append(const std::string& key, std::string_view value);
   /// The integer at `key` (absent: 0) plus `delta`; nullopt and `*error`
@@ -132,7 +140,14 @@ class KeySpace {
   void changed(std::string_view key);  // forgets its shared() copy
   void notify_one(const std::string& key);
 
-  StringMap<std::string> data_;
+  struct Value {
+    std::string bytes;
+    std::uint64_t version = 0;
+  };
+  std::string& changing(const std::string& key);  // the value, versioned anew
+
+  StringMap<Value> data_;
+  std::uint64_t versions_ = 0;                          // the last version given
   StringMap<std::weak_ptr<const std::string>> shared_;  // shared(): dropped when a key changes
   StringMap<std::deque<std::string>> queues_;
   std::unordered_map<Id, Waiting> waits_;

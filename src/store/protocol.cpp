@@ -64,6 +64,10 @@ std::string Writer::frame_before(std::size_t tail_bytes) {
   return std::exchange(buffer_, std::string(kFrameHeaderBytes, '\0'));
 }
 
+std::string Writer::fields() {
+  return std::exchange(buffer_, std::string(kFrameHeaderBytes, '\0')).substr(kFrameHeaderBytes);
+}
+
 std::string_view Reader::take(std::size_t size) {
   if (data_.size() - position_ < size) {
     throw ProtocolError("frame ends inside a field");

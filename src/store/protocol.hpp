@@ -36,6 +36,11 @@ enum class Op : std::uint8_t {
   /// answered ok. Only a socket pair (StoreServer::trusted_socket) carries
   /// files: another connection is answered ok and never sent one.
   accept_files = 12,
+  /// A relay's GET: key, timeout, and the version of the value it holds
+  /// (0: none). Answered as GET is, with the value's version (an i64) after
+  /// the value, or with Status::unchanged alone when the value's version is
+  /// still the one it holds. What a node's relay sends for its clients' GETs.
+  get_versioned = 13,
 };
 
 /// SETs one connection may leave for its end (Op::set_on_close).
@@ -50,6 +55,7 @@ enum class Status : std::uint8_t {
   /// is that long and is in a sealed memory file that came with this frame
   /// (SCM_RIGHTS), to a client that sent Op::accept_files.
   in_file = 4,
+  unchanged = 5,  ///< to Op::get_versioned: the value is still the one the client holds
 };
 
 /// A frame that does not follow the protocol.
@@ -73,6 +79,9 @@ class Writer {
   /// The frame's first part, when `tail_bytes` more of its payload follow
   /// apart from it (a large value sent from a copy of its own).
   std::string frame_before(std::size_t tail_bytes);
+  /// The fields written, without a header (a frame's tail, sent after a
+  /// part of it that went apart); the writer is empty afterwards.
+  std::string fields();
 
  private:
   std::string buffer_;

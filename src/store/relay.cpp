@@ -20,6 +20,8 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "store/client_handshake.hpp"
+#include "store/file_answer.hpp"
+#include "store/store_protocol.hpp"
 
 namespace cohort::detail {
 
@@ -31,6 +33,12 @@ namespace {
 // take to answer "timeout" before it counts as lost.
 constexpr std::chrono::milliseconds kServerGrace{5000};
 constexpr std::size_t kMaxAnswerBytes = 0xffffffffu;
+// A large answer goes into its file through a buffer of this size, which
+// stays in the cache.
+constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
+// The large answers a relay keeps, to be told by the store that a value is
+// unchanged rather than be sent it again (GET_VERSIONED).
+constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
 // A batch's requests together, beyond the first.
 constexpr std::size_t kBatchBytes = std::size_t{8} << 20;
 
@@ -40,7 +48,9 @@ std::string error_frame(const std::string& text) {
 
 // One answer for every client it goes to.
 std::shared_ptr<RelayedAnswer> shared_answer(std::string frame) {
-  return std::make_shared<RelayedAnswer>(RelayedAnswer{std::move(frame), Fd()});
+  auto answer = std::make_shared<RelayedAnswer>();
+  answer->frame = std::move(frame);
+  return answer;
 }
 
 std::chrono::milliseconds timeout_field(wire::Reader& reader) {
@@ -60,7 +70,7 @@ std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedReq
   std::unordered_map<std::string, std::size_t> add_at;  // key -> its ADD in `out`
   for (auto& [id, request] : batch) {
     if (request.op == wire::Op::add) {
-      const auto at = add_at.find(request.add_key);
+      const auto at = add_at.find(request.key);
       std::int64_t sum = 0;
       if (at != add_at.end() &&
           !__builtin_add_overflow(out[at->second].total, request.add_delta, &sum)) {
@@ -68,7 +78,7 @@ std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedReq
         out[at->second].parts.emplace_back(id, request.add_delta);
         continue;
       }
-      add_at[request.add_key] = out.size();
+      add_at[request.key] = out.size();
       out.push_back({std::move(request.frame), true, request.add_delta, {{id, request.add_delta}}});
       continue;
     }
@@ -88,8 +98,22 @@ std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedReq
 
 }  // namespace
 
+std::optional<StoreValue> RelayedAnswer::payload(std::string* error) {
+  if (in_file == 0) {
+    return StoreValue(std::shared_ptr<const void>(),
+                      std::string_view(frame).substr(wire::kFrameHeaderBytes));
+  }
+  if (mapped_.view().empty()) {
+    auto mapping = map_file(file.get(), in_file, error);
+    if (!mapping) return std::nullopt;
+    mapped_ = std::move(*mapping);
+  }
+  return mapped_;
+}
+
 bool RelayedRequest::may_wait() const noexcept {
-  return op == wire::Op::get || op == wire::Op::wait || op == wire::Op::multi_get;
+  return op == wire::Op::get || op == wire::Op::get_versioned || op == wire::Op::wait ||
+         op == wire::Op::multi_get;
 }
 
 RelayedRequest relayed_request(std::string_view payload) {
@@ -102,8 +126,13 @@ RelayedRequest relayed_request(std::string_view payload) {
       reader.bytes();
       break;
     case wire::Op::get:
+      request.key = std::string(reader.bytes());
+      request.timeout = timeout_field(reader);
+      break;
+    case wire::Op::get_versioned:  // a relay's, passed on as it came
       reader.bytes();
       request.timeout = timeout_field(reader);
+      reader.i64();
       break;
     case wire::Op::wait:
     case wire::Op::multi_get:
@@ -111,7 +140,7 @@ RelayedRequest relayed_request(std::string_view payload) {
       request.timeout = timeout_field(reader);
       break;
     case wire::Op::add:
-      request.add_key = std::string(reader.bytes());
+      request.key = std::string(reader.bytes());
       request.add_delta = reader.i64();
       break;
     case wire::Op::compare_set:
@@ -156,6 +185,7 @@ struct StoreRelay::Impl {
   // next call; `next` came while one was out, and go when it returns.
   struct Group {
     std::chrono::milliseconds timeout{0};
+    std::string get_key;  // a GET's: it goes up as GET_VERSIONED
     bool out = false;
     std::vector<Id> going;
     std::vector<Id> next;
@@ -166,6 +196,14 @@ struct StoreRelay::Impl {
   // until a lane erases it: its frame (a MULTI_GET's can be 200 KB) is
   // neither copied nor hashed again.
   std::deque<Groups::value_type*> ready;
+  // The last large answer to a GET of each key, for the next GET of it
+  // (above). A job's tables: kKeptBytes is far more than they hold.
+  struct Kept {
+    std::uint64_t version = 0;
+    std::shared_ptr<RelayedAnswer> answer;
+  };
+  std::unordered_map<std::string, Kept> last_answers;
+  std::size_t kept_bytes = 0;
   std::size_t idle_lanes = 0;
   std::vector<std::thread> threads;
   std::vector<int> open;  // upstream sockets, shut down when stopping
@@ -191,6 +229,88 @@ struct StoreRelay::Impl {
     Link(const Link&) = delete;
     Link& operator=(const Link&) = delete;
 
+    // Sends `request`, one that may wait, and reads its answer: a large one
+    // straight into a memory file, which its clients that take files get,
+    // and the others' bytes are sent from. With `version`, `request` is a
+    // GET_VERSIONED that names `*version` (0: none): the version an ok
+    // answer ends with goes into `*version`, not into the answer, and an
+    // unchanged answer is null with `*unchanged`. Null and `*error` when the connection failed.
+    std::shared_ptr<RelayedAnswer> call(const std::string& request, Deadline deadline,
+                                        std::uint64_t* version, bool* unchanged,
+                                        std::string* error) {
+      if (!send_all(fd_.get(), request.data(), request.size(), deadline, error)) return nullptr;
+      char header[wire::kFrameHeaderBytes + 1];  // and the answer's status
+      if (!recv_all(fd_.get(), header, sizeof(header) - 1, deadline, error)) return nullptr;
+      const std::size_t length = wire::frame_length(header);
+      if (length == 0) {
+        *error = "sent an empty answer";
+        return nullptr;
+      }
+      if (!recv_all(fd_.get(), header + wire::kFrameHeaderBytes, 1, deadline, error)) {
+        return nullptr;
+      }
+      const auto status = static_cast<wire::Status>(header[wire::kFrameHeaderBytes]);
+      std::size_t kept = length;  // what the clients get, status included
+      if (version != nullptr && *version != 0 && status == wire::Status::unchanged && length == 1) {
+        *unchanged = true;
+        return nullptr;
+      }
+      if (version != nullptr && status == wire::Status::ok) {
+        if (length < 1 + 4 + 8) {
+          *error = cat("sent an answer of ", length, " bytes to GET_VERSIONED, too short");
+          return nullptr;
+        }
+        kept = length - 8;
+      }
+      auto answer = std::make_shared<RelayedAnswer>();
+      answer->frame = wire::Writer().frame_before(kept);
+      if (!receive(kept - 1, deadline, answer.get(), header[wire::kFrameHeaderBytes], error)) {
+        return nullptr;
+      }
+      if (version != nullptr && status == wire::Status::ok) {
+        char field[8];
+        if (!recv_all(fd_.get(), field, sizeof(field), deadline, error)) return nullptr;
+        *version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
+      }
+      if (!answer->frame.empty() || answer->file.valid()) return answer;
+      return shared_answer(
+          error_frame(cat("this node's relay could not keep an answer of ", kept,
+                          " bytes from the job's store at ", relay_.address, "; ask again")));
+    }
+
+    // The `count` bytes after an answer's `status` into `answer`: a large
+    // answer into a memory file, a piece at a time (its frame then keeps
+    // only its header), else after its frame's header. False and `*error`
+    // when the connection failed; the frame emptied when no file could be
+    // kept (the bytes were read and dropped).
+    bool receive(std::size_t count, Deadline deadline, RelayedAnswer* answer, char status,
+                 std::string* error) {
+      std::string why;  // no file: the bytes go into memory, as a small answer's
+      std::optional<AnswerFileWriter> writer;
+      if (wire::kFrameHeaderBytes + 1 + count >= kLargeAnswerBytes) writer.emplace(&why);
+      if (!writer || !writer->valid()) {
+        // The store proved the job's token: its length is taken as it says.
+        const std::size_t at = answer->frame.size() + 1;
+        answer->frame.resize(at + count);
+        answer->frame[at - 1] = status;
+        return recv_all(fd_.get(), answer->frame.data() + at, count, deadline, error);
+      }
+      bool kept = writer->write(std::string_view(&status, 1), &why);
+      for (std::size_t left = count; left > 0;) {
+        buffer_.resize(std::min(left, kPieceBytes));
+        if (!recv_all(fd_.get(), buffer_.data(), buffer_.size(), deadline, error)) return false;
+        kept = kept && writer->write(buffer_, &why);
+        left -= buffer_.size();
+      }
+      answer->file = kept ? writer->seal(&why) : Fd();
+      if (!answer->file.valid()) {
+        answer->frame.clear();
+        return true;
+      }
+      answer->in_file = count + 1;
+      return true;
+    }
+
     // Sends `requests` (`count` frames), then reads their `count` answers.
     bool exchange(const std::string& requests, std::size_t count, Deadline deadline,
                   std::vector<std::string>* answers, std::string* error) {
@@ -210,6 +330,7 @@ struct StoreRelay::Impl {
    private:
     Impl& relay_;
     Fd fd_;
+    std::string buffer_;  // a piece of a large answer on its way into a file
   };
 
   // Remembers that the store is lost, and why; returns the answer that says so.
@@ -326,14 +447,45 @@ struct StoreRelay::Impl {
       ready.pop_front();
       --idle_lanes;
       group.out = true;
+      // A GET's last answer, kept or of this group's last round: the store
+      // says whether the value is still this one (a table every rank of a
+      // node reads then comes once, however its ranks' GETs fall).
+      std::shared_ptr<RelayedAnswer> last;
+      std::uint64_t last_version = 0;
+      if (const auto at = last_answers.find(group.get_key); at != last_answers.end()) {
+        last = at->second.answer;
+        last_version = at->second.version;
+      }
       for (;;) {
+        bool fresh = false;  // a new answer for `last_answers`
         std::vector<Id> going = std::exchange(group.going, {});
         lock.unlock();
         // One answer for all: no client's is a copy.
-        const auto answer = shared_answer(call(link, frame, group.timeout));
+        std::shared_ptr<RelayedAnswer> answer;
+        if (group.get_key.empty()) {
+          answer = call(link, frame, group.timeout, nullptr);
+        } else {
+          std::uint64_t version = last_version;
+          answer = call(link,
+                        wire::Writer()
+                            .u8(static_cast<std::uint8_t>(wire::Op::get_versioned))
+                            .bytes(group.get_key)
+                            .i64(group.timeout.count())
+                            .i64(static_cast<std::int64_t>(last ? last_version : 0))
+                            .frame(),
+                        group.timeout, &version);
+          if (!answer) {  // unchanged: asked only with a value in hand
+            answer = last;
+          } else if (version != last_version) {
+            last = answer;
+            last_version = version;
+            fresh = answer->size() >= kLargeAnswerBytes;
+          }
+        }
         for (Id id : going)
           deliver(id, answer);
         lock.lock();
+        if (fresh) keep(group.get_key, last_version, last);
         if (group.next.empty() || stopping) {
           groups.erase(groups.find(frame));  // not by key: `frame` is the element's own
           break;
@@ -346,16 +498,36 @@ struct StoreRelay::Impl {
     link.reset();
   }
 
-  std::string call(std::optional<Link>& link, const std::string& frame,
-                   std::chrono::milliseconds server_timeout) {
+  // Keeps `answer` as the last of `key`'s (under `mutex`), forgetting the
+  // others' when all would be more than kKeptBytes.
+  void keep(const std::string& key, std::uint64_t version, std::shared_ptr<RelayedAnswer> answer) {
+    Kept& slot = last_answers[key];
+    if (slot.answer) kept_bytes -= slot.answer->size();
+    kept_bytes += answer->size();
+    slot = {version, std::move(answer)};
+    if (kept_bytes <= kKeptBytes) return;
+    Kept mine = std::move(slot);
+    last_answers.clear();
+    kept_bytes = mine.answer->size();
+    last_answers.emplace(key, std::move(mine));
+  }
+
+  // The answer to `frame`, or one that says why there is none. With
+  // `version` (a GET_VERSIONED that names `*version`): null when the value
+  // is unchanged, else `*version` is the answer's (unchanged if it is no
+  // value: an error, a timeout).
+  std::shared_ptr<RelayedAnswer> call(std::optional<Link>& link, const std::string& frame,
+                                      std::chrono::milliseconds server_timeout,
+                                      std::uint64_t* version) {
     std::string error;
-    if (!connected(link, &error)) return error;
+    if (!connected(link, &error)) return shared_answer(std::move(error));
     const Deadline deadline =
         deadline_after(std::max(upstream.timeout, saturating_sum(server_timeout, kServerGrace)));
-    std::vector<std::string> answers;
-    if (link->exchange(frame, 1, deadline, &answers, &error)) return std::move(answers[0]);
+    bool unchanged = false;
+    if (auto answer = link->call(frame, deadline, version, &unchanged, &error)) return answer;
+    if (unchanged) return nullptr;
     link.reset();
-    return lost(error);
+    return shared_answer(lost(error));
   }
 
   void forward(Id id, RelayedRequest request) {
@@ -372,6 +544,7 @@ struct StoreRelay::Impl {
       return;
     }
     group.timeout = request.timeout;
+    if (request.op == wire::Op::get) group.get_key = std::move(request.key);
     group.going.push_back(id);
     ready.push_back(&*at);
     if (idle_lanes < ready.size()) {

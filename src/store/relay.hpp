@@ -9,8 +9,10 @@
 // one ADD whose sum is shared out. Requests that may wait (GET WAIT
 // MULTI_GET) each take a connection of their own (a lane) while they are
 // out, one per distinct request: identical ones that arrive meanwhile go up
-// together, once, when it returns. So the L ranks of a node that wait for
-// one table and read it cost the store two requests and two copies, not L.
+// together, once, when it returns. A GET goes up as GET_VERSIONED naming the
+// version of the relay's last large answer for the key, and the store
+// answers "unchanged" while it is: the L ranks of a node that read one
+// table, at once or one by one, cost the store one copy of it, not L.
 //
 // Every request in a batch is concurrent with the others (a client has one
 // request out at a time: the server holds its later frames), so any order
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,7 +39,7 @@ namespace cohort::detail {
 struct RelayedRequest {
   store_protocol::Op op{};
   std::string frame;  ///< the request, framed as the client sent it
-  std::string add_key;
+  std::string key;    ///< an ADD's or a GET's
   std::int64_t add_delta = 0;
   std::chrono::milliseconds timeout{0};  ///< GET WAIT MULTI_GET: the server's own
   /// Whether the store may hold the answer until keys are set.
@@ -53,11 +56,25 @@ RelayedRequest relayed_request(std::string_view payload);
 /// An answer for the relay's clients: one for all the clients that one
 /// request upstream stood for.
 struct RelayedAnswer {
+  /// The frame; only its header when the payload is in `file` alone.
   std::string frame;
-  /// The frame's payload as a memory file (store/file_answer.hpp), made by
-  /// the relay's server for the first client that takes files, then sent to
-  /// each such client instead of the bytes.
+  /// The frame's payload as a sealed memory file (store/file_answer.hpp),
+  /// sent to each client that takes files instead of the bytes: a large
+  /// answer from the store is received into one, else the relay's server
+  /// makes one for the first such client.
   Fd file;
+  /// The payload's length when it was received into `file`, else 0.
+  std::size_t in_file = 0;
+
+  /// The whole frame's length, header and payload.
+  std::size_t size() const noexcept { return frame.size() + in_file; }
+  /// The payload's bytes, from `frame` or a mapping of `file` made on the
+  /// first call (not thread-safe); nullopt and `*error` when it cannot be
+  /// mapped.
+  std::optional<StoreValue> payload(std::string* error);
+
+ private:
+  StoreValue mapped_;
 };
 
 class StoreRelay {

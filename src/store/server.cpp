@@ -368,26 +368,41 @@ struct StoreServer::Impl final : detail::StoreCore {
   // that takes them (the answer's one file, made for the first), else as
   // bytes, a large answer's sent from the one copy all its clients share.
   void hand_out(Connection& connection, std::shared_ptr<detail::RelayedAnswer> answer) {
-    const std::string_view payload =
-        std::string_view(answer->frame).substr(detail::store_protocol::kFrameHeaderBytes);
-    if (connection.takes_files && answer->frame.size() >= detail::kLargeAnswerBytes) {
-      std::string error;
-      if (!answer->file.valid()) answer->file = detail::make_answer_file(payload, &error);
+    const bool large = answer->size() >= detail::kLargeAnswerBytes;
+    std::string error;
+    if (connection.takes_files && large) {
+      const std::size_t length = answer->size() - detail::store_protocol::kFrameHeaderBytes;
+      if (!answer->file.valid()) {
+        answer->file = detail::make_answer_file(
+            std::string_view(answer->frame).substr(detail::store_protocol::kFrameHeaderBytes),
+            &error);
+      }
       if (answer->file.valid()) {
-        connection.splices.push_back({connection.out.size(), nullptr, 0, std::move(answer)});
-        connection.out += detail::in_file_frame(payload.size());
+        connection.splices.push_back({connection.out.size(), {}, 0, std::move(answer)});
+        connection.out += detail::in_file_frame(length);
         return;
       }
       refusals.log(LogLevel::warn, "store",
-                   cat("store server: sending an answer of ", answer->frame.size(),
+                   cat("store server: sending an answer of ", answer->size(),
                        " bytes as bytes, not as a file: ", error));
     }
-    if (answer->frame.size() >= detail::kLargeAnswerBytes) {
-      const std::string& frame = answer->frame;
-      connection.splice(std::shared_ptr<const std::string>(std::move(answer), &frame));
-    } else {
+    if (!large) {
       connection.out += answer->frame;
+      return;
     }
+    auto payload = answer->payload(&error);
+    if (!payload) {
+      connection.out +=
+          detail::store_protocol::Writer()
+              .u8(static_cast<std::uint8_t>(detail::store_protocol::Status::error))
+              .bytes(cat("this node's relay could not read an answer of ", answer->size(),
+                         " bytes from its file (", error, "); ask again"))
+              .frame();
+      return;
+    }
+    connection.out.append(answer->frame, 0, detail::store_protocol::kFrameHeaderBytes);
+    // The answer holds the bytes (its frame or its file's mapping).
+    connection.splice(StoreValue(std::move(answer), payload->view()));
   }
 
   // A connection made by trusted_socket(): cohort's protocol, already
@@ -545,9 +560,9 @@ struct StoreServer::Impl final : detail::StoreCore {
     for (;;) {
       ssize_t n = 0;
       const bool at_splice = !splices.empty() && splices.front().at == sent;
-      if (at_splice && splices.front().bytes) {
+      if (at_splice && !splices.front().file) {
         Connection::Splice& splice = splices.front();
-        const std::string& bytes = *splice.bytes;
+        const std::string_view bytes = splice.bytes.view();
         if (splice.sent == bytes.size()) {
           splices.pop_front();
           continue;

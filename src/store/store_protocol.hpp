@@ -73,14 +73,16 @@ struct Connection {
   // with the byte out[at] (the first of the frame that stands for it).
   struct Splice {
     std::size_t at = 0;
-    std::shared_ptr<const std::string> bytes;
+    StoreValue bytes;      // when not a file
     std::size_t sent = 0;  // of `bytes`
     std::shared_ptr<RelayedAnswer> file;
   };
   std::deque<Splice> splices;
   /// Appends `bytes` to what goes out, without a copy.
+  void splice(StoreValue bytes) { splices.push_back({out.size(), std::move(bytes), 0, nullptr}); }
   void splice(std::shared_ptr<const std::string> bytes) {
-    splices.push_back({out.size(), std::move(bytes), 0, nullptr});
+    const std::string_view view = *bytes;
+    splice(StoreValue(std::move(bytes), view));
   }
   /// Whether anything is left to send.
   bool sending() const noexcept { return out_at < out.size() || !splices.empty(); }

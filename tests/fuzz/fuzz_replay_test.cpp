@@ -210,6 +210,13 @@ TEST(FuzzReplay, StoreProtocols) {
        records(authenticated, {{0, request(wire::Op::add).bytes("n").i64(3).frame() +
                                        request(wire::Op::wait).strings({"never"}).i64(5).frame() +
                                        request(wire::Op::num_keys).frame()}}),
+       // Versioned GETs: answered, unchanged, and one that waits for B's SET.
+       records(authenticated,
+               {{0, request(wire::Op::set).bytes("k").bytes("v").frame() +
+                        request(wire::Op::get_versioned).bytes("k").i64(1000).i64(0).frame() +
+                        request(wire::Op::get_versioned).bytes("k").i64(1000).i64(1).frame() +
+                        request(wire::Op::get_versioned).bytes("w").i64(1000).i64(0).frame()},
+                {1, request(wire::Op::set).bytes("w").bytes(std::string(200, 'w')).frame()}}),
        records(0, {{0, wire::hello(std::string(32, 'n')) +
                            wire::proof(std::string(32, 'p'), "credential")},
                    {1, "COHS\x02"}}),
@@ -255,7 +262,9 @@ TEST(FuzzReplay, RelayRequest) {
   replay(relay_request, {payload(request(wire::Op::add).bytes("n").i64(-3)),
                          payload(request(wire::Op::multi_get).strings({"a", "b"}).i64(1000)),
                          payload(request(wire::Op::compare_set).bytes("k").bytes("").bytes("v")),
-                         payload(request(wire::Op::get).bytes("k")), std::string(1, '\x63'), ""});
+                         payload(request(wire::Op::get).bytes("k")),
+                         payload(request(wire::Op::get_versioned).bytes("k").i64(1000).i64(7)),
+                         std::string(1, '\x63'), ""});
 }
 
 TEST(FuzzReplay, FileAnswer) {

@@ -238,10 +238,10 @@ TEST_F(StoreRelayTest, RanksOnSocketPairsShareOneFileOfALargeAnswer) {
     wire::Reader reader(answer->view().substr(1));
     EXPECT_EQ(reader.bytes(), table) << "rank " << r;
   }
-  // The first GET may go up alone, the others together when it returns:
-  // two answers, each one file for the ranks it stands for.
+  // The first GET may go up alone, the others together when it returns;
+  // the store then says the table is unchanged: one file for every rank.
   std::sort(files.begin(), files.end());
-  EXPECT_LE(std::unique(files.begin(), files.end()) - files.begin(), 2) << "a file per answer";
+  EXPECT_EQ(std::unique(files.begin(), files.end()) - files.begin(), 1) << "one file for all";
   // A small value comes as bytes, to a rank that takes files too.
   client_of(*store_)->set("small", "s");
   const std::string small =
@@ -254,6 +254,71 @@ TEST_F(StoreRelayTest, RanksOnSocketPairsShareOneFileOfALargeAnswer) {
       << error;
   EXPECT_TRUE(received.empty());
   EXPECT_EQ(static_cast<wire::Status>(payload[0]), wire::Status::ok);
+}
+
+// A rank that GETs a large value later than the others gets the file they
+// got while the value is unchanged (the relay asks the store whether it
+// is: GET_VERSIONED), and the new value once it changed; a client's own
+// GET_VERSIONED (a relay below this one, over TCP) goes up as it came.
+TEST_F(StoreRelayTest, ALaterGetOfAnUnchangedLargeValueGetsTheSameFile) {
+  namespace wire = detail::store_protocol;
+  const auto deadline = [] { return detail::Clock::now() + 10s; };
+  const auto ask = [&](const std::string& frame, std::vector<detail::Fd>* files) {
+    detail::Fd rank(relay_->trusted_socket());
+    std::string payload;
+    std::string error;
+    const std::string accept =
+        wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::accept_files)).frame();
+    const std::string requests = (files != nullptr ? accept : "") + frame;
+    EXPECT_TRUE(detail::send_all(rank.get(), requests.data(), requests.size(), deadline(), &error))
+        << error;
+    if (files != nullptr) {
+      EXPECT_TRUE(detail::recv_frame(rank.get(), &payload, 64, deadline(), &error)) << error;
+    }
+    EXPECT_TRUE(detail::recv_frame(rank.get(), &payload, 1 << 21, deadline(), &error, files))
+        << error;
+    return payload;
+  };
+  const auto get = [&](std::string* value) {
+    std::vector<detail::Fd> files;
+    const std::string payload = ask(wire::Writer()
+                                        .u8(static_cast<std::uint8_t>(wire::Op::get))
+                                        .bytes("table")
+                                        .i64(10000)
+                                        .frame(),
+                                    &files);
+    EXPECT_EQ(static_cast<wire::Status>(payload.at(0)), wire::Status::in_file);
+    EXPECT_EQ(files.size(), 1u);
+    struct stat file {};
+    EXPECT_EQ(fstat(files.at(0).get(), &file), 0);
+    std::string error;
+    const auto answer =
+        detail::map_answer_file(std::string_view(payload).substr(1), &files, &error);
+    EXPECT_TRUE(answer) << error;
+    wire::Reader reader(answer->view().substr(1));
+    *value = std::string(reader.bytes());
+    return file.st_ino;
+  };
+  const std::string first(200000, '1');
+  client_of(*store_)->set("table", first);
+  std::string value;
+  const ino_t file = get(&value);
+  EXPECT_TRUE(value == first);
+  EXPECT_EQ(get(&value), file) << "unchanged: the same file";
+  EXPECT_TRUE(value == first);
+  const std::string second(200000, '2');
+  client_of(*store_)->set("table", second);
+  get(&value);
+  EXPECT_TRUE(value == second) << "changed: the new value";
+  const std::string versioned = ask(wire::Writer()
+                                        .u8(static_cast<std::uint8_t>(wire::Op::get_versioned))
+                                        .bytes("table")
+                                        .i64(10000)
+                                        .i64(0)
+                                        .frame(),
+                                    nullptr);
+  ASSERT_EQ(versioned.size(), 1 + 4 + second.size() + 8) << "the value and its version";
+  EXPECT_TRUE(versioned.substr(5, second.size()) == second);
 }
 
 // StoreClient over a socket pair asks for files and reads them as answers:

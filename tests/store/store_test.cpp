@@ -722,6 +722,65 @@ TEST_F(StoreTest, ManyGetsOfOneLargeValueAreAnsweredWholeAndInOrder) {
   EXPECT_TRUE(client()->get("table", 1s) == changed);
 }
 
+// GET_VERSIONED (a relay's GET): the value with its version after it, small
+// or large (sent from the shared copy, the version after it); only
+// "unchanged" while the version is the one named; the value again once the
+// key changed, even to the same bytes.
+TEST_F(StoreTest, AVersionedGetSendsAValueOnlyWhenItChanged) {
+  const auto ask = [this](detail::Fd& connection, const std::string& key, std::int64_t known) {
+    const std::string request = wire::Writer()
+                                    .u8(static_cast<std::uint8_t>(wire::Op::get_versioned))
+                                    .bytes(key)
+                                    .i64(10000)
+                                    .i64(known)
+                                    .frame();
+    std::string error;
+    std::string payload;
+    EXPECT_TRUE(detail::send_all(connection.get(), request.data(), request.size(),
+                                 detail::Clock::now() + 5s, &error))
+        << error;
+    EXPECT_TRUE(
+        detail::recv_frame(connection.get(), &payload, 1 << 21, detail::Clock::now() + 10s, &error))
+        << error;
+    return payload;
+  };
+  struct Versioned {
+    std::string value;
+    std::int64_t version = 0;
+  };
+  const auto read = [](const std::string& payload) {
+    EXPECT_EQ(static_cast<wire::Status>(payload.at(0)), wire::Status::ok);
+    wire::Reader reader(std::string_view(payload).substr(1));
+    Versioned out;
+    out.value = std::string(reader.bytes());
+    out.version = reader.i64();
+    reader.expect_end();
+    return out;
+  };
+  const std::string unchanged(1, static_cast<char>(wire::Status::unchanged));
+  detail::Fd connection = raw_connection();
+  for (const std::string& value : {std::string("small"), std::string(300000, 'L')}) {
+    client()->set("k", value);
+    const Versioned first = read(ask(connection, "k", 0));
+    EXPECT_TRUE(first.value == value);
+    EXPECT_NE(first.version, 0);
+    EXPECT_EQ(ask(connection, "k", first.version), unchanged);
+    EXPECT_TRUE(read(ask(connection, "k", first.version + 1)).value == value) << "another version";
+    client()->set("k", value);
+    const Versioned again = read(ask(connection, "k", first.version));
+    EXPECT_TRUE(again.value == value);
+    EXPECT_NE(again.version, first.version) << "set again, to the same bytes";
+  }
+  // One that waits is answered when the key is set, with its version.
+  detail::Fd waiting = raw_connection();
+  std::thread set_later([this] {
+    std::this_thread::sleep_for(100ms);
+    client()->set("later", "v");
+  });
+  EXPECT_EQ(read(ask(waiting, "later", 0)).value, "v");
+  set_later.join();
+}
+
 // A timeout too long to represent waits (it saturates), and a sum past
 // 64 bits is an error naming the key, not undefined behaviour.
 TEST_P(StoreOperationsTest, HugeTimeoutsWaitAndAnOverflowingAddIsRefused) {

@@ -2,6 +2,8 @@
 // waits a set completes, and when, in microseconds.
 #include "store/key_space.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace cohort::detail {
@@ -152,6 +154,39 @@ TEST(KeySpace, ASharedCopyLastsWhileHeldAndTheKeyIsUnchanged) {
   keys.set("torch:x", "u");
   EXPECT_EQ(*keys.shared("torch:x"), "u");
   EXPECT_EQ(*torch, "t");
+}
+
+// A value's version (GET_VERSIONED, what a relay asks with): it changes
+// with every change of the key, to a number no earlier value of any key had,
+// even when the bytes come back the same; reads leave it.
+TEST(KeySpace, AVersionChangesWithEveryChangeOfItsKeyOnly) {
+  KeySpace keys;
+  EXPECT_EQ(keys.version("table"), std::nullopt);
+  keys.set("table", "v1");
+  const auto first = keys.version("table");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_NE(*first, 0u);
+  keys.set("other", "x");
+  (void)keys.shared("table");
+  EXPECT_EQ(keys.version("table"), first) << "another key's change, a read";
+  std::vector<std::uint64_t> seen{*first, *keys.version("other")};
+  const auto changed = [&](const char* how) {
+    const auto now = keys.version("table");
+    ASSERT_TRUE(now.has_value()) << how;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), *now), 0) << how;
+    seen.push_back(*now);
+  };
+  keys.set("table", "v1");
+  changed("set to the same bytes");
+  keys.append("table", "+");
+  changed("append");
+  keys.set("table", "1");
+  ASSERT_TRUE(keys.add("table", 1, nullptr).has_value());
+  changed("add");
+  keys.erase("table");
+  EXPECT_EQ(keys.version("table"), std::nullopt);
+  keys.set("table", "2");
+  changed("erased and set again");
 }
 
 }  // namespace cohort::detail
