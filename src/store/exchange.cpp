@@ -1,5 +1,6 @@
 #include "store/exchange.hpp"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -40,6 +41,19 @@ std::optional<std::uint32_t> take_u32(std::string_view table, std::size_t& at) {
 
 }  // namespace
 
+namespace {
+
+// A stretch: values first, first + 1, ... first + count - 1 (indexes into
+// the distinct values), `per` participants each, in rank order.
+struct Stretch {
+  std::uint32_t first = 0;
+  std::uint32_t per = 0;
+  std::uint32_t count = 0;
+  std::uint32_t end() const noexcept { return first + count; }
+};
+
+}  // namespace
+
 std::string encode_table(const std::vector<std::string>& values) {
   std::unordered_map<std::string_view, std::uint32_t> index;
   std::vector<std::string_view> distinct;
@@ -53,16 +67,25 @@ std::string encode_table(const std::vector<std::string>& values) {
       runs.emplace_back(it->second, 1);
     }
   }
+  std::vector<Stretch> stretches;
+  for (const auto& [value, length] : runs) {
+    if (!stretches.empty() && stretches.back().end() == value && stretches.back().per == length) {
+      ++stretches.back().count;
+    } else {
+      stretches.push_back({value, length, 1});
+    }
+  }
   std::string table;
   put_u32(table, static_cast<std::uint32_t>(distinct.size()));
   for (std::string_view value : distinct) {
     put_u32(table, static_cast<std::uint32_t>(value.size()));
     table += value;
   }
-  put_u32(table, static_cast<std::uint32_t>(runs.size()));
-  for (const auto& [value, length] : runs) {
-    put_u32(table, value);
-    put_u32(table, length);
+  put_u32(table, static_cast<std::uint32_t>(stretches.size()));
+  for (const Stretch& stretch : stretches) {
+    put_u32(table, stretch.first);
+    put_u32(table, stretch.per);
+    put_u32(table, stretch.count);
   }
   return table;
 }
@@ -80,26 +103,35 @@ std::optional<std::vector<std::string>> decode_table(std::string_view table, int
     if (!seen.insert(distinct.back()).second) return std::nullopt;  // listed twice
     at += *length;
   }
-  const auto runs = take_u32(table, at);
-  if (!runs || *runs > static_cast<std::uint32_t>(size) ||
-      table.size() - at != 8 * static_cast<std::size_t>(*runs)) {
+  const auto stretches = take_u32(table, at);
+  if (!stretches || *stretches > static_cast<std::uint32_t>(size) ||
+      table.size() - at != 12 * static_cast<std::size_t>(*stretches)) {
     return std::nullopt;
   }
   std::vector<std::string> values;
   values.reserve(static_cast<std::size_t>(size));
-  std::uint32_t next_new = 0;  // values appear in the order they are first used
-  std::optional<std::uint32_t> previous;
-  for (std::uint32_t run = 0; run < *runs; ++run) {
-    const std::uint32_t i = *take_u32(table, at);
-    const std::uint32_t length = *take_u32(table, at);
-    // Runs are as long as they can be: one encoding per table.
-    if (i > next_new || i >= *count || length == 0 || previous == i ||
-        length > static_cast<std::uint32_t>(size) - values.size()) {
+  std::uint64_t next_new = 0;  // values appear in the order they are first used
+  std::optional<Stretch> previous;
+  for (std::uint32_t s = 0; s < *stretches; ++s) {
+    Stretch stretch;
+    stretch.first = *take_u32(table, at);
+    stretch.per = *take_u32(table, at);
+    stretch.count = *take_u32(table, at);
+    const std::uint64_t end = std::uint64_t{stretch.first} + stretch.count;
+    const std::uint64_t left = static_cast<std::uint64_t>(size) - values.size();
+    if (stretch.first > next_new || end > *count || stretch.per == 0 || stretch.count == 0 ||
+        std::uint64_t{stretch.per} * stretch.count > left) {
       return std::nullopt;
     }
-    if (i == next_new) ++next_new;
-    previous = i;
-    values.insert(values.end(), length, std::string(distinct[i]));
+    // Runs and stretches are as long as they can be: one encoding per table.
+    if (previous && (std::uint64_t{stretch.first} + 1 == previous->end() ||
+                     (stretch.first == previous->end() && stretch.per == previous->per))) {
+      return std::nullopt;
+    }
+    next_new = std::max(next_new, end);
+    for (std::uint32_t value = stretch.first; value < end; ++value)
+      values.insert(values.end(), stretch.per, std::string(distinct[value]));
+    previous = stretch;
   }
   if (next_new != *count || values.size() != static_cast<std::size_t>(size)) return std::nullopt;
   return values;

@@ -33,11 +33,14 @@ std::vector<std::string> ranked_keys(std::string_view prefix, std::size_t count)
 
 /// The table's encoding, every number 4-byte little-endian: how many
 /// distinct values, each as its length and bytes in the order first used,
-/// then how many runs, and each run (participants in rank order that hold
-/// one value) as the value's index and the run's length. Values that repeat
-/// travel once, and ranks numbered node by node, as every launcher numbers
-/// them, make a run per host: the host table that every rank of a job reads
-/// is 8 bytes and one identity per host, not 4 bytes per rank.
+/// then how many stretches, and each stretch as three numbers: the index
+/// of its first value, how many participants hold each value, and how many
+/// values in a row (indexes first, first + 1, ...), participants in rank
+/// order. Values that repeat travel once, and ranks numbered node by node,
+/// as every launcher numbers them, make one stretch: the host table that
+/// every rank of a job reads is one identity per host and 16 bytes, and a
+/// table of distinct values one per participant and 16 bytes. Runs and
+/// stretches are as long as they can be: one encoding per table.
 std::string encode_table(const std::vector<std::string>& values);
 /// nullopt unless `table` is exactly `size` such values.
 std::optional<std::vector<std::string>> decode_table(std::string_view table, int size);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "fuzz/fuzz_target.hpp"
+#include "store/exchange.hpp"
 #include "store/protocol.hpp"
 
 namespace cohort::fuzz {
@@ -103,18 +104,18 @@ TEST(FuzzReplay, GpuLists) {
 }
 
 TEST(FuzzReplay, ExchangeTable) {
-  // A count byte, then the table: 2 values "ab" and ""; 3 values of which
-  // two are the same; a length past the end; a count that does not match.
+  // A count byte, then the table: 2 values "ab" and ""; 7 of two hosts, 3
+  // each, then the first again; a length past the end; a count that does
+  // not match.
+  const auto counted = [](char count, const std::vector<std::string>& values) {
+    return std::string(1, count) + detail::encode_table(values);
+  };
   replay(exchange_table,
-         {std::string("\x02\x02\x00\x00\x00\x02\x00\x00\x00\x61\x62\x00\x00\x00\x00\x00\x00"
-                      "\x00\x00\x01\x00\x00\x00",
-                      23),
-          std::string("\x03\x02\x00\x00\x00\x09\x00\x00\x00\x6e\x31\x20\x62\x6f\x6f\x74\x2d"
-                      "\x61\x09\x00\x00\x00\x6e\x32\x20\x62\x6f\x6f\x74\x2d\x62\x00\x00\x00"
-                      "\x00\x00\x00\x00\x00\x01\x00\x00\x00",
-                      43),
+         {counted(2, {"ab", ""}),
+          counted(7, {"n1 boot-a", "n1 boot-a", "n1 boot-a", "n2 boot-b", "n2 boot-b", "n2 boot-b",
+                      "n1 boot-a"}),
           std::string("\x01\x01\x00\x00\x00\xff\x00\x00\x00\x78\x00\x00\x00\x00", 14),
-          std::string("\x03\x01\x00\x00\x00\x01\x00\x00\x00\x61\x00\x00\x00\x00", 14)});
+          counted(3, {"a"})});
 }
 
 TEST(FuzzReplay, RoundTable) {

@@ -2,6 +2,7 @@
 // start order, load (hundreds of clients, thousands of connections), and
 // faults (server gone, client killed inside wait, wrong token, oversized
 // frame, random bytes): a bad client only ever loses its own connection.
+#include <array>
 #include <atomic>
 #include <fstream>
 #include <limits>
@@ -551,7 +552,7 @@ TEST_P(StoreOperationsTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
 TEST(ExchangeTable, RepeatedValuesTravelOnce) {
   const std::vector<std::string> values(8, std::string(40, 'h'));
   const std::string table = detail::encode_table(values);
-  EXPECT_EQ(table.size(), 4u + 4u + 40u + 4u + 8u);  // one value, one run
+  EXPECT_EQ(table.size(), 4u + 4u + 40u + 4u + 12u);  // one value, one stretch
   EXPECT_EQ(detail::decode_table(table, 8), values);
   EXPECT_FALSE(detail::decode_table(table, 7));
   EXPECT_FALSE(detail::decode_table(table, 9));
@@ -566,22 +567,48 @@ TEST(ExchangeTable, RanksNumberedHostByHostMakeARunPerHost) {
   for (int rank = 0; rank < 14; ++rank)
     blocks.push_back(detail::cat("host ", rank < 12 ? rank / 4 : 0));
   const std::string table = detail::encode_table(blocks);
-  EXPECT_EQ(table.size(), 4u + 3u * (4u + 6u) + 4u + 4u * 8u);
+  // Hosts 0-2 of 4 ranks each (one stretch), then host 0 for 2 ranks.
+  EXPECT_EQ(table.size(), 4u + 3u * (4u + 6u) + 4u + 2u * 12u);
   EXPECT_EQ(detail::decode_table(table, 14), blocks);
-  // Round robin: a run per rank, and still the same values back.
+  // Every value distinct: one stretch for all.
+  std::vector<std::string> distinct;
+  for (int rank = 0; rank < 100; ++rank)
+    distinct.push_back(detail::cat("rank ", rank));
+  const std::string each = detail::encode_table(distinct);
+  EXPECT_EQ(each.size() - 4 - 4 * 100 - 4, 12u * 1 + (6 * 10 + 7 * 90));
+  EXPECT_EQ(detail::decode_table(each, 100), distinct);
+  // Round robin: a stretch per round, and still the same values back.
   std::vector<std::string> dealt;
   for (int rank = 0; rank < 12; ++rank)
     dealt.push_back(detail::cat("host ", rank % 3));
   EXPECT_EQ(detail::decode_table(detail::encode_table(dealt), 12), dealt);
-  // Two runs of one value side by side, or a run of none: not the encoding.
-  std::string split = detail::encode_table({"a", "a", "b"});  // runs (0,2) (1,1)
-  std::string halves = split.substr(0, 14);
-  halves += std::string("\3\0\0\0", 4);
-  halves += std::string("\0\0\0\0\1\0\0\0\0\0\0\0\1\0\0\0\1\0\0\0\1\0\0\0", 24);
-  EXPECT_FALSE(detail::decode_table(halves, 3));
-  std::string empty_run = split;
-  empty_run[22] = '\0';  // the first run's length
-  EXPECT_FALSE(detail::decode_table(empty_run, 3));
+  // The values of {"a", "a", "b"}, then stretches: the encoding's, and
+  // others that decode to the same values but are not the encoding.
+  const std::string values = detail::encode_table({"a", "a", "b"}).substr(0, 14);
+  const auto stretches = [&](const std::vector<std::array<std::uint32_t, 3>>& list) {
+    std::string out = values;
+    const auto put = [&out](std::uint32_t number) {
+      for (int i = 0; i < 4; ++i)
+        out.push_back(static_cast<char>((number >> (8 * i)) & 0xff));
+    };
+    put(static_cast<std::uint32_t>(list.size()));
+    for (const auto& [first, per, count] : list) {
+      put(first);
+      put(per);
+      put(count);
+    }
+    return out;
+  };
+  EXPECT_EQ(stretches({{0, 2, 1}, {1, 1, 1}}), detail::encode_table({"a", "a", "b"}));
+  EXPECT_TRUE(detail::decode_table(stretches({{0, 2, 1}, {1, 1, 1}}), 3));
+  EXPECT_FALSE(detail::decode_table(stretches({{0, 1, 1}, {0, 1, 1}, {1, 1, 1}}), 3))
+      << "a run split";
+  EXPECT_FALSE(detail::decode_table(stretches({{0, 2, 1}, {1, 0, 1}}), 2)) << "a run of none";
+  EXPECT_FALSE(detail::decode_table(stretches({{0, 2, 1}, {1, 1, 0}}), 2)) << "no values";
+  EXPECT_TRUE(detail::decode_table(stretches({{0, 1, 2}}), 2));  // {"a", "b"}
+  EXPECT_FALSE(detail::decode_table(stretches({{0, 1, 1}, {1, 1, 1}}), 2)) << "a stretch split";
+  EXPECT_FALSE(detail::decode_table(stretches({{0, 2, 1}, {1, 0x80000000u, 2}}), 3))
+      << "more participants than the table holds";
 }
 
 TEST_P(StoreOperationsTest, AnExchangeWithAParticipantMissingTimesOutAndTheKeysSayWho) {
