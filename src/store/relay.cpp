@@ -234,7 +234,8 @@ struct StoreRelay::Impl {
     // and the others' bytes are sent from. With `version`, `request` is a
     // GET_VERSIONED that names `*version` (0: none): the version an ok
     // answer ends with goes into `*version`, not into the answer, and an
-    // unchanged answer is null with `*unchanged`. Null and `*error` when the connection failed.
+    // unchanged answer is null with `*unchanged`. Null and `*error` when
+    // the connection failed.
     std::shared_ptr<RelayedAnswer> call(const std::string& request, Deadline deadline,
                                         std::uint64_t* version, bool* unchanged,
                                         std::string* error) {
