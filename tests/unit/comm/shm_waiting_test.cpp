@@ -1,5 +1,8 @@
 // How a rank of the shm backend waits (waiting.hpp): the yields between
-// its spins and its futex sleep, and what a slow yield teaches it.
+// its spins and its futex sleep, what a slow yield teaches it, and how it
+// leaves a CPU it shares with the rank it waits for.
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -67,6 +70,33 @@ TEST(ShmWaiting, NoSpinsOnTheCpuTheCounterWasLastAdvancedFrom) {
   EXPECT_EQ(spins_for(counter, policy, cpu), 0);
   EXPECT_EQ(spins_for(counter, policy, cpu + 1), 4096);
   sched_setaffinity(0, sizeof(before), &before);
+}
+
+// Two ranks on one CPU: each has its own of the CPUs it may use (its slot,
+// counted round); the one not on its own moves there, the other stays, and
+// neither is bound afterwards.
+TEST(ShmWaiting, ARankOnItsPeersCpuMovesToItsOwnAndStaysFree) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &before)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to move between; this process may use 1";
+  cpu_set_t first;
+  CPU_ZERO(&first);
+  CPU_SET(cpus[0], &first);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(first), &first), 0);
+  ASSERT_EQ(sched_getcpu(), cpus[0]);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);  // free again, still there
+  EXPECT_FALSE(move_to_own_cpu(cpus[0], 0)) << "slot 0 is the first CPU: stays";
+  EXPECT_FALSE(move_to_own_cpu(cpus[0], static_cast<int>(cpus.size()))) << "counted round";
+  EXPECT_FALSE(move_to_own_cpu(cpus[0], -1)) << "no slot: never moves";
+  EXPECT_TRUE(move_to_own_cpu(cpus[0], 1));
+  EXPECT_EQ(sched_getcpu(), cpus[1]);
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &before)) << "the affinity it had, not the one CPU";
 }
 
 }  // namespace

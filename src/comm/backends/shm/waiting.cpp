@@ -50,6 +50,27 @@ bool yield_until(Counter& counter, std::uint32_t target, const WaitPolicy& polic
   return false;
 }
 
+bool move_to_own_cpu(int cpu, int slot) noexcept {
+  cpu_set_t allowed;
+  if (slot < 0 || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  const int count = CPU_COUNT(&allowed);
+  if (count < 2) return false;
+  int target = -1;
+  for (int at = 0, seen = 0; at < CPU_SETSIZE; ++at) {
+    if (CPU_ISSET(at, &allowed) && seen++ == slot % count) {
+      target = at;
+      break;
+    }
+  }
+  if (target < 0 || target == cpu) return false;
+  cpu_set_t own;
+  CPU_ZERO(&own);
+  CPU_SET(target, &own);
+  if (sched_setaffinity(0, sizeof(own), &own) != 0) return false;
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  return true;
+}
+
 void sleep_on(Counter& counter, std::uint32_t seen, std::chrono::microseconds tick) noexcept {
   counter.sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (counter.value.load(std::memory_order_seq_cst) == seen) {
