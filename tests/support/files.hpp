@@ -32,10 +32,16 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-/// The whole file, or "" when it cannot be read.
+/// The whole file, or "" when it cannot be read. A /proc file of a process
+/// that exits while it is read fails in read(2) (ESRCH), which libstdc++'s
+/// filebuf throws for whatever the stream's exception mask.
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  try {
+    return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return "";
+  }
 }
 
 }  // namespace cohort::test
