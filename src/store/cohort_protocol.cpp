@@ -286,14 +286,15 @@ void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const 
           wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::unchanged)).frame();
       return;
     }
-    const auto version_field = wire::Writer().i64(static_cast<std::int64_t>(version)).fields();
     if (value.size() >= kLargeAnswerBytes) {
       // Many connections GET one table as it is set: one copy for them all.
+      // A relay's version follows it.
+      const std::string version_field =
+          wait.versioned ? wire::Writer().i64(static_cast<std::int64_t>(version)).fields() : "";
       reply.u32(static_cast<std::uint32_t>(value.size()));
-      connection.out +=
-          reply.frame_before(value.size() + (wait.versioned ? version_field.size() : 0));
+      connection.out += reply.frame_before(value.size() + version_field.size());
       connection.splice(core.keys().shared(wait.keys[0]));
-      if (wait.versioned) connection.out += version_field;
+      connection.out += version_field;
       return;
     }
     reply.bytes(value);

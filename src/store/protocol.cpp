@@ -119,6 +119,10 @@ std::string framed(std::string_view payload) {
   return frame.append(payload);
 }
 
+std::string error_frame(std::string_view text) {
+  return Writer().u8(static_cast<std::uint8_t>(Status::error)).bytes(text).frame();
+}
+
 std::string hello(std::string_view client_nonce) {
   Writer writer;
   for (char c : kMagic)

@@ -109,6 +109,8 @@ class Reader {
 std::uint32_t frame_length(const char* header) noexcept;
 /// `payload` as one frame, header included.
 std::string framed(std::string_view payload);
+/// An answer of Status::error with `text`, framed.
+std::string error_frame(std::string_view text);
 
 // The handshake (docs/store-protocol.md): neither side sends the job token,
 // each proves it knows it (store/proof.hpp).

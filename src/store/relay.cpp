@@ -42,10 +42,6 @@ constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
 // A batch's requests together, beyond the first.
 constexpr std::size_t kBatchBytes = std::size_t{8} << 20;
 
-std::string error_frame(const std::string& text) {
-  return wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::error)).bytes(text).frame();
-}
-
 // One answer for every client it goes to.
 std::shared_ptr<RelayedAnswer> shared_answer(std::string frame) {
   auto answer = std::make_shared<RelayedAnswer>();
@@ -273,17 +269,14 @@ struct StoreRelay::Impl {
         if (!recv_all(fd_.get(), field, sizeof(field), deadline, error)) return nullptr;
         *version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
       }
-      if (!answer->frame.empty() || answer->file.valid()) return answer;
-      return shared_answer(
-          error_frame(cat("this node's relay could not keep an answer of ", kept,
-                          " bytes from the job's store at ", relay_.address, "; ask again")));
+      return answer;
     }
 
     // The `count` bytes after an answer's `status` into `answer`: a large
     // answer into a memory file, a piece at a time (its frame then keeps
     // only its header), else after its frame's header. False and `*error`
-    // when the connection failed; the frame emptied when no file could be
-    // kept (the bytes were read and dropped).
+    // when the connection failed; when no file could be kept, the bytes are
+    // read and dropped and `answer` becomes an error that says so.
     bool receive(std::size_t count, Deadline deadline, RelayedAnswer* answer, char status,
                  std::string* error) {
       std::string why;  // no file: the bytes go into memory, as a small answer's
@@ -305,7 +298,9 @@ struct StoreRelay::Impl {
       }
       answer->file = kept ? writer->seal(&why) : Fd();
       if (!answer->file.valid()) {
-        answer->frame.clear();
+        answer->frame = wire::error_frame(cat("this node's relay could not keep an answer of ",
+                                              count + 1, " bytes from the job's store at ",
+                                              relay_.address, " (", why, "); ask again"));
         return true;
       }
       answer->in_file = count + 1;
@@ -336,9 +331,9 @@ struct StoreRelay::Impl {
 
   // Remembers that the store is lost, and why; returns the answer that says so.
   std::string lost(const std::string& why) {
-    std::string answer =
-        error_frame(cat("lost the job's store at ", address, " (through this node's relay): it ",
-                        why, why == "timed out" ? "" : " (has the process that hosts it exited?)"));
+    std::string answer = wire::error_frame(
+        cat("lost the job's store at ", address, " (through this node's relay): it ", why,
+            why == "timed out" ? "" : " (has the process that hosts it exited?)"));
     std::lock_guard<std::mutex> lock(mutex);
     if (lost_answer.empty()) lost_answer = answer;
     return answer;
@@ -359,7 +354,7 @@ struct StoreRelay::Impl {
       link.emplace(*this);
       return true;
     } catch (const Error& failure) {
-      *error = error_frame(cat(failure.what(), " (through this node's relay)"));
+      *error = wire::error_frame(cat(failure.what(), " (through this node's relay)"));
       return false;
     }
   }
@@ -421,8 +416,8 @@ struct StoreRelay::Impl {
       wire::Reader reader(std::string_view(answer).substr(wire::kFrameHeaderBytes + 1));
       value = reader.i64() - request.total;
     } catch (const wire::ProtocolError&) {
-      const auto error = shared_answer(
-          error_frame(cat("the job's store at ", address, " answered an ADD without a number")));
+      const auto error = shared_answer(wire::error_frame(
+          cat("the job's store at ", address, " answered an ADD without a number")));
       for (const auto& part : request.parts)
         deliver(part.first, error);
       return;

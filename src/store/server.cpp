@@ -392,12 +392,9 @@ struct StoreServer::Impl final : detail::StoreCore {
     }
     auto payload = answer->payload(&error);
     if (!payload) {
-      connection.out +=
-          detail::store_protocol::Writer()
-              .u8(static_cast<std::uint8_t>(detail::store_protocol::Status::error))
-              .bytes(cat("this node's relay could not read an answer of ", answer->size(),
-                         " bytes from its file (", error, "); ask again"))
-              .frame();
+      connection.out += detail::store_protocol::error_frame(
+          cat("this node's relay could not read an answer of ", answer->size(),
+              " bytes from its file (", error, "); ask again"));
       return;
     }
     connection.out.append(answer->frame, 0, detail::store_protocol::kFrameHeaderBytes);
