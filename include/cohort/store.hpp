@@ -226,8 +226,9 @@ class StoreServer {
 };
 
 /// A connection to a StoreServer. Construction connects, retrying with
-/// backoff until `timeout`, so the order in which server and clients start
-/// does not matter. Thread-safe: calls are serialized on one connection.
+/// backoff until `timeout` (1 ms after a refusal, doubling up to 0.5 s), so
+/// the order in which server and clients start does not matter. Thread-safe: calls are serialized
+/// on one connection.
 class StoreClient : public Store {
  public:
   struct Options {
@@ -276,6 +277,35 @@ class StoreClient : public Store {
   /// Forgets what set_on_close() asked: the connection may end quietly now.
   void clear_on_close();
 
+  /// Requests that go out together: run() sends them at once and then reads
+  /// their answers, one round trip for all. The server carries them out in
+  /// order, as if they were called one by one on this connection.
+  class Batch {
+   public:
+    Batch& set(std::string_view key, std::string_view value);
+    Batch& add(std::string_view key, std::int64_t delta);
+    Batch& set_on_close(std::string_view key, std::string_view value);
+    std::size_t size() const noexcept { return requests_.size(); }
+
+   private:
+    friend class StoreClient;
+    std::vector<std::string> requests_;  // frames
+    std::vector<bool> adds_;             // which of them are ADDs
+  };
+  /// Sends every request of `batch` at once, then reads their answers; returns
+  /// what each ADD returned, in the batch's order. A request the server
+  /// refuses (set_on_close() past its limit) throws StoreError once every
+  /// answer is read: the others were carried out. An empty batch sends
+  /// nothing.
+  std::vector<std::int64_t> run(const Batch& batch);
+
+  /// Ends the connection now, from any thread: a call under way in another
+  /// thread (a WAIT) and every later call fail with StoreError, and the
+  /// server sees the connection close (set_on_close() takes effect). For a
+  /// process that stops a thread which waits on this connection, without a
+  /// round trip to wake it.
+  void shut_down() noexcept;
+
   /// A client on a connection its server already trusts (an end of
   /// StoreServer::trusted_socket()); takes `connected_fd`. `options` name
   /// the server in messages and bound the calls; nothing is checked.
@@ -292,6 +322,12 @@ class StoreClient : public Store {
   StoreClient(Options options, int connected_fd);
   /// The answer's fields after its status (errors and timeouts thrown).
   StoreValue call(std::string request, std::chrono::milliseconds server_timeout);
+  // With mutex_ held: one answer frame, whole (a memory file mapped);
+  // a failure breaks the connection for good.
+  StoreValue receive(std::chrono::steady_clock::time_point deadline);
+  [[noreturn]] void break_connection(const std::string& error);
+  // The fields of `answer` after its status; a refusal or timeout thrown.
+  StoreValue fields_of(const StoreValue& answer, std::chrono::milliseconds server_timeout) const;
 
   Options options_;
   std::string address_;

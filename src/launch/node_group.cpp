@@ -68,9 +68,10 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     if (!server_ && id_ >= 0) {
       // A killed agent's connection closes at once: the store then marks it
       // gone and wakes the coordinator, who need not wait for its heartbeat.
-      watch->set_on_close(gone_key(id_), "");
-      watch->set_on_close(kSomeoneGone, "");
-      watch->set_on_close(kCoordinatorWake, "");
+      watch->run(StoreClient::Batch()
+                     .set_on_close(gone_key(id_), "")
+                     .set_on_close(kSomeoneGone, "")
+                     .set_on_close(kCoordinatorWake, ""));
     }
     watch_store_ = std::move(watch);
   }
@@ -206,13 +207,10 @@ NodeGroup::~NodeGroup() {
     }
   }
   if (!watcher_.joinable()) return;
-  if (!store_lost()) {
-    try {  // wake the heartbeat thread now rather than at its next tick
-      store_->set(server_ || options_.node_rank < 0 ? std::string(kCoordinatorWake) : wake_key(id_),
-                  "");
-    } catch (const Error&) {  // the store is gone: the thread's calls fail and it ends
-    }
-  }
+  // The heartbeat thread's call under way fails now, not at its next tick,
+  // and it ends (quit_). Its connection's end is this agent's last word:
+  // whoever serves the store sees it leave (see_off) at once.
+  watch_store_->shut_down();
   watcher_.join();
 }
 
@@ -233,9 +231,8 @@ void NodeGroup::notify() noexcept {
 }
 
 void NodeGroup::wake_everyone() {
-  for (int id : members())
-    store_->set(wake_key(id), "");
-  store_->set(kCoordinatorWake, "");
+  StoreClient::Batch wake_ups;
+  store_->run(add_wake_ups(wake_ups, members()).set(kCoordinatorWake, ""));
 }
 
 StopRecord NodeGroup::declare_stop(const StopRecord& record) {
@@ -297,15 +294,17 @@ void NodeGroup::finished() {
   if (options_.node_rank < 0 || store_lost() || finished_ == attempt_) return;
   finished_ = attempt_;
   try {
-    store_->set(done_key(attempt_, options_.node_rank), "");
-    if (store_->add(done_count_key(attempt_), 1) == round_size()) {
-      store_->set(all_done_key(attempt_), "");
+    // A round trip each, not one per request: the last node's are on the
+    // way out of the job for every node.
+    const auto done = store_->run(StoreClient::Batch()
+                                      .set(done_key(attempt_, options_.node_rank), "")
+                                      .add(done_count_key(attempt_), 1));
+    if (done.at(0) == round_size()) {
+      StoreClient::Batch all_done;
+      all_done.set(all_done_key(attempt_), "");
       // With restarts every agent waits for the others; else the coordinator.
-      if (options_.max_restarts > 0 || elastic()) {
-        wake_everyone();
-      } else {
-        store_->set(kCoordinatorWake, "");
-      }
+      if (options_.max_restarts > 0 || elastic()) add_wake_ups(all_done, members());
+      store_->run(all_done.set(kCoordinatorWake, ""));
     }
   } catch (const Error&) {  // the store is gone; nothing waits for this node any more
   }

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <cohort/store.hpp>
+
 #include "core/strings.hpp"
 #include "store/exchange.hpp"
 
@@ -64,6 +66,12 @@ inline std::string trace_key(int id) {
 }
 inline std::string wake_key(int id) {
   return cat("agents/wake/", id);
+}
+// Adds to `batch` the wake-ups of the agents `ids`: one round trip for all.
+inline StoreClient::Batch& add_wake_ups(StoreClient::Batch& batch, const std::vector<int>& ids) {
+  for (int id : ids)
+    batch.set(wake_key(id), "");
+  return batch;
 }
 // Set by the store when an agent's connection ends (its last words): the
 // agent is gone, whether or not its node still answers; kSomeoneGone says

@@ -97,8 +97,8 @@ void NodeGroup::watch() {
             cat("a ", options_.unit, " on ", join.host, " is waiting to join (", ids.size(),
                 " of at most ", options_.nnodes, " ", options_.unit, "s run)");
         watch_store_->compare_set(stop_key(attempt), "", join.encode());
-        for (int id : ids)
-          watch_store_->set(wake_key(id), "");
+        StoreClient::Batch wake_ups;
+        watch_store_->run(add_wake_ups(wake_ups, ids));
         stop_seen = true;
         notify();
         continue;
@@ -136,8 +136,8 @@ void NodeGroup::watch() {
                        seconds(options_.heartbeat_timeout),
                        " (the node went down, or its network is cut)");
         watch_store_->compare_set(stop_key(attempt), "", lost.encode());
-        for (int id : ids)
-          watch_store_->set(wake_key(id), "");
+        StoreClient::Batch wake_ups;
+        watch_store_->run(add_wake_ups(wake_ups, ids));
         stop_seen = true;
         notify();
       }

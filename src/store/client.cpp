@@ -3,6 +3,7 @@
 // connection stays usable; the client waits a little longer than that to
 // tell a slow server from a dead one.
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cohort/errors.hpp>
@@ -33,6 +34,26 @@ std::string quoted_list(const std::vector<std::string>& keys) {
   for (const std::string& key : keys)
     out += (out.empty() ? "'" : ", '") + key + "'";
   return out;
+}
+
+std::string set_request(std::string_view key, std::string_view value) {
+  return wire::Writer()
+      .u8(static_cast<std::uint8_t>(wire::Op::set))
+      .bytes(key)
+      .bytes(value)
+      .frame();
+}
+
+std::string add_request(std::string_view key, std::int64_t delta) {
+  return wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(delta).frame();
+}
+
+std::string set_on_close_request(std::string_view key, std::string_view value) {
+  return wire::Writer()
+      .u8(static_cast<std::uint8_t>(wire::Op::set_on_close))
+      .bytes(key)
+      .bytes(value)
+      .frame();
 }
 
 }  // namespace
@@ -80,29 +101,71 @@ StoreValue StoreClient::call(std::string request, std::chrono::milliseconds serv
   const auto deadline = detail::deadline_after(
       std::max(options_.timeout, detail::saturating_sum(server_timeout, kServerGrace)));
   std::string error;
+  if (!detail::send_all(fd_, request.data(), request.size(), deadline, &error)) {
+    break_connection(error);
+  }
+  return fields_of(receive(deadline), server_timeout);
+}
+
+std::vector<std::int64_t> StoreClient::run(const Batch& batch) {
+  if (batch.requests_.empty()) return {};
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!broken_.empty()) throw StoreError(broken_);
+  const auto deadline = detail::deadline_after(options_.timeout);
+  std::string requests;
+  for (const std::string& request : batch.requests_)
+    requests += request;
+  std::string error;
+  if (!detail::send_all(fd_, requests.data(), requests.size(), deadline, &error)) {
+    break_connection(error);
+  }
+  // Every answer is read before any is judged: the stream stays in step.
+  std::vector<StoreValue> answers;
+  answers.reserve(batch.requests_.size());
+  for (std::size_t i = 0; i < batch.requests_.size(); ++i)
+    answers.push_back(receive(deadline));
+  std::vector<std::int64_t> sums;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const StoreValue fields = fields_of(answers[i], {});
+    if (batch.adds_[i]) sums.push_back(wire::Reader(fields.view()).i64());
+  }
+  return sums;
+}
+
+void StoreClient::shut_down() noexcept {
+  // The descriptor stays open (closed by the destructor): a call under way
+  // in another thread reads the end of the stream, never a reused number.
+  ::shutdown(fd_, SHUT_RDWR);
+}
+
+StoreValue StoreClient::receive(detail::Deadline deadline) {
+  std::string error;
   std::string payload;
   std::vector<detail::Fd> files;
-  bool ok = detail::send_all(fd_, request.data(), request.size(), deadline, &error) &&
-            detail::recv_frame(fd_, &payload, kMaxAnswerBytes, deadline, &error,
+  bool ok = detail::recv_frame(fd_, &payload, kMaxAnswerBytes, deadline, &error,
                                takes_files_ ? &files : nullptr);
   if (ok && payload.empty()) {
     ok = false;
     error = "sent an empty answer";
   }
-  if (!ok) {
-    // The stream is out of step now: every later call fails the same way.
-    broken_ = cat("lost the store at ", address_, ": it ", error,
-                  error == "timed out" ? "" : " (has the process that hosts it exited?)");
-    throw StoreError(broken_);
+  if (!ok) break_connection(error);
+  if (static_cast<wire::Status>(payload[0]) != wire::Status::in_file) {
+    return StoreValue(std::move(payload));
   }
-  StoreValue answer;
-  if (static_cast<wire::Status>(payload[0]) == wire::Status::in_file) {
-    auto mapped = detail::map_answer_file(std::string_view(payload).substr(1), &files, &error);
-    if (!mapped) throw StoreError(cat("store at ", address_, ": it ", error));
-    answer = std::move(*mapped);
-  } else {
-    answer = StoreValue(std::move(payload));
-  }
+  auto mapped = detail::map_answer_file(std::string_view(payload).substr(1), &files, &error);
+  if (!mapped) throw StoreError(cat("store at ", address_, ": it ", error));
+  return std::move(*mapped);
+}
+
+void StoreClient::break_connection(const std::string& error) {
+  // The stream is out of step now: every later call fails the same way.
+  broken_ = cat("lost the store at ", address_, ": it ", error,
+                error == "timed out" ? "" : " (has the process that hosts it exited?)");
+  throw StoreError(broken_);
+}
+
+StoreValue StoreClient::fields_of(const StoreValue& answer,
+                                  std::chrono::milliseconds server_timeout) const {
   const auto status = static_cast<wire::Status>(answer.view()[0]);
   const std::string_view fields = answer.view().substr(1);
   if (status == wire::Status::error) {
@@ -117,9 +180,26 @@ StoreValue StoreClient::call(std::string request, std::chrono::milliseconds serv
   return answer.part(fields);
 }
 
+StoreClient::Batch& StoreClient::Batch::set(std::string_view key, std::string_view value) {
+  requests_.push_back(set_request(key, value));
+  adds_.push_back(false);
+  return *this;
+}
+
+StoreClient::Batch& StoreClient::Batch::add(std::string_view key, std::int64_t delta) {
+  requests_.push_back(add_request(key, delta));
+  adds_.push_back(true);
+  return *this;
+}
+
+StoreClient::Batch& StoreClient::Batch::set_on_close(std::string_view key, std::string_view value) {
+  requests_.push_back(set_on_close_request(key, value));
+  adds_.push_back(false);
+  return *this;
+}
+
 void StoreClient::set(std::string_view key, std::string_view value) {
-  call(wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::set)).bytes(key).bytes(value).frame(),
-       {});
+  call(set_request(key, value), {});
 }
 
 std::string StoreClient::get(std::string_view key, std::chrono::milliseconds timeout) {
@@ -137,9 +217,7 @@ StoreValue StoreClient::get_shared(std::string_view key, std::chrono::millisecon
 }
 
 std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
-  const StoreValue answer = call(
-      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(delta).frame(),
-      {});
+  const StoreValue answer = call(add_request(key, delta), {});
   return wire::Reader(answer.view()).i64();
 }
 
@@ -195,12 +273,7 @@ bool StoreClient::delete_key(std::string_view key) {
 }
 
 void StoreClient::set_on_close(std::string_view key, std::string_view value) {
-  call(wire::Writer()
-           .u8(static_cast<std::uint8_t>(wire::Op::set_on_close))
-           .bytes(key)
-           .bytes(value)
-           .frame(),
-       {});
+  call(set_on_close_request(key, value), {});
 }
 
 void StoreClient::clear_on_close() {

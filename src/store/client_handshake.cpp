@@ -192,7 +192,11 @@ Fd connect_to_store(const std::string& host, int port, const ExpectedStore& expe
                     std::chrono::milliseconds timeout) {
   const std::string address = cat(host, ":", port);
   const auto deadline = deadline_after(timeout);
-  auto backoff = std::chrono::milliseconds(10);
+  // The store may not listen yet: the agents of a job start at once, and the
+  // one that serves it may be the last. Retries start at 1 ms, so that a
+  // client is late by about as long as it has already waited, not by a fixed
+  // 10 ms (a refused connection costs the server's kernel one reset).
+  auto backoff = std::chrono::milliseconds(1);
   std::string error;
   for (;;) {
     Fd fd = connect_tcp(host, port, deadline, &error);

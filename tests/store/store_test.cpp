@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -519,6 +520,63 @@ TEST_F(StoreTest, LastWordsClearedAreNotSetAndAreBounded) {
   EXPECT_EQ(store->get("still", 1s), "usable");
   EXPECT_FALSE(store->check({"quiet"}));
   EXPECT_FALSE(store->check({"one/too/many"}));
+}
+
+// A batch goes out at once and is carried out in order, as its calls one by
+// one would be: an ADD sees the ADDs before it, a later SET overwrites an
+// earlier one, and the connection goes on afterwards.
+TEST_P(StoreOperationsTest, ABatchIsCarriedOutInOrderAndAnsweredWhole) {
+  auto store = client();
+  StoreClient::Batch batch;
+  batch.set("b/first", "1").add("b/count", 2).set("b/first", "2").add("b/count", 3);
+  batch.add("b/other", -1);
+  EXPECT_EQ(batch.size(), 5u);
+  EXPECT_EQ(store->run(batch), (std::vector<std::int64_t>{2, 5, -1}));
+  EXPECT_EQ(store->get("b/first", 1s), "2");
+  EXPECT_EQ(store->add("b/count", 0), 5);
+  EXPECT_TRUE(store->run(StoreClient::Batch()).empty());  // nothing sent
+  store->set("b/after", "yes");
+  EXPECT_EQ(store->get("b/after", 1s), "yes");
+}
+
+// A request of a batch that the server refuses is thrown once every answer
+// is in: the requests after it were carried out, and the stream is in step.
+TEST_F(StoreTest, ABatchWithARefusedRequestThrowsAfterTheRest) {
+  auto store = client();
+  StoreClient::Batch batch;
+  for (std::size_t i = 0; i <= detail::store_protocol::kMaxOnCloseSets; ++i)
+    batch.set_on_close("last/" + std::to_string(i), "1");
+  batch.add("after/refusal", 7);
+  EXPECT_THROW(store->run(batch), StoreError);
+  EXPECT_EQ(store->add("after/refusal", 0), 7);
+  store->clear_on_close();
+}
+
+// shut_down() ends a WAIT that another thread is in, at once, and the server
+// sees the connection end: its last words are set.
+TEST_F(StoreTest, ShuttingDownEndsAWaitInAnotherThreadAndSaysTheLastWords) {
+  auto store = client();
+  store->set_on_close("ended", "yes");
+  std::promise<std::string> failure;
+  std::thread waiter([&] {
+    try {
+      store->wait({"never/set"}, 60s);
+      failure.set_value("the wait returned");
+    } catch (const StoreError& error) {
+      failure.set_value(error.what());
+    } catch (const std::exception& error) {
+      failure.set_value(std::string("another error: ") + error.what());
+    }
+  });
+  ASSERT_TRUE(waiting_becomes(1));
+  store->shut_down();
+  auto outcome = failure.get_future();
+  ASSERT_EQ(outcome.wait_for(10s), std::future_status::ready);
+  EXPECT_NE(outcome.get().find("lost the store at"), std::string::npos);
+  waiter.join();
+  EXPECT_THROW(store->set("after", "shut down"), StoreError);
+  auto other = client();
+  EXPECT_EQ(other->get("ended", 5s), "yes");
 }
 
 // store/exchange.hpp: every participant gets every value, in rank order,
