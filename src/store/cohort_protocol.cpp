@@ -29,11 +29,15 @@ std::size_t CohortProtocol::receive_limit(const StoreCore& core,
 
 bool CohortProtocol::handle(StoreCore& core, Id id, Connection& connection) {
   std::size_t used = 0;
-  while (!core.keys().waiting(id) && !connection.relayed && !connection.closing &&
-         connection.held_answer.empty()) {
+  while (!core.keys().waiting(id) && !connection.closing && connection.held_answer.empty()) {
     const std::size_t available = connection.in.size() - used;
     if (available < wire::kFrameHeaderBytes) break;
     const std::uint32_t length = wire::frame_length(connection.in.data() + used);
+    if (connection.relayed > 0 &&
+        (connection.relayed_wait || length == 0 || available == wire::kFrameHeaderBytes ||
+         !joins_a_batch(static_cast<wire::Op>(connection.in[used + wire::kFrameHeaderBytes])))) {
+      break;
+    }
     const std::uint32_t limit =
         connection.authenticated ? core.options().max_frame_bytes : wire::kMaxHandshakeBytes;
     if (length > limit) {
@@ -168,8 +172,10 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       return;
     }
     if (op != wire::Op::clear_on_close) {
-      relay->forward(id, relayed_request(payload));
-      connection.relayed = true;
+      RelayedRequest relayed = relayed_request(payload);
+      connection.relayed_wait = connection.relayed_wait || relayed.may_wait();
+      ++connection.relayed;
+      relay->forward(id, std::move(relayed));
       return;
     }
   }

@@ -61,33 +61,52 @@ struct Outgoing {
   std::vector<std::pair<std::uint64_t, std::int64_t>> parts;  // client, its delta
 };
 
+// The batch as it goes up: the ADDs of one key that are each their client's
+// last request in the batch become one, where the last of them was, so that
+// every client's requests keep their order (its SET before its ADD).
 std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedRequest>>&& batch) {
+  std::unordered_map<std::uint64_t, std::size_t> last_of;  // client -> its last request
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    last_of[batch[i].first] = i;
+  struct Shared {
+    Outgoing add;
+    std::size_t last = 0;  // where it goes
+    bool overflows = false;
+  };
+  std::unordered_map<std::string, Shared> shared;  // key -> the ADD its clients share
+  const auto mergeable = [&](std::size_t i) {
+    return batch[i].second.op == wire::Op::add && last_of[batch[i].first] == i;
+  };
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (!mergeable(i)) continue;
+    const RelayedRequest& request = batch[i].second;
+    Shared& one = shared[request.key];
+    one.overflows =
+        one.overflows || __builtin_add_overflow(one.add.total, request.add_delta, &one.add.total);
+    one.add.parts.emplace_back(batch[i].first, request.add_delta);
+    one.last = i;
+  }
   std::vector<Outgoing> out;
-  std::unordered_map<std::string, std::size_t> add_at;  // key -> its ADD in `out`
-  for (auto& [id, request] : batch) {
-    if (request.op == wire::Op::add) {
-      const auto at = add_at.find(request.key);
-      std::int64_t sum = 0;
-      if (at != add_at.end() &&
-          !__builtin_add_overflow(out[at->second].total, request.add_delta, &sum)) {
-        out[at->second].total = sum;
-        out[at->second].parts.emplace_back(id, request.add_delta);
-        continue;
-      }
-      add_at[request.key] = out.size();
-      out.push_back({std::move(request.frame), true, request.add_delta, {{id, request.add_delta}}});
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    auto& [id, request] = batch[i];
+    const auto at = mergeable(i) ? shared.find(request.key) : shared.end();
+    if (at == shared.end() || at->second.overflows || at->second.add.parts.size() == 1) {
+      const bool add = request.op == wire::Op::add;
+      out.push_back({std::move(request.frame),
+                     add,
+                     add ? request.add_delta : 0,
+                     {{id, add ? request.add_delta : 0}}});
       continue;
     }
-    out.push_back({std::move(request.frame), false, 0, {{id, 0}}});
-  }
-  for (auto& [key, at] : add_at) {
-    if (out[at].parts.size() > 1) {
-      out[at].frame = wire::Writer()
-                          .u8(static_cast<std::uint8_t>(wire::Op::add))
-                          .bytes(key)
-                          .i64(out[at].total)
-                          .frame();
-    }
+    if (i != at->second.last) continue;  // it goes with the last
+    Outgoing& add = at->second.add;
+    add.add = true;
+    add.frame = wire::Writer()
+                    .u8(static_cast<std::uint8_t>(wire::Op::add))
+                    .bytes(request.key)
+                    .i64(add.total)
+                    .frame();
+    out.push_back(std::move(add));
   }
   return out;
 }
@@ -105,6 +124,11 @@ std::optional<StoreValue> RelayedAnswer::payload(std::string* error) {
     mapped_ = std::move(*mapping);
   }
   return mapped_;
+}
+
+bool joins_a_batch(wire::Op op) noexcept {
+  return op == wire::Op::set || op == wire::Op::add || op == wire::Op::compare_set ||
+         op == wire::Op::check || op == wire::Op::delete_key || op == wire::Op::num_keys;
 }
 
 bool RelayedRequest::may_wait() const noexcept {

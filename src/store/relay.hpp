@@ -14,10 +14,13 @@
 // answers "unchanged" while it is: the L ranks of a node that read one
 // table, at once or one by one, cost the store one copy of it, not L.
 //
-// Every request in a batch is concurrent with the others (a client has one
-// request out at a time: the server holds its later frames), so any order
-// among them, and one ADD for several, is one the store could have chosen.
-// A read is never answered from an earlier read than its own arrival.
+// A client's quick requests sent together go in one batch, in its order;
+// its other frames wait until its answers are in (the server holds them).
+// Requests of different clients in a batch are concurrent, so any order
+// among them is one the store could have chosen, and the ADDs of one key
+// that are each the last of their client's requests in the batch go as one
+// ADD, where the last of them was. A read is never answered from an earlier
+// read than its own arrival.
 #pragma once
 
 #include <chrono>
@@ -45,6 +48,12 @@ struct RelayedRequest {
   /// Whether the store may hold the answer until keys are set.
   bool may_wait() const noexcept;
 };
+
+/// Whether a request of this operation goes up in the relay's batches and
+/// may join one behind its client's earlier quick requests (SET ADD
+/// COMPARE_SET CHECK DELETE NUM_KEYS): a batch keeps its requests' order
+/// for each client.
+bool joins_a_batch(store_protocol::Op op) noexcept;
 
 /// Reads a request's payload as the store would, just enough to relay it:
 /// throws store_protocol::ProtocolError where the store would close the

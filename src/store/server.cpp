@@ -284,7 +284,8 @@ struct StoreServer::Impl final : detail::StoreCore {
       auto it = connections.find(id);
       if (it == connections.end()) continue;  // closed while its request was out
       hand_out(it->second, std::move(answer));
-      it->second.relayed = false;
+      if (--it->second.relayed > 0) continue;  // its next answer comes in order
+      it->second.relayed_wait = false;
       resumed.push_back(id);
     }
     std::lock_guard<std::mutex> lock(task_mutex);
@@ -503,7 +504,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   // their answers, then close. A request that would wait is abandoned: its
   // client has stopped talking and cannot be woken.
   void finish_after_eof(std::uint64_t id, Connection& connection) {
-    if (connection.relayed) return;  // its answer comes, then this again
+    if (connection.relayed > 0) return;  // its answers come, then this again
     if (key_space.waiting(id) || !connection.sending()) return close_connection(id);
     connection.closing = true;
     connection.want_write = true;

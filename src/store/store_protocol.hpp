@@ -49,7 +49,11 @@ struct Connection {
   std::size_t out_at = 0;
   StoreProtocol* protocol = nullptr;
   bool authenticated = false;
-  bool relayed = false;  // its request is with the relay's upstream store; later frames wait
+  // Its requests with the relay's upstream store, answered in order. Later
+  // frames wait, but for quick ones behind quick ones: they join them, so
+  // that a client's SET and ADD sent together go up in one batch.
+  std::size_t relayed = 0;
+  bool relayed_wait = false;  // one of them may wait (a lane's)
   // During the handshake, after the client's hello: its nonce, then the
   // server's (each store_proof::kNonceBytes).
   std::string challenge;

@@ -120,6 +120,56 @@ TEST_F(StoreRelayTest, AddsOfManyClientsAtOnceEachGetTheirOwnCount) {
   EXPECT_EQ(client_of(*store_)->get("counter", 1s), std::to_string(total));
 }
 
+// A client's requests sent together (a batch) go up in the relay's batches
+// in its order, also when the ADDs of many clients go as one: the client
+// whose ADD completes a round's count finds every client's SET of that
+// round there, and each client's own counter counts its ADDs in order.
+TEST_F(StoreRelayTest, AClientsBatchKeepsItsOrderWhenAddsGoUpAsOne) {
+  constexpr int kClients = 16;
+  constexpr int kRounds = 40;
+  std::atomic<int> completed{0};
+  const auto run_rounds = [&](int c) {
+    auto through = client_of(*relay_);
+    for (int round = 0; round < kRounds; ++round) {
+      const std::string prefix = "round/" + std::to_string(round);
+      // Its ADD is its last request: it may go up as one with the others'.
+      const auto arrived = through->run(StoreClient::Batch()
+                                            .set(prefix + "/entry/" + std::to_string(c), "here")
+                                            .add(prefix + "/arrived", 1));
+      ASSERT_EQ(arrived.size(), 1u);
+      if (arrived[0] == kClients) {
+        std::vector<std::string> entries;
+        for (int other = 0; other < kClients; ++other)
+          entries.push_back(prefix + "/entry/" + std::to_string(other));
+        EXPECT_TRUE(through->check(entries)) << "an ADD overtook its client's SET";
+        ++completed;
+      }
+      // Its ADD is not its last request: it goes up as it came.
+      const auto mine = through->run(StoreClient::Batch()
+                                         .add("mine/" + std::to_string(c), 1)
+                                         .set("last/" + std::to_string(c), prefix));
+      ASSERT_EQ(mine, (std::vector<std::int64_t>{round + 1}));
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      try {
+        run_rounds(c);
+      } catch (const std::exception& error) {  // an answer out of step
+        ADD_FAILURE() << "client " << c << ": " << error.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  EXPECT_EQ(completed.load(), kRounds);
+  auto direct = client_of(*store_);
+  for (int c = 0; c < kClients; ++c)
+    EXPECT_EQ(direct->get("last/" + std::to_string(c), 1s), "round/" + std::to_string(kRounds - 1));
+}
+
 TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldTwoConnectionsToTheStore) {
   constexpr int kRanks = 16;
   const std::string table(200000, 't');
