@@ -226,9 +226,9 @@ class StoreServer {
 };
 
 /// A connection to a StoreServer. Construction connects, retrying with
-/// backoff until `timeout` (1 ms after a refusal, doubling up to 0.5 s), so
-/// the order in which server and clients start does not matter. Thread-safe: calls are serialized
-/// on one connection.
+/// backoff until `timeout` (1 ms after a refusal, doubling up to 0.5 s),
+/// so the order in which server and clients start does not matter.
+/// Thread-safe: calls are serialized on one connection.
 class StoreClient : public Store {
  public:
   struct Options {

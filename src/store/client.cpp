@@ -3,6 +3,8 @@
 // connection stays usable; the client waits a little longer than that to
 // tell a slow server from a dead one.
 
+#include <optional>
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,24 +38,13 @@ std::string quoted_list(const std::vector<std::string>& keys) {
   return out;
 }
 
-std::string set_request(std::string_view key, std::string_view value) {
-  return wire::Writer()
-      .u8(static_cast<std::uint8_t>(wire::Op::set))
-      .bytes(key)
-      .bytes(value)
-      .frame();
+// SET and SET_ON_CLOSE: a key and a value.
+std::string key_value_request(wire::Op op, std::string_view key, std::string_view value) {
+  return wire::Writer().u8(static_cast<std::uint8_t>(op)).bytes(key).bytes(value).frame();
 }
 
 std::string add_request(std::string_view key, std::int64_t delta) {
   return wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::add)).bytes(key).i64(delta).frame();
-}
-
-std::string set_on_close_request(std::string_view key, std::string_view value) {
-  return wire::Writer()
-      .u8(static_cast<std::uint8_t>(wire::Op::set_on_close))
-      .bytes(key)
-      .bytes(value)
-      .frame();
 }
 
 }  // namespace
@@ -122,8 +113,17 @@ std::vector<std::int64_t> StoreClient::run(const Batch& batch) {
   // Every answer is read before any is judged: the stream stays in step.
   std::vector<StoreValue> answers;
   answers.reserve(batch.requests_.size());
-  for (std::size_t i = 0; i < batch.requests_.size(); ++i)
-    answers.push_back(receive(deadline));
+  std::optional<StoreError> unreadable;  // an answer whose file could not be read
+  for (std::size_t i = 0; i < batch.requests_.size(); ++i) {
+    try {
+      answers.push_back(receive(deadline));
+    } catch (const StoreError& failure) {
+      if (!broken_.empty()) throw;  // the connection is lost
+      if (!unreadable) unreadable = failure;
+      answers.emplace_back();
+    }
+  }
+  if (unreadable) throw *unreadable;
   std::vector<std::int64_t> sums;
   for (std::size_t i = 0; i < answers.size(); ++i) {
     const StoreValue fields = fields_of(answers[i], {});
@@ -181,7 +181,7 @@ StoreValue StoreClient::fields_of(const StoreValue& answer,
 }
 
 StoreClient::Batch& StoreClient::Batch::set(std::string_view key, std::string_view value) {
-  requests_.push_back(set_request(key, value));
+  requests_.push_back(key_value_request(wire::Op::set, key, value));
   adds_.push_back(false);
   return *this;
 }
@@ -193,13 +193,13 @@ StoreClient::Batch& StoreClient::Batch::add(std::string_view key, std::int64_t d
 }
 
 StoreClient::Batch& StoreClient::Batch::set_on_close(std::string_view key, std::string_view value) {
-  requests_.push_back(set_on_close_request(key, value));
+  requests_.push_back(key_value_request(wire::Op::set_on_close, key, value));
   adds_.push_back(false);
   return *this;
 }
 
 void StoreClient::set(std::string_view key, std::string_view value) {
-  call(set_request(key, value), {});
+  call(key_value_request(wire::Op::set, key, value), {});
 }
 
 std::string StoreClient::get(std::string_view key, std::chrono::milliseconds timeout) {
@@ -273,7 +273,7 @@ bool StoreClient::delete_key(std::string_view key) {
 }
 
 void StoreClient::set_on_close(std::string_view key, std::string_view value) {
-  call(set_on_close_request(key, value), {});
+  call(key_value_request(wire::Op::set_on_close, key, value), {});
 }
 
 void StoreClient::clear_on_close() {
