@@ -283,7 +283,7 @@ class NodeGroup {
 
   NodeGroupOptions options_;
   std::unique_ptr<StoreServer> server_;
-  std::shared_ptr<StoreClient> store_;  // the main thread's connection
+  std::shared_ptr<StoreClient> store_;        // the main thread's connection
   std::shared_ptr<StoreClient> watch_store_;  // the heartbeat thread's own
   int port_ = 0;
   Fd event_;
