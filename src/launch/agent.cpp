@@ -230,7 +230,8 @@ int Agent::run_job() {
   // cohort::spawn's workers are forks that go on to connect to the store,
   // while this process's store thread may be setting libcrypto up.
   if (role_.entry) detail::store_proof::warm_up();
-  guardian_ = std::make_unique<detail::Guardian>();
+  guardian_ = std::make_unique<detail::Guardian>(files_->goes_with_the_job() ? files_->dir()
+                                                                             : std::string());
   const SubreaperScope subreaper;
 
   for (int attempt = 0;; ++attempt) {

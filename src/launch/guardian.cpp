@@ -1,7 +1,9 @@
 #include "launch/guardian.hpp"
 
 #include <cerrno>
+#include <utility>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,9 +16,39 @@
 namespace cohort::detail {
 namespace {
 
+// Removes the directory `path` and the files and empty directories in it,
+// with system calls only (the guardian is a fork of a process with threads:
+// no opendir, which allocates). Entries are read again from the start until
+// none is left that can go.
+void remove_job_dir(const char* path) {
+  const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return;  // gone already: the agent removed it
+  alignas(dirent64) static char entries[16384];
+  for (bool removed = true; removed;) {
+    removed = false;
+    ::lseek(dir, 0, SEEK_SET);
+    for (;;) {
+      const ssize_t n = ::getdents64(dir, entries, sizeof(entries));
+      if (n <= 0) break;
+      for (ssize_t at = 0; at < n;) {
+        const auto* entry = reinterpret_cast<const dirent64*>(entries + at);
+        at += entry->d_reclen;
+        const char* name = entry->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        if (::unlinkat(dir, name, 0) == 0 || ::unlinkat(dir, name, AT_REMOVEDIR) == 0) {
+          removed = true;
+        }
+      }
+    }
+  }
+  ::close(dir);
+  ::rmdir(path);
+}
+
 // The guardian's whole life: read +pgid / -pgid messages until EOF, then kill
-// the groups still listed. No allocation after fork: a fixed table.
-[[noreturn]] void guard(int input) {
+// the groups still listed, and remove the job's directory (`job_dir`, or
+// null). No allocation after fork: a fixed table.
+[[noreturn]] void guard(int input, const char* job_dir) {
   constexpr int kMaxGroups = 65536;
   static pid_t groups[kMaxGroups];
   int count = 0;
@@ -38,12 +70,13 @@ namespace {
   }
   for (int i = 0; i < count; ++i)
     ::kill(-groups[i], SIGKILL);
+  if (job_dir != nullptr) remove_job_dir(job_dir);
   _exit(0);
 }
 
 }  // namespace
 
-Guardian::Guardian() {
+Guardian::Guardian(std::string job_dir) : job_dir_(std::move(job_dir)) {
   int ends[2];
   if (pipe2(ends, O_CLOEXEC) != 0) {
     throw Error(cat("cohort run: pipe2 for the guardian failed: ", errno_text(errno)));
@@ -57,7 +90,7 @@ Guardian::Guardian() {
     // Its own process group: a signal sent to the agent's group (Ctrl-C in a
     // terminal) must not take it away before the workers' groups are gone.
     setpgid(0, 0);
-    guard(read_end.get());
+    guard(read_end.get(), job_dir_.empty() ? nullptr : job_dir_.c_str());
   }
 }
 

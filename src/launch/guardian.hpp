@@ -3,8 +3,12 @@
 // the worker started (a shell's children, a data loader's processes); those
 // stay in the worker's process group. The guardian holds the list of worker
 // process groups and, when the agent dies for any reason (SIGKILL included:
-// its end of a pipe closes), SIGKILLs every one of them and exits.
+// its end of a pipe closes), SIGKILLs every one of them, removes the job's
+// own directory of files when the agent would have (a SIGKILLed agent
+// cannot), and exits.
 #pragma once
+
+#include <string>
 
 #include <sys/types.h>
 
@@ -16,8 +20,11 @@ class Guardian {
  public:
   /// Forks the guardian. Call with the signals the agent handles blocked:
   /// the guardian keeps them blocked, so a Ctrl-C meant for the job does not
-  /// end it early. Throws cohort::Error when fork or pipe fails.
-  Guardian();
+  /// end it early. `job_dir`, unless empty, is a directory that holds the
+  /// job's files and nothing else, made for it and removed at its end
+  /// (JobFiles::goes_with_the_job): the guardian removes it and what lies in
+  /// it once the agent is gone. Throws cohort::Error when fork or pipe fails.
+  explicit Guardian(std::string job_dir = {});
   /// Closes the pipe (the guardian exits) and reaps it.
   ~Guardian();
   Guardian(const Guardian&) = delete;
@@ -35,7 +42,8 @@ class Guardian {
  private:
   void send(int message) noexcept;
   pid_t pid_ = -1;
-  Fd pipe_;  // write end, close-on-exec so no worker holds it
+  Fd pipe_;              // write end, close-on-exec so no worker holds it
+  std::string job_dir_;  // made before the fork: the guardian allocates nothing
 };
 
 }  // namespace cohort::detail

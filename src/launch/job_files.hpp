@@ -3,7 +3,8 @@
 // and DIR/attempt_K/rank_R/error.json (each worker's TORCHELASTIC_ERROR_FILE).
 // DIR is --log-dir; without it, a directory of the job's own in $TMPDIR
 // (mode 0700: error messages may hold secrets), removed at the end unless
-// --redirects or --tee put logs there. A directory that holds nothing but
+// --redirects or --tee put logs there (by the guardian when the agent is
+// SIGKILLed: guardian.hpp). A directory that holds nothing but
 // error files and goes at the end has them side by side instead,
 // DIR/attempt_K.rank_R.error.json: a directory per attempt and rank cost a
 // one-worker job 0.5 ms of its 6 to make and remove (ext4). Every directory
@@ -34,6 +35,9 @@ class JobFiles {
   const std::string& dir() const noexcept { return dir_; }
   /// Whether dir() was made for this job (and not given as --log-dir).
   bool made_for_the_job() const noexcept { return made_; }
+  /// Whether dir() holds nothing but the job's files and is removed at its
+  /// end (made for it, and no logs kept there).
+  bool goes_with_the_job() const noexcept { return flat(); }
 
   /// The error file of `rank` in `attempt`; its directory exists afterwards.
   std::string error_file(int attempt, int rank);

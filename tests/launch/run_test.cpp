@@ -453,6 +453,28 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
   }
 }
 
+// A SIGKILLed launcher cannot remove the job's own directory in $TMPDIR
+// (the workers' error files): its guardian does, once it has killed them.
+TEST_F(RunTest, ASigkilledLaunchersFilesGoWithItsGuardian) {
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directory(tmp);
+  test::ProcessOptions with_tmp = options();
+  with_tmp.env = process_environment();
+  (*with_tmp.env)["TMPDIR"] = tmp.string();
+  const std::string dir = dir_.string();
+  test::Subprocess launcher(cohort_run({"-n", "2", "sh", "-c",
+                                        "printf '{}' > $TORCHELASTIC_ERROR_FILE; echo $$ > " + dir +
+                                            "/pid.$RANK.part && mv " + dir + "/pid.$RANK.part " +
+                                            dir + "/pid.$RANK; exec sleep 30"}),
+                            with_tmp);
+  ASSERT_TRUE(workers_wrote("pid", 2));
+  ASSERT_FALSE(fs::is_empty(tmp)) << "the job made no directory of its own in TMPDIR";
+  kill(launcher.pid(), SIGKILL);
+  launcher.finish();
+  EXPECT_TRUE(eventually([&] { return fs::is_empty(tmp); }, 20s))
+      << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
+}
+
 // The ranks on the store's host are told which process the store is (the
 // launcher itself, by pid and start time), and their clients, which check
 // it, connect.
