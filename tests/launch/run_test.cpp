@@ -154,6 +154,16 @@ class RunTest : public ::testing::Test {
     });
   }
 
+  // options() with TMPDIR a new directory `tmp`, where a job without
+  // --log-dir makes its own.
+  test::ProcessOptions options_with_tmpdir(const fs::path& tmp) {
+    fs::create_directory(tmp);
+    test::ProcessOptions with_tmp = options();
+    with_tmp.env = process_environment();
+    (*with_tmp.env)["TMPDIR"] = tmp.string();
+    return with_tmp;
+  }
+
   // Waits until `count` workers wrote a whole line to "<name>.<rank>": a
   // shell's `echo $$ > FILE` creates FILE empty before it writes.
   bool workers_wrote(const std::string& name, int count) {
@@ -457,10 +467,7 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
 // (the workers' error files): its guardian does, once it has killed them.
 TEST_F(RunTest, ASigkilledLaunchersFilesGoWithItsGuardian) {
   const fs::path tmp = dir_ / "tmp";
-  fs::create_directory(tmp);
-  test::ProcessOptions with_tmp = options();
-  with_tmp.env = process_environment();
-  (*with_tmp.env)["TMPDIR"] = tmp.string();
+  const test::ProcessOptions with_tmp = options_with_tmpdir(tmp);
   const std::string dir = dir_.string();
   test::Subprocess launcher(cohort_run({"-n", "2", "sh", "-c",
                                         "printf '{}' > $TORCHELASTIC_ERROR_FILE; echo $$ > " + dir +
@@ -940,10 +947,7 @@ TEST_F(RunTest, LogDirPrefixAndRanks) {
 // directory is gone at the end.
 TEST_F(RunTest, ErrorFilesLieInTheJobsOwnDirectoryAndGoWithIt) {
   const fs::path tmp = dir_ / "tmp";
-  fs::create_directory(tmp);
-  test::ProcessOptions with_tmp = options();
-  with_tmp.env = process_environment();
-  (*with_tmp.env)["TMPDIR"] = tmp.string();
+  const test::ProcessOptions with_tmp = options_with_tmpdir(tmp);
   const ProcessResult result =
       test::run_process(cohort_run({"-n", "2", "sh", "-c",
                                     "echo $TORCHELASTIC_ERROR_FILE; [ $RANK = 1 ] || exit 0; "
