@@ -44,7 +44,7 @@ void authenticate_to_store(int fd, const std::string& address, const ExpectedSto
                            Deadline deadline);
 
 /// Connects to the store at host:port and runs the handshake, retrying with
-/// backoff (10 ms doubling to 500 ms) until `timeout`: the server may not be
+/// backoff (1 ms doubling to 500 ms) until `timeout`: the server may not be
 /// listening yet. Throws cohort::StoreError naming host:port.
 Fd connect_to_store(const std::string& host, int port, const ExpectedStore& expected,
                     std::chrono::milliseconds timeout);

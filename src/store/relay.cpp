@@ -41,6 +41,10 @@ constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
 // A batch's requests together, beyond the first.
 constexpr std::size_t kBatchBytes = std::size_t{8} << 20;
+// How long a relay's connections made as it starts may take to connect (a
+// relay's end waits for that at most); their handshakes take the upstream
+// timeout, and the end interrupts them.
+constexpr std::chrono::milliseconds kEarlyConnect{1000};
 
 // One answer for every client it goes to.
 std::shared_ptr<RelayedAnswer> shared_answer(std::string frame) {
@@ -231,21 +235,32 @@ struct StoreRelay::Impl {
   // One blocking connection to the upstream store.
   class Link {
    public:
+    // Connects, retrying until the upstream timeout (the store may not
+    // listen yet).
     explicit Link(Impl& relay) : relay_(relay) {
-      fd_ = connect_to_store(relay.upstream.host, relay.upstream.port,
-                             {relay.token, relay.upstream.munge, relay.upstream.process},
-                             relay.upstream.timeout);
-      std::lock_guard<std::mutex> lock(relay.mutex);
-      if (relay.stopping) throw StoreError("the relay is stopping");
-      relay.open.push_back(fd_.get());
-      ++relay.connections;
+      adopt(connect_to_store(relay.upstream.host, relay.upstream.port, expected(),
+                             relay.upstream.timeout));
     }
-    ~Link() {
-      std::lock_guard<std::mutex> lock(relay_.mutex);
-      relay_.open.erase(std::find(relay_.open.begin(), relay_.open.end(), fd_.get()));
-      --relay_.connections;
-      fd_.reset();  // under the lock: the number is not shut down once reused
+    struct Early {};
+    // Connects as the relay starts, before any request needs it: one
+    // attempt, within kEarlyConnect, that the relay's end interrupts once
+    // connected. Throws when it fails; the first request then connects.
+    Link(Impl& relay, Early) : relay_(relay) {
+      std::string error;
+      Fd fd = connect_tcp(relay.upstream.host, relay.upstream.port,
+                          deadline_after(std::min(relay.upstream.timeout, kEarlyConnect)), &error);
+      if (!fd.valid()) throw StoreError(error);
+      const int socket = fd.get();
+      adopt(std::move(fd));  // the relay's end shuts the handshake down
+      try {
+        authenticate_to_store(socket, relay.address, expected(),
+                              deadline_after(relay.upstream.timeout));
+      } catch (const Error&) {
+        forget();
+        throw;
+      }
     }
+    ~Link() { forget(); }
     Link(const Link&) = delete;
     Link& operator=(const Link&) = delete;
 
@@ -348,6 +363,23 @@ struct StoreRelay::Impl {
     }
 
    private:
+    ExpectedStore expected() const {
+      return {relay_.token, relay_.upstream.munge, relay_.upstream.process};
+    }
+    void adopt(Fd fd) {
+      std::lock_guard<std::mutex> lock(relay_.mutex);
+      if (relay_.stopping) throw StoreError("the relay is stopping");
+      fd_ = std::move(fd);
+      relay_.open.push_back(fd_.get());
+      ++relay_.connections;
+    }
+    void forget() {
+      std::lock_guard<std::mutex> lock(relay_.mutex);
+      relay_.open.erase(std::find(relay_.open.begin(), relay_.open.end(), fd_.get()));
+      --relay_.connections;
+      fd_.reset();  // under the lock: the number is not shut down once reused
+    }
+
     Impl& relay_;
     Fd fd_;
     std::string buffer_;  // a piece of a large answer on its way into a file
@@ -383,9 +415,21 @@ struct StoreRelay::Impl {
     }
   }
 
+  // Connects `link` as the relay starts: its node's first requests then do
+  // not wait for a connection and a handshake (a relay starts before the
+  // ranks it serves). Quietly nothing when that fails (the store does not
+  // listen yet, the relay ends): the first request connects, or says why not.
+  void connect_early(std::optional<Link>& link) {
+    try {
+      link.emplace(*this, Link::Early{});
+    } catch (const Error&) {
+    }
+  }
+
   // The quick requests: one batch out at a time, on one connection.
   void run_batches() {
     std::optional<Link> link;
+    connect_early(link);
     for (;;) {
       std::vector<std::pair<Id, RelayedRequest>> taken;
       {
@@ -419,20 +463,22 @@ struct StoreRelay::Impl {
         failed = lost(why);
         link.reset();
       }
+      Answers out;
       for (std::size_t i = 0; i < outgoing.size(); ++i)
-        share(outgoing[i], failed.empty() ? answers[i] : failed);
+        share(outgoing[i], failed.empty() ? answers[i] : failed, &out);
+      deliver(std::move(out));
     }
   }
 
-  // Hands an answer to the clients a request stood for: a shared ADD's sum
-  // is counted out in the order of their deltas.
-  void share(const Outgoing& request, const std::string& answer) {
+  // The answers to the clients a request stood for, into `out`: a shared
+  // ADD's sum is counted out in the order of their deltas.
+  void share(const Outgoing& request, const std::string& answer, Answers* out) {
     const bool ok = answer.size() > wire::kFrameHeaderBytes &&
                     static_cast<wire::Status>(answer[wire::kFrameHeaderBytes]) == wire::Status::ok;
     if (!request.add || request.parts.size() == 1 || !ok) {
       const auto shared = shared_answer(answer);
       for (const auto& part : request.parts)
-        deliver(part.first, shared);
+        out->emplace_back(part.first, shared);
       return;
     }
     std::int64_t value = 0;
@@ -443,12 +489,12 @@ struct StoreRelay::Impl {
       const auto error = shared_answer(wire::error_frame(
           cat("the job's store at ", address, " answered an ADD without a number")));
       for (const auto& part : request.parts)
-        deliver(part.first, error);
+        out->emplace_back(part.first, error);
       return;
     }
     for (const auto& [id, delta] : request.parts) {
       value += delta;
-      deliver(
+      out->emplace_back(
           id,
           shared_answer(
               wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::ok)).i64(value).frame()));
@@ -457,8 +503,9 @@ struct StoreRelay::Impl {
 
   // A lane: takes a waiting group, sends its request once for all its
   // clients, and again for those that came meanwhile, until none did.
-  void run_lane() {
+  void run_lane(bool early) {
     std::optional<Link> link;
+    if (early) connect_early(link);
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
       lane_ready.wait(lock, [&] { return stopping || !ready.empty(); });
@@ -502,8 +549,11 @@ struct StoreRelay::Impl {
             fresh = answer->size() >= kLargeAnswerBytes;
           }
         }
+        Answers out;
+        out.reserve(going.size());
         for (Id id : going)
-          deliver(id, answer);
+          out.emplace_back(id, answer);
+        deliver(std::move(out));
         lock.lock();
         if (fresh) keep(group.get_key, last_version, last);
         if (group.next.empty() || stopping) {
@@ -553,8 +603,7 @@ struct StoreRelay::Impl {
   void forward(Id id, RelayedRequest request) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!request.may_wait()) {
-      batch.emplace_back(id, std::move(request));
-      batch_ready.notify_one();
+      batch.emplace_back(id, std::move(request));  // it leaves at flush()
       return;
     }
     auto [at, fresh] = groups.try_emplace(std::move(request.frame));
@@ -569,7 +618,7 @@ struct StoreRelay::Impl {
     ready.push_back(&*at);
     if (idle_lanes < ready.size()) {
       ++idle_lanes;
-      threads.emplace_back([this] { run_lane(); });
+      threads.emplace_back([this] { run_lane(false); });
     }
     lane_ready.notify_one();
   }
@@ -582,6 +631,10 @@ StoreRelay::StoreRelay(StoreServer::Options::Upstream upstream, std::string toke
   impl_->token = std::move(token);
   impl_->deliver = std::move(deliver);
   impl_->threads.emplace_back([this] { impl_->run_batches(); });
+  // One lane from the start: a node's ranks' first wait (a barrier's, a
+  // table's) finds it connected.
+  impl_->idle_lanes = 1;
+  impl_->threads.emplace_back([this] { impl_->run_lane(true); });
 }
 
 StoreRelay::~StoreRelay() {
@@ -601,6 +654,11 @@ StoreRelay::~StoreRelay() {
 
 void StoreRelay::forward(Id id, RelayedRequest request) {
   impl_->forward(id, std::move(request));
+}
+
+void StoreRelay::flush() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (!impl_->batch.empty()) impl_->batch_ready.notify_one();
 }
 
 std::size_t StoreRelay::connection_count() const noexcept {

@@ -30,6 +30,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <cohort/store.hpp>
 
@@ -89,12 +91,19 @@ struct RelayedAnswer {
 class StoreRelay {
  public:
   using Id = std::uint64_t;
-  /// Called on the relay's own threads, once for every forward(), with the
-  /// answer for that client (the store's, or one the relay made: the shared
-  /// ADD's share, or an error naming the upstream store).
-  using Deliver = std::function<void(Id, std::shared_ptr<RelayedAnswer>)>;
+  /// Answers, each for the client of one forward(): the store's, or one the
+  /// relay made (the shared ADD's share, or an error naming the upstream
+  /// store). A client's answers come in the order of its requests.
+  using Answers = std::vector<std::pair<Id, std::shared_ptr<RelayedAnswer>>>;
+  /// Called on the relay's own threads with the answers that came together
+  /// (a batch's, a waiting group's): one hand-over, one wake-up of the
+  /// loop, for all of them. Every forward() is answered once.
+  using Deliver = std::function<void(Answers)>;
 
-  /// Connects nothing yet: the first request does.
+  /// Connects to the store at once, in the background: the batches'
+  /// connection and one lane's (one attempt each; where it fails, the first
+  /// request connects, retrying until the upstream timeout). The end waits
+  /// at most a second for an attempt under way.
   StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver);
   /// Ends the upstream connections (requests still out are answered with an
   /// error, or not at all once the relay's owner is gone).
@@ -102,7 +111,14 @@ class StoreRelay {
   StoreRelay(const StoreRelay&) = delete;
   StoreRelay& operator=(const StoreRelay&) = delete;
 
+  /// Takes a request; a quick one goes up with the next batch, which
+  /// leaves at flush().
   void forward(Id id, RelayedRequest request);
+  /// Sends the quick requests forwarded since the last batch left, if none
+  /// is out. The server's loop calls it after each round of events, so that
+  /// requests that arrived together go up as one batch (a node's ranks' SETs
+  /// and ADDs of one exchange) rather than the first alone.
+  void flush();
   /// Upstream connections open now.
   std::size_t connection_count() const noexcept;
 

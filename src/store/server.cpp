@@ -9,6 +9,7 @@
 #include <atomic>
 #include <climits>
 #include <condition_variable>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -111,7 +112,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   detail::LogLimiter descriptors{1, std::chrono::seconds(10)};  // EMFILE
   // Relay mode: answers from the upstream store, for the loop to hand out.
   std::mutex relayed_mutex;
-  std::vector<std::pair<std::uint64_t, std::shared_ptr<detail::RelayedAnswer>>> relayed;
+  detail::StoreRelay::Answers relayed;
   // Last: stopped (its threads joined) before what its answers go into.
   std::unique_ptr<detail::StoreRelay> relay_to;
 
@@ -145,11 +146,15 @@ struct StoreServer::Impl final : detail::StoreCore {
       }
       relay_to = std::make_unique<detail::StoreRelay>(
           *server_options.relay_to, server_options.token,
-          [this](std::uint64_t id, std::shared_ptr<detail::RelayedAnswer> answer) {
+          [this](detail::StoreRelay::Answers answers) {
+            bool waiting_already = false;  // answers the loop has not taken yet woke it
             {
               std::lock_guard<std::mutex> lock(relayed_mutex);
-              relayed.emplace_back(id, std::move(answer));
+              waiting_already = !relayed.empty();
+              relayed.insert(relayed.end(), std::make_move_iterator(answers.begin()),
+                             std::make_move_iterator(answers.end()));
             }
+            if (waiting_already) return;
             const std::uint64_t one = 1;
             (void)!::write(task.get(), &one, sizeof(one));
           });
@@ -266,6 +271,7 @@ struct StoreServer::Impl final : detail::StoreCore {
         for (std::uint64_t id : batch)
           handle_frames(id);
       }
+      if (relay_to) relay_to->flush();  // what this round forwarded goes up together
       waiting = key_space.waiting_count();
     }
   }
@@ -275,7 +281,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   void run_tasks() {
     std::uint64_t count = 0;
     (void)!::read(task.get(), &count, sizeof(count));
-    std::vector<std::pair<std::uint64_t, std::shared_ptr<detail::RelayedAnswer>>> answers;
+    detail::StoreRelay::Answers answers;
     {
       std::lock_guard<std::mutex> lock(relayed_mutex);
       answers.swap(relayed);

@@ -91,6 +91,31 @@ TEST_F(StoreRelayTest, EveryOperationReachesTheStore) {
   through->clear_on_close();  // nothing was asked: no error
 }
 
+TEST_F(StoreRelayTest, ARelayConnectsToTheStoreAsItStarts) {
+  // Its batches' connection and one lane, before any request: a node's
+  // ranks' first requests find them open.
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));
+  EXPECT_EQ(relay_->upstream_connection_count(), 2u);
+}
+
+TEST_F(StoreRelayTest, ARelayStartedBeforeItsStoreConnectsAtTheFirstRequest) {
+  const int port = detail::pick_free_port("127.0.0.1");
+  StoreServer::Options early;
+  early.token = kToken;
+  early.relay_to = StoreServer::Options::Upstream{"127.0.0.1", port, false, "", 10s};
+  StoreServer relay(early);  // its connections at the start are refused
+  ASSERT_TRUE(becomes([&] { return relay.upstream_connection_count(); }, 0));
+  StoreServer::Options late;
+  late.host = "127.0.0.1";
+  late.port = port;
+  late.token = kToken;
+  StoreServer store(late);
+  auto through = client_of(relay);
+  through->set("k", "v");
+  EXPECT_EQ(through->get("k", 1s), "v");
+  EXPECT_EQ(client_of(store)->get("k", 1s), "v");
+}
+
 TEST_F(StoreRelayTest, AddsOfManyClientsAtOnceEachGetTheirOwnCount) {
   constexpr int kClients = 24;
   constexpr int kAdds = 60;
@@ -186,14 +211,17 @@ TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldTwoConnectionsToTheStore
       if (ranks[r]->get("table", 1s) == table) ++right;
     });
   }
-  // Every rank waits: the store holds the relay's one lane for all of them.
+  // Every rank waits: the store holds the relay's one lane for all of them,
+  // beside the connection of its batches (both made as the relay started).
   ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
-  EXPECT_EQ(store_->connection_count(), 1u);
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));
+  EXPECT_EQ(relay_->upstream_connection_count(), 2u);
   client_of(*store_)->set("table", table);
   for (std::thread& thread : threads)
     thread.join();
   EXPECT_EQ(right, kRanks);
-  EXPECT_LE(relay_->upstream_connection_count(), 2u) << "one lane per distinct request out";
+  EXPECT_LE(relay_->upstream_connection_count(), 3u)
+      << "the batches' connection, and a lane per distinct request out (the WAIT, the GET)";
   EXPECT_EQ(relay_->connection_count(), static_cast<std::size_t>(kRanks));
 }
 
