@@ -306,7 +306,14 @@ struct StoreRelay::Impl {
       if (version != nullptr && status == wire::Status::ok) {
         char field[8];
         if (!recv_all(fd_.get(), field, sizeof(field), deadline, error)) return nullptr;
-        *version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
+        // An answer this relay could not keep (receive() made it an error)
+        // has no version here: the next GET of the key asks for the value.
+        const bool held =
+            answer->in_file != 0 ||
+            static_cast<wire::Status>(answer->frame[wire::kFrameHeaderBytes]) == wire::Status::ok;
+        if (held) {
+          *version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
+        }
       }
       return answer;
     }
