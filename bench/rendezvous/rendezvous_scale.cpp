@@ -594,6 +594,7 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
         options.token = kToken;
         options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", server.port(), false,
                                                                   "", std::chrono::minutes(10)};
+        options.relay_to->connect_at_start = true;  // as an agent's whose workers are programs
         relays.push_back(std::make_unique<cohort::StoreServer>(options));
       }
       const CohortProtocol protocol;

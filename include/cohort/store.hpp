@@ -153,6 +153,12 @@ class StoreServer {
       bool munge = false;   ///< as StoreClient::Options::munge
       std::string process;  ///< as StoreClient::Options::server_process
       std::chrono::milliseconds timeout = Store::kDefaultTimeout;  ///< connecting, and quick calls
+      /// Connect as the relay starts (the batches' connection and one
+      /// lane's, in the background, one attempt each), so that its clients'
+      /// first requests find them open; otherwise, and where an attempt
+      /// fails, at the first request. For a relay whose clients will use
+      /// it: idle, they hold two of the store's connections.
+      bool connect_at_start = false;
     };
     /// Relay mode: this server keeps no keys of its own; every request of
     /// cohort's protocol goes to `relay_to`, in batches on one connection

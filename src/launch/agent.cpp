@@ -269,6 +269,10 @@ void Agent::start_relay() {
   options.token = group_->token();
   options.relay_to = StoreServer::Options::Upstream{group_->store_host(), group_->store_port(),
                                                     group_->munge(), "", Store::kDefaultTimeout};
+  // Program workers meet through the relay in cohort::init(): it connects
+  // while they start. Python's speak PyTorch's protocol to node 0's store,
+  // and would leave two idle connections per node there.
+  options.relay_to->connect_at_start = !detail::runs_with_python(options_);
   relay_ = std::make_unique<StoreServer>(std::move(options));
 }
 

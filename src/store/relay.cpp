@@ -436,7 +436,7 @@ struct StoreRelay::Impl {
   // The quick requests: one batch out at a time, on one connection.
   void run_batches() {
     std::optional<Link> link;
-    connect_early(link);
+    if (upstream.connect_at_start) connect_early(link);
     for (;;) {
       std::vector<std::pair<Id, RelayedRequest>> taken;
       {
@@ -638,6 +638,7 @@ StoreRelay::StoreRelay(StoreServer::Options::Upstream upstream, std::string toke
   impl_->token = std::move(token);
   impl_->deliver = std::move(deliver);
   impl_->threads.emplace_back([this] { impl_->run_batches(); });
+  if (!impl_->upstream.connect_at_start) return;
   // One lane from the start: a node's ranks' first wait (a barrier's, a
   // table's) finds it connected.
   impl_->idle_lanes = 1;

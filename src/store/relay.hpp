@@ -100,10 +100,11 @@ class StoreRelay {
   /// loop, for all of them. Every forward() is answered once.
   using Deliver = std::function<void(Answers)>;
 
-  /// Connects to the store at once, in the background: the batches'
-  /// connection and one lane's (one attempt each; where it fails, the first
-  /// request connects, retrying until the upstream timeout). The end waits
-  /// at most a second for an attempt under way.
+  /// With `upstream.connect_at_start`, connects to the store at once, in
+  /// the background: the batches' connection and one lane's (one attempt
+  /// each; where it fails, the first request connects, retrying until the
+  /// upstream timeout); the end waits at most a second for an attempt under
+  /// way. Otherwise the first request connects.
   StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver);
   /// Ends the upstream connections (requests still out are answered with an
   /// error, or not at all once the relay's owner is gone).

@@ -35,6 +35,7 @@ class StoreRelayTest : public ::testing::Test {
     StoreServer::Options relay;
     relay.token = kToken;
     relay.relay_to = StoreServer::Options::Upstream{"127.0.0.1", store_->port(), false, "", 10s};
+    relay.relay_to->connect_at_start = true;
     relay_ = std::make_unique<StoreServer>(relay);
   }
   static std::unique_ptr<StoreClient> client_of(const StoreServer& server) {
@@ -98,11 +99,23 @@ TEST_F(StoreRelayTest, ARelayConnectsToTheStoreAsItStarts) {
   EXPECT_EQ(relay_->upstream_connection_count(), 2u);
 }
 
+TEST_F(StoreRelayTest, ARelayNotToConnectAtStartConnectsOnlyWhatItsRequestsNeed) {
+  StoreServer::Options lazy;
+  lazy.token = kToken;
+  lazy.relay_to = StoreServer::Options::Upstream{"127.0.0.1", store_->port(), false, "", 10s};
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));  // the fixture's relay
+  StoreServer relay(lazy);
+  client_of(relay)->set("k", "v");  // a quick request: the batches' connection, no lane
+  EXPECT_EQ(relay.upstream_connection_count(), 1u);
+  EXPECT_EQ(store_->connection_count(), 3u);
+}
+
 TEST_F(StoreRelayTest, ARelayStartedBeforeItsStoreConnectsAtTheFirstRequest) {
   const int port = detail::pick_free_port("127.0.0.1");
   StoreServer::Options early;
   early.token = kToken;
   early.relay_to = StoreServer::Options::Upstream{"127.0.0.1", port, false, "", 10s};
+  early.relay_to->connect_at_start = true;
   StoreServer relay(early);  // its connections at the start are refused
   ASSERT_TRUE(becomes([&] { return relay.upstream_connection_count(); }, 0));
   StoreServer::Options late;
