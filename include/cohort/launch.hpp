@@ -123,6 +123,12 @@ struct RunOptions {
   /// workers' store traffic (docs/rendezvous.md, "The relay"); false: every
   /// worker connects to the store itself (COHORT_STORE_RELAY=0).
   bool store_relay = true;
+  /// With `store_relay` and `agent_store`, Python's workers on such a node
+  /// reach the store through the relay's TCPStore port too: their
+  /// MASTER_ADDR:MASTER_PORT is 127.0.0.1 and that port, not node 0's
+  /// store; false: node 0's (COHORT_TORCH_STORE_RELAY=0), for scripts that
+  /// take MASTER_ADDR for rank 0's host.
+  bool torch_store_relay = true;
 
   // --- many hosts from one command (cohort run --hostfile / --hosts) --------
   /// Non-empty: this process starts one agent per host over `ssh` (node rank

@@ -169,7 +169,11 @@ class StoreServer {
     /// sees a few connections per node, and one node's ranks reading one
     /// table cost it two copies, not one per rank. SET_ON_CLOSE is refused
     /// (the relay's connection, not the client's, would be the one that
-    /// ends). No TCPStore port (`torch_port` must be -1).
+    /// ends). With `torch_port`, PyTorch's TCPStore clients are relayed
+    /// too: each query is carried in cohort's protocol to the keys PyTorch's
+    /// clients of the job's store's own TCPStore port use, and answered as
+    /// PyTorch's server would (a WAIT asks again every 30 s while its client
+    /// waits).
     std::optional<Upstream> relay_to;
 
     /// The server's thread sets up libcrypto for handshakes as it starts

@@ -601,6 +601,9 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
   if (const char* relay = getenv("COHORT_STORE_RELAY"); relay != nullptr && *relay != 0) {
     options.store_relay = truth(Given{relay, "COHORT_STORE_RELAY"});
   }
+  if (const char* relay = getenv("COHORT_TORCH_STORE_RELAY"); relay != nullptr && *relay != 0) {
+    options.torch_store_relay = truth(Given{relay, "COHORT_TORCH_STORE_RELAY"});
+  }
   if (const Given backend = get(arguments, "--rdzv-backend")) {
     if (backend.value.rfind("etcd", 0) == 0) {
       bad(backend,

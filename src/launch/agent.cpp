@@ -261,18 +261,24 @@ int Agent::run_job() {
 }
 
 // This node's workers meet through a relay of the job's store
-// (docs/rendezvous.md), unless this agent serves that store itself, or
-// the relay is off (COHORT_STORE_RELAY=0).
+// (docs/rendezvous.md), PyTorch's clients too, unless this agent serves
+// that store itself, or the relay is off (COHORT_STORE_RELAY=0).
 void Agent::start_relay() {
   if (!multi_node() || group_->serves_store() || !options_.store_relay) return;
   StoreServer::Options options;
   options.token = group_->token();
   options.relay_to = StoreServer::Options::Upstream{group_->store_host(), group_->store_port(),
                                                     group_->munge(), "", Store::kDefaultTimeout};
-  // Program workers meet through the relay in cohort::init(): it connects
-  // while they start. Python's speak PyTorch's protocol to node 0's store,
-  // and would leave two idle connections per node there.
-  options.relay_to->connect_at_start = !detail::runs_with_python(options_);
+  // Python's workers speak PyTorch's protocol: to the relay's TCPStore port
+  // (their MASTER_ADDR:MASTER_PORT, master_of()) unless they are to reach
+  // node 0's store (COHORT_TORCH_STORE_RELAY=0), or rank 0 serves its own.
+  const bool python = detail::runs_with_python(options_);
+  const bool torch_relayed = python && options_.agent_store && options_.torch_store_relay;
+  if (torch_relayed) options.torch_port = 0;
+  // Workers that meet through the relay find it connected as they start;
+  // otherwise it would hold two idle connections at the store.
+  options.relay_to->connect_at_start = !python || torch_relayed;
+  options.on_unservable = plan_.group.on_unservable;  // its TCPStore port's
   relay_ = std::make_unique<StoreServer>(std::move(options));
 }
 
@@ -305,6 +311,7 @@ std::pair<std::string, int> Agent::master_of() const {
                                   : options_.master_port != 0 ? options_.master_port
                                                               : detail::pick_free_port()};
   }
+  if (relay_ && relay_->torch_port() >= 0) return {"127.0.0.1", relay_->torch_port()};
   const std::string& addr =
       agent_store || plan_.master_addr.empty() ? group_->store_host() : plan_.master_addr;
   return {addr, placement_.master_port};

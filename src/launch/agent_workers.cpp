@@ -40,7 +40,8 @@ int streams_for(const std::map<int, int>& spec, int local_rank) {
 // The interface through which the workers' libraries should reach each
 // other (WorkerIdentity::socket_interface): COHORT_IFNAME when set; else
 // the one holding --local-addr; else the one the kernel takes to
-// MASTER_ADDR ("lo" when every worker is on this node). "" when unknown.
+// `master_addr`, node 0's ("lo" when every worker is on this node). "" when
+// unknown.
 std::string workers_interface(const Environment& env, const std::string& local_addr,
                               const std::string& master_addr) {
   if (auto named = env.find("COHORT_IFNAME"); named != env.end() && !named->second.empty()) {
@@ -77,7 +78,11 @@ void Agent::spawn_all(int attempt) {
   const auto [master_addr, master_port] = master_of();
   master_port_ = master_port;
   const Environment base = process_environment();
-  const std::string interface = workers_interface(base, options_.local_addr, master_addr);
+  // Where the other nodes are: node 0's address, for which a relay's
+  // TCPStore port stands in as MASTER_ADDR (127.0.0.1).
+  const bool master_is_relay = relay_ && relay_->torch_port() >= 0;
+  const std::string interface = workers_interface(
+      base, options_.local_addr, master_is_relay ? group_->store_host() : master_addr);
   const std::string own_identity = detail::process_identity(getpid());
   workers_.clear();
   processes_->clear();

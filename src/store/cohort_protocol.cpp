@@ -160,7 +160,7 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
     connection.out += reply.frame();
     return;
   }
-  if (StoreRelay* relay = core.relay(); relay != nullptr) {
+  if (core.relays()) {
     if (op == wire::Op::set_on_close) {
       connection.out += wire::Writer()
                             .u8(static_cast<std::uint8_t>(wire::Status::error))
@@ -175,7 +175,7 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       RelayedRequest relayed = relayed_request(payload);
       connection.relayed_wait = connection.relayed_wait || relayed.may_wait();
       ++connection.relayed;
-      relay->forward(id, std::move(relayed));
+      core.forward(id, std::move(relayed));
       return;
     }
   }
@@ -235,9 +235,12 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       const std::string* current = keys.find(key);
       if (current == nullptr ? expected.empty() : *current == expected) {
         keys.set(key, std::string(desired));
-        reply.bytes(desired);
+        reply.bytes(desired).u8(1);
       } else {
-        reply.bytes(current == nullptr ? std::string_view() : std::string_view(*current));
+        // u8 0: the key is not set (a relay answers PyTorch's clients
+        // `expected` then, as PyTorch's server does).
+        reply.bytes(current == nullptr ? std::string_view() : std::string_view(*current))
+            .u8(current != nullptr ? 1 : 0);
       }
       break;
     }
@@ -252,6 +255,57 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       reader.expect_end();
       reply.u8(keys.erase(key) ? 1 : 0);
       break;
+    }
+    case wire::Op::append: {
+      const std::string key(reader.bytes());
+      const std::string_view value = reader.bytes();
+      reader.expect_end();
+      keys.append(key, value);
+      break;
+    }
+    case wire::Op::queue_push: {
+      const std::string key(reader.bytes());
+      std::string value(reader.bytes());
+      reader.expect_end();
+      keys.push(key, std::move(value));
+      break;
+    }
+    case wire::Op::queue_pop: {
+      const std::string key(reader.bytes());
+      reader.expect_end();
+      std::string item;
+      const std::size_t length = keys.pop(key, &item);
+      reply.i64(static_cast<std::int64_t>(length));
+      if (length != 0) reply.bytes(item);
+      break;
+    }
+    case wire::Op::queue_len: {
+      const std::string key(reader.bytes());
+      reader.expect_end();
+      reply.i64(static_cast<std::int64_t>(keys.queue_length(key)));
+      break;
+    }
+    case wire::Op::list_keys: {
+      const std::string_view prefix = reader.bytes();
+      reader.expect_end();
+      std::vector<std::string> listed;
+      keys.for_each_key([&](const std::string& key) {
+        if (key.compare(0, prefix.size(), prefix) == 0) listed.push_back(key);
+      });
+      reply.strings(listed);
+      break;
+    }
+    case wire::Op::wait_for: {
+      Wait wait;
+      wait.keys = KeyList(reader.strings());
+      wait.at_least = reader.i64();
+      wait.queues_count = reader.u8() != 0;
+      const std::int64_t timeout_ms = reader.i64();
+      reader.expect_end();
+      const Deadline deadline =
+          deadline_after(std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms)));
+      if (keys.wait(id, wait, deadline)) answer_wait(core, connection, wait);
+      return;
     }
     case wire::Op::set_on_close: {
       std::string key(reader.bytes());

@@ -10,7 +10,7 @@
 
 namespace cohort::detail::store_protocol {
 
-inline constexpr std::uint8_t kVersion = 4;
+inline constexpr std::uint8_t kVersion = 5;
 inline constexpr std::string_view kMagic = "COHS";
 /// How a rejection for a wrong job token begins: a client that used the
 /// per-user secret says then what to do.
@@ -41,6 +41,20 @@ enum class Op : std::uint8_t {
   /// the value, or with Status::unchanged alone when the value's version is
   /// still the one it holds. What a node's relay sends for its clients' GETs.
   get_versioned = 13,
+  // Since version 5: what PyTorch's TCPStore clients ask a node's relay
+  // (store/torch_relay.hpp), carried to the job's store.
+  append = 14,      ///< key, value: appended (a missing key is set)
+  queue_push = 15,  ///< key, value: onto the key's queue (queues live apart from keys)
+  /// key: the queue's length before the pop (i64), then its first item
+  /// (bytes) when that was not 0. Never waits.
+  queue_pop = 16,
+  queue_len = 17,  ///< key: the queue's length (i64)
+  list_keys = 18,  ///< prefix: the keys that begin with it (strings)
+  /// keys, i64 at_least, u8 queues_count, i64 timeout: WAIT as PyTorch's
+  /// server waits (a non-empty queue counts as a set key when
+  /// queues_count is 1; with at_least above 0, until each key's count,
+  /// as ADD keeps it, reaches it: a BARRIER).
+  wait_for = 19,
 };
 
 /// SETs one connection may leave for its end (Op::set_on_close).

@@ -41,6 +41,13 @@ constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
 // A batch's requests together, beyond the first.
 constexpr std::size_t kBatchBytes = std::size_t{8} << 20;
+// A lane idle this long ends, with its connection, while more than
+// kIdleLanesKept are idle: a burst of distinct waits (a Gloo mesh's
+// addresses, each rank's own) does not leave the store holding a
+// connection per wait of every node for the rest of the job, and lanes
+// live through the burst.
+constexpr std::chrono::seconds kLaneIdleLife{2};
+constexpr std::size_t kIdleLanesKept = 1;
 // How long a relay's connections made as it starts may take to connect (a
 // relay's end waits for that at most); their handshakes take the upstream
 // timeout, and the end interrupts them.
@@ -131,13 +138,27 @@ std::optional<StoreValue> RelayedAnswer::payload(std::string* error) {
 }
 
 bool joins_a_batch(wire::Op op) noexcept {
-  return op == wire::Op::set || op == wire::Op::add || op == wire::Op::compare_set ||
-         op == wire::Op::check || op == wire::Op::delete_key || op == wire::Op::num_keys;
+  switch (op) {
+    case wire::Op::set:
+    case wire::Op::add:
+    case wire::Op::compare_set:
+    case wire::Op::check:
+    case wire::Op::delete_key:
+    case wire::Op::num_keys:
+    case wire::Op::append:
+    case wire::Op::queue_push:
+    case wire::Op::queue_pop:
+    case wire::Op::queue_len:
+    case wire::Op::list_keys:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool RelayedRequest::may_wait() const noexcept {
   return op == wire::Op::get || op == wire::Op::get_versioned || op == wire::Op::wait ||
-         op == wire::Op::multi_get;
+         op == wire::Op::multi_get || op == wire::Op::wait_for;
 }
 
 RelayedRequest relayed_request(std::string_view payload) {
@@ -163,9 +184,25 @@ RelayedRequest relayed_request(std::string_view payload) {
       reader.strings();
       request.timeout = timeout_field(reader);
       break;
+    case wire::Op::wait_for:
+      reader.strings();
+      reader.i64();
+      reader.u8();
+      request.timeout = timeout_field(reader);
+      break;
     case wire::Op::add:
       request.key = std::string(reader.bytes());
       request.add_delta = reader.i64();
+      break;
+    case wire::Op::append:
+    case wire::Op::queue_push:
+      reader.bytes();
+      reader.bytes();
+      break;
+    case wire::Op::queue_pop:
+    case wire::Op::queue_len:
+    case wire::Op::list_keys:
+      reader.bytes();
       break;
     case wire::Op::compare_set:
       reader.bytes();
@@ -229,6 +266,7 @@ struct StoreRelay::Impl {
   std::unordered_map<std::string, Kept> last_answers;
   std::size_t kept_bytes = 0;
   std::size_t idle_lanes = 0;
+  std::vector<std::thread::id> ended_lanes;  // idle beyond kIdleLanesKept, and gone
   std::vector<std::thread> threads;
   std::vector<int> open;  // upstream sockets, shut down when stopping
 
@@ -515,7 +553,11 @@ struct StoreRelay::Impl {
     if (early) connect_early(link);
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      lane_ready.wait(lock, [&] { return stopping || !ready.empty(); });
+      if (!lane_ready.wait_for(lock, kLaneIdleLife, [&] { return stopping || !ready.empty(); })) {
+        if (idle_lanes <= kIdleLanesKept) continue;
+        --idle_lanes;
+        break;
+      }
       if (stopping) break;
       auto& [frame, group] = *ready.front();
       ready.pop_front();
@@ -573,6 +615,20 @@ struct StoreRelay::Impl {
     }
     lock.unlock();
     link.reset();
+    lock.lock();
+    ended_lanes.push_back(std::this_thread::get_id());  // joined by the next lane's start
+  }
+
+  // Joins the lanes that ended (under `mutex`: they only return after it).
+  void join_ended_lanes() {
+    for (const std::thread::id ended : ended_lanes) {
+      const auto at = std::find_if(threads.begin(), threads.end(),
+                                   [ended](const std::thread& t) { return t.get_id() == ended; });
+      if (at == threads.end()) continue;
+      at->join();
+      threads.erase(at);
+    }
+    ended_lanes.clear();
   }
 
   // Keeps `answer` as the last of `key`'s (under `mutex`), forgetting the
@@ -624,6 +680,7 @@ struct StoreRelay::Impl {
     group.going.push_back(id);
     ready.push_back(&*at);
     if (idle_lanes < ready.size()) {
+      join_ended_lanes();
       ++idle_lanes;
       threads.emplace_back([this] { run_lane(false); });
     }

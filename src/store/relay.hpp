@@ -7,9 +7,9 @@
 // DELETE NUM_KEYS) go up in batches on one connection: what arrives while a
 // batch is out goes with the next, and the ADDs of one key in a batch go as
 // one ADD whose sum is shared out. Requests that may wait (GET WAIT
-// MULTI_GET) each take a connection of their own (a lane) while they are
-// out, one per distinct request: identical ones that arrive meanwhile go up
-// together, once, when it returns. A GET goes up as GET_VERSIONED naming the
+// MULTI_GET WAIT_FOR) each take a connection of their own (a lane) while
+// they are out, one per distinct request: identical ones that arrive
+// meanwhile go up together, once, when it returns. A GET goes up as GET_VERSIONED naming the
 // version of the relay's last large answer for the key, and the store
 // answers "unchanged" while it is: the L ranks of a node that read one
 // table, at once or one by one, cost the store one copy of it, not L.
@@ -46,7 +46,7 @@ struct RelayedRequest {
   std::string frame;  ///< the request, framed as the client sent it
   std::string key;    ///< an ADD's or a GET's
   std::int64_t add_delta = 0;
-  std::chrono::milliseconds timeout{0};  ///< GET WAIT MULTI_GET: the server's own
+  std::chrono::milliseconds timeout{0};  ///< GET WAIT MULTI_GET WAIT_FOR: the server's own
   /// Whether the store may hold the answer until keys are set.
   bool may_wait() const noexcept;
 };

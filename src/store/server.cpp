@@ -40,6 +40,7 @@
 #include "store/relay.hpp"
 #include "store/store_protocol.hpp"
 #include "store/torch_protocol.hpp"
+#include "store/torch_relay.hpp"
 #include "store/torch_wire.hpp"
 
 namespace cohort {
@@ -97,6 +98,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   // The protocol of each listener.
   detail::CohortProtocol cohort_protocol;
   detail::TorchProtocol torch_protocol;
+  detail::TorchRelayProtocol torch_relay_protocol;  // a relay's TCPStore port
 
   std::unordered_map<std::uint64_t, Connection> connections;
   std::uint64_t next_id = 4;
@@ -113,6 +115,7 @@ struct StoreServer::Impl final : detail::StoreCore {
   // Relay mode: answers from the upstream store, for the loop to hand out.
   std::mutex relayed_mutex;
   detail::StoreRelay::Answers relayed;
+  std::unordered_map<std::uint64_t, std::uint64_t> aliases;  // alias() -> connection
   // Last: stopped (its threads joined) before what its answers go into.
   std::unique_ptr<detail::StoreRelay> relay_to;
 
@@ -139,11 +142,6 @@ struct StoreServer::Impl final : detail::StoreCore {
     watch(wake.get(), kWakeId, EPOLLIN);
     watch(task.get(), kTaskId, EPOLLIN);
     if (server_options.relay_to) {
-      if (server_options.torch_port >= 0) {
-        throw Error(
-            "store server: a relay (Options::relay_to) serves no TCPStore port; "
-            "set torch_port to -1");
-      }
       relay_to = std::make_unique<detail::StoreRelay>(
           *server_options.relay_to, server_options.token,
           [this](detail::StoreRelay::Answers answers) {
@@ -209,7 +207,19 @@ struct StoreServer::Impl final : detail::StoreCore {
     server_options.on_unservable(why);  // whoever runs the job says it, in its report
   }
 
-  detail::StoreRelay* relay() override { return relay_to.get(); }
+  bool relays() const override { return relay_to != nullptr; }
+
+  void forward(std::uint64_t id, detail::RelayedRequest request) override {
+    relay_to->forward(id, std::move(request));
+  }
+
+  std::uint64_t alias(std::uint64_t connection) override {
+    const std::uint64_t id = next_id++;  // never a connection's
+    aliases.emplace(id, connection);
+    return id;
+  }
+
+  void forget_alias(std::uint64_t alias) override { aliases.erase(alias); }
 
   // --- the loop -----------------------------------------------------------
   void watch(int fd, std::uint64_t id, std::uint32_t events, int op = EPOLL_CTL_ADD) {
@@ -286,10 +296,20 @@ struct StoreServer::Impl final : detail::StoreCore {
       std::lock_guard<std::mutex> lock(relayed_mutex);
       answers.swap(relayed);
     }
-    for (auto& [id, answer] : answers) {
-      auto it = connections.find(id);
+    for (auto& [named, answer] : answers) {
+      std::uint64_t id = named;
+      if (const auto alias = aliases.find(named); alias != aliases.end()) {
+        id = alias->second;
+        aliases.erase(alias);
+      }
+      auto it = connections.find(id);         // none for a forgotten alias
       if (it == connections.end()) continue;  // closed while its request was out
-      hand_out(it->second, std::move(answer));
+      Connection& connection = it->second;
+      if (!connection.protocol->translates_relayed_answers()) {
+        hand_out(connection, std::move(answer));
+      } else if (!connection.protocol->relayed_answer(*this, id, connection, std::move(answer))) {
+        continue;  // closed
+      }
       if (--it->second.relayed > 0) continue;  // its next answer comes in order
       it->second.relayed_wait = false;
       resumed.push_back(id);
@@ -339,8 +359,9 @@ struct StoreServer::Impl final : detail::StoreCore {
       // peer's delayed ACK of the last (Nagle), up to 40 ms each.
       const int one = 1;
       setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      admit(std::move(fd),
-            torch ? static_cast<detail::StoreProtocol&>(torch_protocol) : cohort_protocol);
+      admit(std::move(fd), !torch     ? static_cast<detail::StoreProtocol&>(cohort_protocol)
+                           : relay_to ? static_cast<detail::StoreProtocol&>(torch_relay_protocol)
+                                      : torch_protocol);
     }
   }
 

@@ -25,8 +25,8 @@
 namespace cohort::detail {
 
 class StoreProtocol;
-class StoreRelay;
 struct RelayedAnswer;
+struct RelayedRequest;
 
 /// What a protocol keeps of one connection between arrivals of its bytes.
 class ConnectionState {
@@ -112,9 +112,19 @@ class StoreCore {
   /// A client asked what this store can never serve: closes it, and tells
   /// whoever runs the job (once), who can end it now.
   virtual void unservable(Id id, Connection& connection, const std::string& why) = 0;
-  /// In relay mode (StoreServer::Options::relay_to), where requests go: the
-  /// answer comes back into the connection's `out` later. nullptr otherwise.
-  virtual StoreRelay* relay() = 0;
+  /// Relay mode (StoreServer::Options::relay_to): requests go to the job's
+  /// store (forward), not to keys().
+  virtual bool relays() const = 0;
+  /// In relay mode: sends `request` to the job's store (StoreRelay::forward);
+  /// its answer reaches the protocol later, for the connection `id` names
+  /// (StoreProtocol::relayed_answer, or handed out as it came).
+  virtual void forward(Id id, RelayedRequest request) = 0;
+  /// In relay mode: another name for `connection`, to forward one request
+  /// under when its answer may stop being wanted (a PyTorch WAIT its client
+  /// gives up): the answer reaches the connection unless forget_alias()
+  /// came first.
+  virtual Id alias(Id connection) = 0;
+  virtual void forget_alias(Id alias) = 0;
 
  protected:
   ~StoreCore() = default;
@@ -138,6 +148,17 @@ class StoreProtocol {
   virtual void answer_timeout(Connection& connection, const std::vector<std::string>& missing) = 0;
   /// Bytes a client may send ahead while it waits or before its handshake.
   virtual std::size_t receive_limit(const StoreCore& core, const Connection& connection) const = 0;
+  /// In relay mode: whether the protocol writes its own replies from the
+  /// store's answers (relayed_answer), rather than the server handing each
+  /// answer out as it came (cohort's protocol, spoken on both sides).
+  virtual bool translates_relayed_answers() const { return false; }
+  /// One of the connection's relayed answers, in the order of its requests:
+  /// the reply into `connection.out` (the protocol may forward more, as
+  /// part of the same request). Returns false when it closed the connection.
+  virtual bool relayed_answer(StoreCore& /*core*/, Id /*id*/, Connection& /*connection*/,
+                              std::shared_ptr<RelayedAnswer> /*answer*/) {
+    return true;
+  }
 };
 
 /// An empty buffer gives back what a large request or answer made it grow

@@ -625,7 +625,9 @@ TEST_F(MultiNode, TheRestartBudgetIsTheJobsNotEachNodes) {
       << test::describe(result);
 }
 
-// An unmodified PyTorch script across nodes, under srun and over ssh.
+// An unmodified PyTorch script across nodes, under srun and over ssh. On
+// n2, whose agent does not serve the job's store, MASTER_ADDR:MASTER_PORT
+// is the agent's relay (127.0.0.1), and gloo still connects across nodes.
 TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
   const std::string python = kTorchPython;
   if (test::run_process({python, "-c", "import torch.distributed"}).exit_code != 0) {
@@ -643,6 +645,8 @@ TEST_F(MultiNode, PyTorchScriptUnderSrunAndHostfile) {
     const auto lines = lines_with(result.out, "has data tensor([4.])");
     EXPECT_EQ(lines.size(), 4u) << test::describe(result);
     EXPECT_EQ(hosts_of(lines), kTwoNodesTwoEach) << result.out;
+    for (const std::string& line : lines_with(result.out, "[n2:gloo] process"))
+      EXPECT_NE(line.find("] [127.0.0.1:"), std::string::npos) << line;
   }
 }
 

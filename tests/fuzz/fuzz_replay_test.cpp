@@ -268,6 +268,41 @@ TEST(FuzzReplay, RelayRequest) {
                          std::string(1, '\x63'), ""});
 }
 
+TEST(FuzzReplay, TorchRelay) {
+  namespace wire = detail::store_protocol;
+  const auto u64 = [](std::uint64_t value) {
+    return wire::Writer().i64(static_cast<std::int64_t>(value)).fields();
+  };
+  const auto text = [&](const std::string& bytes) { return u64(bytes.size()) + bytes; };
+  const auto client = [](const std::string& bytes) {
+    return std::string(1, static_cast<char>(bytes.size())) + bytes;
+  };
+  const auto store = [](wire::Writer answer) {
+    const std::string payload = answer.fields();
+    return std::string(1, static_cast<char>(0x80 | payload.size())) + payload;
+  };
+  const auto status = [](wire::Status value) {
+    return wire::Writer().u8(static_cast<std::uint8_t>(value));
+  };
+  const std::string v2 = client(std::string("\x00\xCE\xF7\x85\x3C", 5));
+  const std::string ok = store(status(wire::Status::ok));
+  // SET, ADD, GET answered; a WAIT canceled, then its late answer; a
+  // BARRIER's ADD and wait; 1.13's GET of a missing key; an error.
+  replay(torch_relay,
+         {v2 + client("\x01" + text("/k") + text("v")) + client("\x04" + text("/n") + u64(2)) + ok +
+              store(status(wire::Status::ok).i64(2)) + client("\x03" + text("/k")) +
+              store(status(wire::Status::ok).bytes("v").i64(9)),
+          v2 + client("\x06" + u64(1) + text("/w")) + client("\x0c") +
+              client("\x04" + text("/n") + u64(1)) + ok + store(status(wire::Status::ok).i64(1)),
+          v2 + client("\x12" + text("/b") + u64(3)) + store(status(wire::Status::ok).i64(1)) +
+              store(status(wire::Status::timeout).strings({"torch:/b"})) + ok,
+          client("\x02" + text("/missing")) + store(status(wire::Status::timeout).strings({"x"})),
+          v2 + client("\x0b" + u64(2) + text("/a") + text("1") + text("/b") + text("2")) + ok +
+              store(status(wire::Status::error).bytes("lost the job's store")),
+          v2 + client("\x11") + store(status(wire::Status::ok).strings({"torch:/a", "torch:/b"})),
+          std::string(1, '\x80')});
+}
+
 TEST(FuzzReplay, FileAnswer) {
   namespace wire = detail::store_protocol;
   const auto length = [](std::int64_t bytes) {

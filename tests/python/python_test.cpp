@@ -58,6 +58,18 @@ class PyTorch : public ::testing::Test {
   }
 
   static std::string example(const char* name) { return (kExamples / name).string(); }
+  // A port free on loopback now.
+  static int free_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    bind(fd, reinterpret_cast<sockaddr*>(&address), size);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+    close(fd);
+    return ntohs(address.sin_port);
+  }
   static std::string probe() { return (kTests / "probe.py").string(); }
 };
 
@@ -180,6 +192,43 @@ TEST_F(PyTorch, TheAgentStoreServesTorchsTcpStoreClients) {
         << (agent_store ? "agent store" : "rank 0's store") << ": " << test::describe(result);
     EXPECT_EQ(lines_with(result.out, ": 4 clients and 8 waiters ok, leader ").size(), 3u)
         << result.out;
+  }
+}
+
+// Two nodes on this machine (torchrun's rendezvous form): node 1's workers
+// reach the store through their agent's relay (MASTER_ADDR 127.0.0.1, the
+// relay's TCPStore port), which carries each of their queries to node 0's
+// store in cohort's protocol; node 0's use that store itself. The same
+// script and answers as above, every operation this PyTorch's client has;
+// then with COHORT_TORCH_STORE_RELAY=0, every worker at node 0's store.
+TEST_F(PyTorch, TcpStoreClientsWorkThroughTheirNodesRelay) {
+  for (const bool relayed : {true, false}) {
+    const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+    test::ProcessOptions with_env = options();
+    with_env.env = process_environment();
+    (*with_env.env)["COHORT_TORCH_STORE_RELAY"] = relayed ? "1" : "0";
+    const std::vector<std::string> args{COHORT_CLI_PATH,
+                                        "run",
+                                        "--python",
+                                        kPython,
+                                        "--nnodes=2",
+                                        "--nproc-per-node=2",
+                                        "--rdzv-backend=c10d",
+                                        "--rdzv-endpoint=" + endpoint,
+                                        (kTests / "tcpstore_clients.py").string()};
+    test::Subprocess first(args, with_env);
+    test::Subprocess second(args, with_env);
+    const test::ProcessResult a = first.finish();
+    const test::ProcessResult b = second.finish();
+    ASSERT_EQ(a.exit_code, 0) << test::describe(a);
+    ASSERT_EQ(b.exit_code, 0) << test::describe(b);
+    const std::string out = a.out + b.out;
+    EXPECT_EQ(lines_with(out, ": 4 clients and 8 waiters ok, leader ").size(), 4u) << out;
+    // "... master 127.0.0.1:PORT" from each rank: node 1's name its relay.
+    std::set<std::string> masters;
+    for (const std::string& line : lines_with(out, " master "))
+      masters.insert(line.substr(line.find(" master ")));
+    EXPECT_EQ(masters.size(), relayed ? 2u : 1u) << out;
   }
 }
 

@@ -135,4 +135,4 @@ store.add("done", 1)
 while rank == 0 and store.add("done", 0) < 2 * world:
     time.sleep(0.05)
 print(f"tcpstore rank {rank}/{world} torch {torch.__version__}: {CLIENTS} clients and "
-      f"{WAITERS} waiters ok, leader {seen}", flush=True)
+      f"{WAITERS} waiters ok, leader {seen}, master {host}:{port}", flush=True)

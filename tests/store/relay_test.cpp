@@ -92,6 +92,34 @@ TEST_F(StoreRelayTest, EveryOperationReachesTheStore) {
   through->clear_on_close();  // nothing was asked: no error
 }
 
+// A burst of distinct waits takes a lane each; once they are answered and
+// idle, all but one end: the store does not hold a connection per wait of
+// every node for the rest of the job.
+TEST_F(StoreRelayTest, LanesLeftIdleAfterABurstOfWaitsEnd) {
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 6; ++i) {
+    waiters.emplace_back([this, i] { client_of(*relay_)->wait({"key" + std::to_string(i)}, 10s); });
+  }
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 6));
+  EXPECT_EQ(store_->connection_count(), 7u);  // the batches' and six lanes
+  auto direct = client_of(*store_);
+  for (int i = 0; i < 6; ++i)
+    direct->set("key" + std::to_string(i), "1");
+  for (std::thread& waiter : waiters)
+    waiter.join();
+  // Two seconds idle, then five end (kLaneIdleLife), leaving the batches' and one.
+  EXPECT_TRUE(becomes([&] { return relay_->upstream_connection_count(); }, 2));
+  EXPECT_TRUE(becomes([&] { return store_->connection_count(); }, 3));  // and `direct`
+  // The next wait goes up on the lane kept.
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);
+    direct->set("later", "1");
+  });
+  client_of(*relay_)->wait({"later"}, 10s);
+  later.join();
+}
+
 TEST_F(StoreRelayTest, ARelayConnectsToTheStoreAsItStarts) {
   // Its batches' connection and one lane, before any request: a node's
   // ranks' first requests find them open.

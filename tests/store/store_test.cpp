@@ -1029,8 +1029,8 @@ class TorchPortTest : public StoreTest {
   void SetUp() override { start_server(0); }
   detail::Fd torch_connection() {
     std::string error;
-    detail::Fd fd =
-        detail::connect_tcp("127.0.0.1", server_->torch_port(), detail::Clock::now() + 5s, &error);
+    detail::Fd fd = detail::connect_tcp("127.0.0.1", (relay_ ? relay_ : server_)->torch_port(),
+                                        detail::Clock::now() + 5s, &error);
     EXPECT_TRUE(fd.valid()) << error;
     return fd;
   }
@@ -1053,6 +1053,16 @@ class TorchPortTest : public StoreTest {
   }
   static std::string text(const std::string& value) { return u64(value.size()) + value; }
   static std::string validate() { return std::string("\x00\xCE\xF7\x85\x3C", 5); }
+  // A node's relay of server_, with a TCPStore port of its own: where
+  // torch_connection() connects once it is there.
+  void start_relay() {
+    StoreServer::Options options;
+    options.token = kToken;
+    options.torch_port = 0;
+    options.relay_to = StoreServer::Options::Upstream{"127.0.0.1", server_->port(), false, "", 10s};
+    relay_ = std::make_unique<StoreServer>(options);
+  }
+  std::unique_ptr<StoreServer> relay_;
 };
 
 // The flood a probe stopped jobs with: 64 unauthenticated connections each
@@ -1180,11 +1190,38 @@ TEST_F(TorchPortTest, AQueryItCannotServeIsToldOnceAndTheOthersGoOn) {
   EXPECT_NE(told[0].find("PyTorch 1.13 or earlier"), std::string::npos) << told[0];
 }
 
+// What the relay's TCPStore port is for: a node's PyTorch clients cost the
+// job's store two connections (the relay's batches and one lane for their
+// one wait), not one each.
+TEST_F(TorchPortTest, ANodesTorchClientsCostTheStoreTwoConnectionsThroughItsRelay) {
+  start_relay();
+  std::vector<detail::Fd> clients;
+  for (int i = 0; i < 16; ++i) {
+    clients.push_back(torch_connection());
+    send(clients.back().get(), validate() + std::string(1, '\x04') + text("/n") + u64(1));
+    EXPECT_EQ(receive(clients.back().get(), 8).size(), 8u);                     // ADD's sum
+    send(clients.back().get(), std::string(1, '\x06') + u64(1) + text("/go"));  // WAIT
+  }
+  EXPECT_TRUE(waiting_becomes(1));
+  EXPECT_EQ(server_->connection_count(), 2u);
+  auto cohort = client();
+  EXPECT_EQ(cohort->add("torch:/n", 0), 16);  // every ADD counted once
+  cohort->set("torch:/go", "1");
+  for (const detail::Fd& fd : clients)
+    EXPECT_EQ(receive(fd.get(), 1), std::string(1, '\x00'));  // STOP_WAITING
+}
+
 // PyTorch 2.1-and-later's dialect (VALIDATE first, queries renumbered), with
 // what 2.6's client does not send yet (queues, LIST_KEYS, BARRIER) that
-// later ones do.
-class Torch2PortTest : public TorchPortTest {
+// later ones do: on the store's own TCPStore port, and through a node's
+// relay (its TCPStore port), which carries each query to the store in
+// cohort's protocol; the answers must be the same.
+class Torch2PortTest : public TorchPortTest, public ::testing::WithParamInterface<bool> {
  protected:
+  void SetUp() override {
+    TorchPortTest::SetUp();
+    if (GetParam()) start_relay();
+  }
   detail::Fd torch2_connection() {
     detail::Fd fd = torch_connection();
     send(fd.get(), validate() + std::string(1, '\x0d') + u32(77));  // VALIDATE, PING
@@ -1200,7 +1237,7 @@ class Torch2PortTest : public TorchPortTest {
   }
 };
 
-TEST_F(Torch2PortTest, EveryQueryAnswersAsPyTorchsOwnServer) {
+TEST_P(Torch2PortTest, EveryQueryAnswersAsPyTorchsOwnServer) {
   detail::Fd a = torch2_connection();
   detail::Fd b = torch2_connection();
   send(a.get(), std::string(1, '\x01') + text("/k") + text("v"));  // SET
@@ -1245,7 +1282,7 @@ TEST_F(Torch2PortTest, EveryQueryAnswersAsPyTorchsOwnServer) {
   expect_server_healthy();
 }
 
-TEST_F(Torch2PortTest, ACanceledWaitAnswersCanceledAndTheClientGoesOn) {
+TEST_P(Torch2PortTest, ACanceledWaitAnswersCanceledAndTheClientGoesOn) {
   detail::Fd a = torch2_connection();
   send(a.get(), std::string(1, '\x06') + keys({"/never"}));  // WAIT
   send(a.get(), std::string(1, '\x0c'));                     // its timeout: CANCEL_WAIT
@@ -1264,7 +1301,9 @@ TEST_F(Torch2PortTest, ACanceledWaitAnswersCanceledAndTheClientGoesOn) {
     detail::Fd gone = torch2_connection();
     send(gone.get(), std::string(1, '\x06') + keys({"/later"}));
   }
-  EXPECT_TRUE(connections_become(2));
+  if (!GetParam()) {
+    EXPECT_TRUE(connections_become(2));  // a relay's wait ends with its key
+  }
   send(b.get(), std::string(1, '\x01') + text("/later") + text("x"));
   send(b.get(), std::string(1, '\x04') + text("/n") + u64(1));
   EXPECT_EQ(receive(b.get(), 8), u64(2));
@@ -1272,7 +1311,7 @@ TEST_F(Torch2PortTest, ACanceledWaitAnswersCanceledAndTheClientGoesOn) {
 
 // Between attempts the agent forgets PyTorch's keys (2.x no longer
 // prefixes them by attempt); cohort's own stay.
-TEST_F(Torch2PortTest, ForgettingTorchKeysLeavesCohortsOwn) {
+TEST_P(Torch2PortTest, ForgettingTorchKeysLeavesCohortsOwn) {
   auto cohort = client();
   cohort->set("agents/stop", "kept");
   detail::Fd a = torch2_connection();
@@ -1288,27 +1327,35 @@ TEST_F(Torch2PortTest, ForgettingTorchKeysLeavesCohortsOwn) {
   EXPECT_EQ(cohort->get("agents/stop", 1s), "kept");
 }
 
-TEST_F(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
+TEST_P(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
   detail::Fd a = torch2_connection();
   detail::Fd b = torch2_connection();
   detail::Fd c = torch2_connection();
   // Two blocking pops: WAIT on the queue's name, then QUEUE_POP.
   send(a.get(), std::string(1, '\x06') + keys({"/q"}));
   send(b.get(), std::string(1, '\x06') + keys({"/q"}));
-  // Both wait before the item comes (else each would find it there).
-  ASSERT_TRUE(waiting_becomes(2));
+  // Both wait before the item comes (else each would find it there); a
+  // relay's two are one request, the second going up after the first.
+  ASSERT_TRUE(waiting_becomes(GetParam() ? 1 : 2));
   send(c.get(), std::string(1, '\x0e') + text("/q") + text("one"));  // QUEUE_PUSH
   send(c.get(), std::string(1, '\x10') + text("/q"));                // QUEUE_LEN
   EXPECT_EQ(receive(c.get(), 8), u64(1));
-  // Exactly one waiter is woken for one item.
+  // Exactly one waiter is woken for one item (through a relay, maybe both:
+  // the one that then finds the queue empty waits again for its next item).
   pollfd both[2] = {{a.get(), POLLIN, 0}, {b.get(), POLLIN, 0}};
-  ASSERT_EQ(poll(both, 2, 5000), 1);
+  if (GetParam()) {
+    ASSERT_GE(poll(both, 2, 5000), 1);
+  } else {
+    ASSERT_EQ(poll(both, 2, 5000), 1);
+  }
   detail::Fd& first = (both[0].revents & POLLIN) ? a : b;
   detail::Fd& second = (both[0].revents & POLLIN) ? b : a;
   EXPECT_EQ(receive(first.get(), 1), std::string(1, '\x00'));
   send(first.get(), std::string(1, '\x0f') + text("/q"));  // QUEUE_POP: length, then the item
   EXPECT_EQ(receive(first.get(), 8 + 8 + 3), u64(1) + text("one"));
   send(c.get(), std::string(1, '\x0e') + text("/q") + text("two"));
+  send(c.get(), std::string(1, '\x10') + text("/q"));  // the item is in before the pop
+  EXPECT_EQ(receive(c.get(), 8), u64(1));
   EXPECT_EQ(receive(second.get(), 1), std::string(1, '\x00'));
   send(second.get(), std::string(1, '\x0f') + text("/q"));
   EXPECT_EQ(receive(second.get(), 8 + 8 + 3), u64(1) + text("two"));
@@ -1317,13 +1364,42 @@ TEST_F(Torch2PortTest, QueuesWakeOneWaiterPerItemAndBarriersWaitForTheWorld) {
   // BARRIER of 3: the first two wait until the third arrives.
   send(a.get(), std::string(1, '\x12') + text("/b") + u64(3));
   send(b.get(), std::string(1, '\x12') + text("/b") + u64(3));
-  ASSERT_TRUE(waiting_becomes(2));
+  ASSERT_TRUE(waiting_becomes(GetParam() ? 1 : 2));  // a relay's two: one request
   pollfd early[2] = {{a.get(), POLLIN, 0}, {b.get(), POLLIN, 0}};
   EXPECT_EQ(poll(early, 2, 0), 0);
   send(c.get(), std::string(1, '\x12') + text("/b") + u64(3));
   for (const detail::Fd* fd : {&a, &b, &c})
     EXPECT_EQ(receive(fd->get(), 1), std::string(1, '\x00'));
 }
+
+// A table of 300 KB read by several clients (through a relay: received
+// once, sent to each from that one copy); COMPARE_SET of a missing key
+// answers `expected`, as PyTorch's server does.
+TEST_P(Torch2PortTest, ALargeValueComesBackWholeToEveryReader) {
+  std::string table(300 << 10, '\0');
+  for (std::size_t i = 0; i < table.size(); ++i)
+    table[i] = static_cast<char>(i * 7 + 3);
+  detail::Fd writer = torch2_connection();
+  send(writer.get(), std::string(1, '\x01') + text("/table") + text(table));
+  std::vector<detail::Fd> readers;
+  for (int i = 0; i < 4; ++i) {
+    readers.push_back(torch2_connection());
+    send(readers.back().get(), std::string(1, '\x06') + keys({"/table"}));  // WAIT, then GET
+    EXPECT_EQ(receive(readers.back().get(), 1), std::string(1, '\x00'));
+    send(readers.back().get(), std::string(1, '\x03') + text("/table"));
+  }
+  for (const detail::Fd& reader : readers)
+    EXPECT_EQ(receive(reader.get(), 8 + table.size()), text(table));
+  send(writer.get(), std::string(1, '\x02') + text("/none") + text("expected") + text("desired"));
+  EXPECT_EQ(receive(writer.get(), 16), text("expected"));
+  send(writer.get(), std::string(1, '\x02') + text("/none") + text("") + text("desired"));
+  EXPECT_EQ(receive(writer.get(), 15), text("desired"));
+}
+
+INSTANTIATE_TEST_SUITE_P(StoreAndRelay, Torch2PortTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "ThroughARelay" : "OnTheStore";
+                         });
 
 // What StoreClient makes of a file answer (Status::in_file) that is not
 // what it says, from a server played by the test on the other end of a

@@ -145,6 +145,9 @@ TEST(RunArguments, TheStoreRelayIsAnOptionOfTheRun) {
   EXPECT_TRUE(parse({}, {{"COHORT_STORE_RELAY", "yes"}}).store_relay);
   EXPECT_EQ(error_of({}, {{"COHORT_STORE_RELAY", "maybe"}}),
             "COHORT_STORE_RELAY 'maybe': expected 1 or 0 (true or false)");
+  EXPECT_TRUE(parse({}).torch_store_relay);
+  EXPECT_FALSE(parse({}, {{"COHORT_TORCH_STORE_RELAY", "0"}}).torch_store_relay);
+  EXPECT_TRUE(parse({}, {{"COHORT_TORCH_STORE_RELAY", "0"}}).store_relay);
 }
 
 // torchrun's elastic spelling: --nnodes MIN:MAX (and PET_NNODES), with the
