@@ -1190,6 +1190,32 @@ TEST_F(TorchPortTest, AQueryItCannotServeIsToldOnceAndTheOthersGoOn) {
   EXPECT_NE(told[0].find("PyTorch 1.13 or earlier"), std::string::npos) << told[0];
 }
 
+// A relay's TCPStore port refuses what the store's own would, and says so
+// the same way (the agent then ends the job).
+TEST_F(TorchPortTest, ARelaysTorchPortTellsOfAQueryItCannotServe) {
+  std::vector<std::string> told;
+  std::mutex mutex;
+  StoreServer::Options options;
+  options.token = kToken;
+  options.torch_port = 0;
+  options.relay_to = StoreServer::Options::Upstream{"127.0.0.1", server_->port(), false, "", 10s};
+  options.on_unservable = [&](const std::string& why) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    told.push_back(why);
+  };
+  relay_ = std::make_unique<StoreServer>(options);
+  detail::Fd newest = torch_connection();
+  send(newest.get(), validate() + std::string(1, '\x63'));  // a query from the future
+  EXPECT_TRUE(closed_by_server(newest.get()));
+  detail::Fd torch = torch_connection();
+  send(torch.get(), validate() + std::string(1, '\x04') + text("/n") + u64(1));  // ADD
+  EXPECT_EQ(receive(torch.get(), 8), u64(1));
+  const std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_NE(told[0].find("(PyTorch 2.1 or later) sent query type 99"), std::string::npos)
+      << told[0];
+}
+
 // What the relay's TCPStore port is for: a node's PyTorch clients cost the
 // job's store two connections (the relay's batches and one lane for their
 // one wait), not one each.
