@@ -187,8 +187,35 @@ bool execute(StoreCore& core, KeySpace::Id id, Connection& connection,
 
 }  // namespace
 
-std::size_t TorchProtocol::receive_limit(const StoreCore& core, const Connection&) const {
+std::optional<Dialect> torch_dialect(std::string_view first_bytes) noexcept {
+  if (first_bytes.empty() || (first_bytes.size() < 5 && first_bytes[0] == 0)) {
+    return std::nullopt;  // VALIDATE, or not yet known
+  }
+  return torch_wire::opens_like_newer_client(first_bytes) ? Dialect::v2 : Dialect::v1;
+}
+
+std::size_t torch_receive_limit(const StoreCore& core) {
   return std::size_t{core.options().max_frame_bytes} * 2 + 64;
+}
+
+void refuse_unsupported(StoreCore& core, KeySpace::Id id, Connection& connection, Dialect dialect,
+                        const torch_wire::Unsupported& error) {
+  const std::string why =
+      cat("a PyTorch TCPStore client at ", connection.peer, " (",
+          dialect == Dialect::v2 ? "PyTorch 2.1 or later" : "PyTorch 1.13 or earlier", ") sent ",
+          error.what());
+  // Anyone the network reaches may speak on this port (PyTorch's protocol
+  // has no secret): only a client of this host's user, one of the job's
+  // own, can end the job by asking what is not served.
+  if (connection.remote) {
+    core.drop(id, connection, why);
+  } else {
+    core.unservable(id, connection, why);
+  }
+}
+
+std::size_t TorchProtocol::receive_limit(const StoreCore& core, const Connection&) const {
+  return torch_receive_limit(core);
 }
 
 bool TorchProtocol::handle(StoreCore& core, Id id, Connection& connection) {
@@ -197,10 +224,10 @@ bool TorchProtocol::handle(StoreCore& core, Id id, Connection& connection) {
     const std::string_view pending = std::string_view(connection.in).substr(used);
     if (pending.empty()) break;
     if (!connection.state) {
-      if (pending.size() < 5 && pending[0] == 0) break;  // VALIDATE, or not yet known
-      connection.state = std::make_unique<TorchConnection>(
-          torch_wire::opens_like_newer_client(pending) ? Dialect::v2 : Dialect::v1,
-          core.options().max_frame_bytes);
+      const std::optional<Dialect> dialect = torch_dialect(pending);
+      if (!dialect) break;
+      connection.state =
+          std::make_unique<TorchConnection>(*dialect, core.options().max_frame_bytes);
     }
     const Dialect dialect = torch_state(connection).dialect;
     if (core.keys().waiting(id) && !(dialect == Dialect::v2 && pending[0] == kCancelWaitByte)) {
@@ -211,18 +238,7 @@ bool TorchProtocol::handle(StoreCore& core, Id id, Connection& connection) {
     try {
       request = torch_state(connection).parser.next(pending, &size);
     } catch (const torch_wire::Unsupported& error) {
-      const std::string why =
-          cat("a PyTorch TCPStore client at ", connection.peer, " (",
-              dialect == Dialect::v2 ? "PyTorch 2.1 or later" : "PyTorch 1.13 or earlier",
-              ") sent ", error.what());
-      // Anyone the network reaches may speak on this port (PyTorch's
-      // protocol has no secret): only a client of this host's user, one of
-      // the job's own, can end the job by asking what is not served.
-      if (connection.remote) {
-        core.drop(id, connection, why);
-      } else {
-        core.unservable(id, connection, why);
-      }
+      refuse_unsupported(core, id, connection, dialect, error);
       return false;
     }
     if (!request) break;

@@ -188,7 +188,7 @@ Taken take(StoreCore& core, StoreCore::Id id, Connection& connection,
 }  // namespace
 
 std::size_t TorchRelayProtocol::receive_limit(const StoreCore& core, const Connection&) const {
-  return std::size_t{core.options().max_frame_bytes} * 2 + 64;
+  return torch_receive_limit(core);
 }
 
 bool TorchRelayProtocol::handle(StoreCore& core, Id id, Connection& connection) {
@@ -196,10 +196,10 @@ bool TorchRelayProtocol::handle(StoreCore& core, Id id, Connection& connection) 
   while (!connection.closing) {
     const std::string_view pending = std::string_view(connection.in).substr(used);
     if (!connection.state) {
-      if (pending.empty() || (pending.size() < 5 && pending[0] == 0)) break;  // VALIDATE?
-      connection.state = std::make_unique<TorchRelayConnection>(
-          torch_wire::opens_like_newer_client(pending) ? Dialect::v2 : Dialect::v1,
-          core.options().max_frame_bytes);
+      const std::optional<Dialect> dialect = torch_dialect(pending);
+      if (!dialect) break;
+      connection.state =
+          std::make_unique<TorchRelayConnection>(*dialect, core.options().max_frame_bytes);
     }
     TorchRelayConnection& state = relay_state(connection);
     std::optional<torch_wire::Request> request = std::exchange(state.held, std::nullopt);
@@ -209,11 +209,7 @@ bool TorchRelayProtocol::handle(StoreCore& core, Id id, Connection& connection) 
       try {
         request = state.parser.next(pending, &size);
       } catch (const torch_wire::Unsupported& error) {
-        core.unservable(
-            id, connection,
-            cat("a PyTorch TCPStore client at ", connection.peer, " (",
-                state.dialect == Dialect::v2 ? "PyTorch 2.1 or later" : "PyTorch 1.13 or earlier",
-                ") sent ", error.what()));
+        refuse_unsupported(core, id, connection, state.dialect, error);
         return false;
       }
       if (!request) break;
