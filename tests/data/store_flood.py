@@ -15,12 +15,18 @@ N ms" for each wrong guess and "right after guesses: N ms", then makes
 DONE_FILE (the job's workers wait for it, so the store outlives all this);
 exits 0.
 """
-import hashlib, hmac, os, resource, socket, struct, sys, time
+import hashlib, hmac, os, re, resource, socket, struct, sys, time
 
 host, store_port, port_file, seconds, done_file = (sys.argv[1], int(sys.argv[2]), sys.argv[3],
                                                    float(sys.argv[4]), sys.argv[5])
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+# The protocol version this cohort speaks, as its source says (kVersion).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "store",
+                       "protocol.hpp")) as header:
+    VERSION = int(re.search(r"kVersion = (\d+);", header.read()).group(1))
 
 
 def frame(payload):
@@ -48,7 +54,7 @@ def handshake(token, accepted=True):
     began = time.monotonic()
     with socket.create_connection((host, store_port), timeout=30) as sock:
         nonce = os.urandom(32)
-        sock.sendall(frame(b"COHS" + bytes([4]) + field(nonce)))
+        sock.sendall(frame(b"COHS" + bytes([VERSION]) + field(nonce)))
         answer = receive_frame(sock)
         assert answer[0] == 0, answer
         server_nonce = answer[5:5 + struct.unpack("<I", answer[1:5])[0]]
