@@ -4,15 +4,17 @@
 // (docs/rendezvous.md).
 //
 // Requests that the store answers at once (SET ADD COMPARE_SET CHECK
-// DELETE NUM_KEYS) go up in batches on one connection: what arrives while a
-// batch is out goes with the next, and the ADDs of one key in a batch go as
-// one ADD whose sum is shared out. Requests that may wait (GET WAIT
-// MULTI_GET WAIT_FOR) each take a connection of their own (a lane) while
-// they are out, one per distinct request: identical ones that arrive
-// meanwhile go up together, once, when it returns. A GET goes up as GET_VERSIONED naming the
-// version of the relay's last large answer for the key, and the store
-// answers "unchanged" while it is: the L ranks of a node that read one
-// table, at once or one by one, cost the store one copy of it, not L.
+// DELETE NUM_KEYS APPEND QUEUE_* LIST_KEYS) go up in batches on one
+// connection: what arrives while a batch is out goes with the next, and
+// the ADDs of one key in a batch go as one ADD whose sum is shared out.
+// Requests that may wait (GET WAIT MULTI_GET WAIT_FOR) each take a
+// connection of their own (a lane) while they are out, one per distinct
+// request: identical ones that arrive meanwhile go up together, once, when
+// it returns; a lane idle for 2 s ends while another is idle. A GET goes
+// up as GET_VERSIONED naming the version of the relay's last large answer
+// for the key, and the store answers "unchanged" while it is: the L ranks
+// of a node that read one table, at once or one by one, cost the store one
+// copy of it, not L.
 //
 // A client's quick requests sent together go in one batch, in its order;
 // its other frames wait until its answers are in (the server holds them).
@@ -53,8 +55,8 @@ struct RelayedRequest {
 
 /// Whether a request of this operation goes up in the relay's batches and
 /// may join one behind its client's earlier quick requests (SET ADD
-/// COMPARE_SET CHECK DELETE NUM_KEYS): a batch keeps its requests' order
-/// for each client.
+/// COMPARE_SET CHECK DELETE NUM_KEYS APPEND QUEUE_* LIST_KEYS): a batch
+/// keeps its requests' order for each client.
 bool joins_a_batch(store_protocol::Op op) noexcept;
 
 /// Reads a request's payload as the store would, just enough to relay it:
