@@ -307,7 +307,7 @@ struct StoreServer::Impl final : detail::StoreCore {
       Connection& connection = it->second;
       if (!connection.protocol->translates_relayed_answers()) {
         hand_out(connection, std::move(answer));
-      } else if (!connection.protocol->relayed_answer(*this, id, connection, std::move(answer))) {
+      } else if (!connection.protocol->relayed_answer(*this, id, connection, answer)) {
         continue;  // closed
       }
       if (--it->second.relayed > 0) continue;  // its next answer comes in order

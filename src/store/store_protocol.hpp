@@ -156,7 +156,7 @@ class StoreProtocol {
   /// the reply into `connection.out` (the protocol may forward more, as
   /// part of the same request). Returns false when it closed the connection.
   virtual bool relayed_answer(StoreCore& /*core*/, Id /*id*/, Connection& /*connection*/,
-                              std::shared_ptr<RelayedAnswer> /*answer*/) {
+                              const std::shared_ptr<RelayedAnswer>& /*answer*/) {
     return true;
   }
 };

@@ -228,7 +228,7 @@ bool TorchRelayProtocol::handle(StoreCore& core, Id id, Connection& connection) 
 }
 
 bool TorchRelayProtocol::relayed_answer(StoreCore& core, Id id, Connection& connection,
-                                        std::shared_ptr<RelayedAnswer> answer) {
+                                        const std::shared_ptr<RelayedAnswer>& answer) {
   TorchRelayConnection& state = relay_state(connection);
   if (state.out.empty()) return true;  // every answer stands for a query sent up
   Out& front = state.out.front();
@@ -280,7 +280,7 @@ bool TorchRelayProtocol::relayed_answer(StoreCore& core, Id id, Connection& conn
           break;
         }
         out += torch_wire::i64_reply(static_cast<std::int64_t>(value.size()));
-        connection.splice(StoreValue(std::move(answer), value));  // no copy of a table
+        connection.splice(StoreValue(answer, value));  // no copy of a table
         break;
       }
       case Query::multi_get:

@@ -47,7 +47,7 @@ class TorchRelayProtocol final : public StoreProtocol {
   std::size_t receive_limit(const StoreCore& core, const Connection& connection) const override;
   bool translates_relayed_answers() const override { return true; }
   bool relayed_answer(StoreCore& core, Id id, Connection& connection,
-                      std::shared_ptr<RelayedAnswer> answer) override;
+                      const std::shared_ptr<RelayedAnswer>& answer) override;
 };
 
 }  // namespace cohort::detail

@@ -71,7 +71,7 @@ COHORT_FUZZ_TARGET(torch_relay) {
       if (to != kClient || connection.relayed == 0) std::abort();
       auto relayed = std::make_shared<detail::RelayedAnswer>();
       relayed->frame = detail::store_protocol::framed(bytes);
-      if (!protocol.relayed_answer(core, kClient, connection, std::move(relayed))) break;
+      if (!protocol.relayed_answer(core, kClient, connection, relayed)) break;
       connection.out.clear();
       connection.splices.clear();
       if (--connection.relayed == 0) {
