@@ -27,7 +27,10 @@
 //
 // With --ranks-per-node L, cohort's ranks meet through their nodes' relays
 // as `cohort run`'s workers do: on socket pairs that take large answers as
-// files, read in place as Store::get_shared reads them (docs/rendezvous.md).
+// files, read in place as Store::get_shared reads them (docs/rendezvous.md);
+// and the relays form the agents' tree of --tree-width W (32, as cohort
+// run's; 0: every relay connects to the store itself), each under its
+// parent as launch/agent_tree.hpp places them.
 //
 // Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
 // columns are "-" when its interpreter cannot import torch, or when an answer
@@ -46,6 +49,7 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -57,6 +61,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "launch/agent_tree.hpp"
 #include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
 #include "store/file_answer.hpp"
@@ -564,14 +569,21 @@ Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern,
 // Several processes, as a job's ranks are on many machines: one process
 // here may not hold 2 descriptors for each of 100,000 ranks.
 Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int per_node,
-                              int shards, std::chrono::seconds limit) {
+                              int shards, int tree_width, std::chrono::seconds limit) {
   Result result;
   if (server.port() <= 0) return result;
   const int nodes = (n + per_node - 1) / per_node;
   struct Shard {
     pid_t pid = -1;
-    Fd go;       // a byte: start; end of file: exit
-    Fd answers;  // "ready\n", then when its pattern ended (ns), or "-"
+    Fd go;       // every relay's port, a line; then a byte: start; end of file: exit
+    Fd answers;  // its relays' ports, a line; "ready\n"; then when its pattern ended (ns), or "-"
+  };
+  const auto line_of = [](int fd) {
+    std::string line;
+    char c = 0;
+    while (read(fd, &c, 1) == 1 && c != '\n')
+      line.push_back(c);
+    return line;
   };
   std::vector<Shard> running;
   for (int s = 0; s < shards; ++s) {
@@ -594,8 +606,32 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
         options.token = kToken;
         options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", server.port(), false,
                                                                   "", std::chrono::minutes(10)};
-        options.relay_to->connect_at_start = true;  // as an agent's whose workers are programs
+        options.relay_to->connect_at_start = true;  // as an agent's
         relays.push_back(std::make_unique<cohort::StoreServer>(options));
+      }
+      std::string ports;
+      for (const auto& relay : relays)
+        ports += std::to_string(relay->port()) + " ";
+      ports += "\n";
+      (void)!write(answers[1], ports.data(), ports.size());
+      // Every node's relay under its parent, as an agent's moves there once
+      // the rendezvous named them all; a round trip through each says it did.
+      std::vector<int> every_port;
+      std::stringstream all(line_of(go[0]));
+      for (int port = 0; all >> port;)
+        every_port.push_back(port);
+      if (static_cast<int>(every_port.size()) != nodes) _exit(1);
+      if (tree_width > 0) {
+        for (int node = first_node; node < end_node; ++node) {
+          std::vector<cohort::StoreServer::Hop> path;
+          for (const std::size_t place :
+               cohort::detail::tree_ancestors(static_cast<std::size_t>(node) + 1, tree_width)) {
+            path.push_back({"127.0.0.1", every_port[place - 1]});
+          }
+          relays[static_cast<std::size_t>(node - first_node)]->route_through(std::move(path));
+        }
+        for (const auto& relay : relays)
+          (void)relay->connect_in_process(std::chrono::minutes(1))->num_keys();
       }
       const CohortProtocol protocol;
       std::vector<Fd> ranks;
@@ -617,6 +653,10 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
       const std::string line =
           seconds ? std::to_string(Clock::now().time_since_epoch().count()) + "\n" : "-\n";
       (void)!write(answers[1], line.data(), line.size());
+      // Measured. The shards end one after another: relays whose parents
+      // were another shard's would say that they lost them.
+      const Fd quiet(open("/dev/null", O_WRONLY | O_CLOEXEC));
+      if (quiet.valid()) dup2(quiet.get(), STDERR_FILENO);
       while (read(go[0], &c, 1) > 0) {
       }
       _exit(0);
@@ -625,13 +665,12 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
     close(answers[1]);
     running.push_back({pid, Fd(go[1]), Fd(answers[0])});
   }
-  const auto line_of = [](int fd) {
-    std::string line;
-    char c = 0;
-    while (read(fd, &c, 1) == 1 && c != '\n')
-      line.push_back(c);
-    return line;
-  };
+  std::string every_port;
+  for (Shard& shard : running)
+    every_port += line_of(shard.answers.get());
+  every_port += "\n";
+  for (Shard& shard : running)
+    (void)!write(shard.go.get(), every_port.data(), every_port.size());
   bool answered = true;
   for (Shard& shard : running)
     answered = line_of(shard.answers.get()) == "ready" && answered;
@@ -740,12 +779,14 @@ int main(int argc, char** argv) {
   int wait_all_max = 4096;
   int ranks_per_node = 0;  // 0: every rank connects to the store itself
   int torch_max = 16384;
+  int tree_width = cohort::detail::kDefaultTreeWidth;
   std::string python = "/usr/bin/python3";
   std::string json;
   const auto usage = [] {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
-        "                 [--ranks-per-node L] [--wait-all-max 4096] [--torch-max 16384]\n"
+        "                 [--ranks-per-node L] [--tree-width 32] [--wait-all-max 4096]\n"
+        "                 [--torch-max 16384]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
         "N simulated ranks against cohort's store and PyTorch's TCPStore; bench/README.md\n");
   };
@@ -758,7 +799,7 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc || flag.rfind("--", 0) != 0 ||
         (flag != "--sizes" && flag != "--patterns" && flag != "--wait-all-max" &&
          flag != "--python" && flag != "--json" && flag != "--ranks-per-node" &&
-         flag != "--torch-max")) {
+         flag != "--torch-max" && flag != "--tree-width")) {
       std::fprintf(stderr, "rendezvous_scale: %s%s\n", flag.c_str(),
                    i + 1 >= argc ? " needs a value" : ": unknown flag");
       usage();
@@ -776,6 +817,8 @@ int main(int argc, char** argv) {
       ranks_per_node = std::max(0, std::atoi(argv[i + 1]));
     } else if (flag == "--torch-max") {
       torch_max = std::atoi(argv[i + 1]);
+    } else if (flag == "--tree-width") {
+      tree_width = std::max(0, std::atoi(argv[i + 1]));
     } else if (flag == "--python") {
       python = argv[i + 1];
     } else if (flag == "--json") {
@@ -806,9 +849,11 @@ int main(int argc, char** argv) {
   if (ranks_per_node > 0) {
     std::printf(
         "cohort: the ranks meet through their node's relay, %d ranks per node (relays are "
-        "threads, as agents run them, of processes that also drive their nodes' ranks); "
+        "threads, as agents run them, of processes that also drive their nodes' ranks), %s; "
         "TCPStore: every rank connects to it\n",
-        ranks_per_node);
+        ranks_per_node,
+        tree_width > 0 ? cohort::detail::cat("the relays in a tree of width ", tree_width).c_str()
+                       : "every relay connected to the store");
   }
   const auto limit = std::chrono::seconds(120);
   std::printf("%-9s %6s  %10s %10s %9s  %10s %10s %9s  %8s  %8s\n", "pattern", "N", "cohort s",
@@ -840,11 +885,13 @@ int main(int argc, char** argv) {
         ServerProcess server([n](int in, int out_fd) { serve_cohort(in, out_fd, n); });
         if (ranks_per_node > 0) {
           // A shard holds 2 descriptors per rank and 6 per relay (its
-          // listener, epoll, 2 eventfds, 2 upstream connections).
+          // listener, epoll, 2 eventfds, its connection up and, in a tree,
+          // a child's on average).
           const long descriptors = 2L * n + 8L * n / ranks_per_node;
           const long per_shard = std::max(1000L, files - 1024);
           const int shards = static_cast<int>((descriptors + per_shard - 1) / per_shard);
-          ours = measure_through_relays(server, pattern, n, ranks_per_node, shards, limit);
+          ours =
+              measure_through_relays(server, pattern, n, ranks_per_node, shards, tree_width, limit);
         } else {
           ours = measure(server, CohortProtocol(), pattern, n, limit);
         }

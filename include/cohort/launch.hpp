@@ -129,6 +129,10 @@ struct RunOptions {
   /// store; false: node 0's (COHORT_TORCH_STORE_RELAY=0), for scripts that
   /// take MASTER_ADDR for rank 0's host.
   bool torch_store_relay = true;
+  /// The agents' tree (docs/rendezvous.md): at most this many nodes' relays
+  /// connect to one relay, or to the store; a job of more nodes forms a
+  /// tree of relays (COHORT_TREE_WIDTH, 2 or more).
+  int tree_width = 32;
 
   // --- many hosts from one command (cohort run --hostfile / --hosts) --------
   /// Non-empty: this process starts one agent per host over `ssh` (node rank

@@ -106,6 +106,12 @@ class StoreClient;
 /// spinning.
 class StoreServer {
  public:
+  /// A relay of the job's store on the way to it (a node's agent's, in the
+  /// agents' tree: docs/rendezvous.md).
+  struct Hop {
+    std::string host;
+    int port = 0;
+  };
   struct Options {
     std::string host = "127.0.0.1";  ///< address to listen on
     int port = 0;                    ///< 0: any free port (see port())
@@ -153,23 +159,26 @@ class StoreServer {
       bool munge = false;   ///< as StoreClient::Options::munge
       std::string process;  ///< as StoreClient::Options::server_process
       std::chrono::milliseconds timeout = Store::kDefaultTimeout;  ///< connecting, and quick calls
-      /// Connect as the relay starts (the batches' connection and one
-      /// lane's, in the background, one attempt each), so that its clients'
-      /// first requests find them open; otherwise, and where an attempt
-      /// fails, at the first request. For a relay whose clients will use
-      /// it: idle, they hold two of the store's connections.
+      /// Connect as the relay starts (in the background, one attempt), so
+      /// that its clients' first requests find the connection open;
+      /// otherwise, and where the attempt fails, at the first request. For
+      /// a relay whose clients will use it: idle, it holds one of the
+      /// store's connections.
       bool connect_at_start = false;
     };
     /// Relay mode: this server keeps no keys of its own; every request of
-    /// cohort's protocol goes to `relay_to`, in batches on one connection
-    /// (ADDs of one key in a batch as one ADD) and, for requests that may
-    /// wait, on one connection per distinct request in flight (identical
-    /// ones that arrive meanwhile go up together, once, when it returns).
-    /// How a node's agent lets its workers meet through it: the job's store
-    /// sees a few connections per node, and one node's ranks reading one
-    /// table cost it two copies, not one per rank. SET_ON_CLOSE is refused
-    /// (the relay's connection, not the client's, would be the one that
-    /// ends). With `torch_port`, PyTorch's TCPStore clients are relayed
+    /// cohort's protocol goes to `relay_to` (or through the relays that
+    /// route_through() names), on one multiplexed connection: quick ones
+    /// in batches (ADDs of one key in a batch as one ADD), and each distinct
+    /// request that may wait once while it is out (identical ones that
+    /// arrive meanwhile go up together, once, when it returns). How a
+    /// node's agent lets its workers meet through it: the job's store sees
+    /// one connection per node, or per child in the agents' tree, and one
+    /// node's ranks reading one table cost it one copy, not one per rank.
+    /// A client's SET_ON_CLOSE is kept by the relay and set upstream when
+    /// the client's connection ends; an in-process client's
+    /// (connect_in_process) is also registered upstream, since this
+    /// process's end is the relay's. With `torch_port`, PyTorch's TCPStore clients are relayed
     /// too: each query is carried in cohort's protocol to the keys PyTorch's
     /// clients of the job's store's own TCPStore port use, and answered as
     /// PyTorch's server would (a WAIT asks again every 30 s while its client
@@ -193,6 +202,8 @@ class StoreServer {
 
   /// The port it listens on.
   int port() const noexcept;
+  /// The address it listens on (Options::host).
+  const std::string& host() const noexcept;
   /// The TCPStore-protocol port, or -1 when there is none.
   int torch_port() const noexcept;
 
@@ -223,6 +234,21 @@ class StoreServer {
   /// In relay mode, the connections open to the upstream store (for tests
   /// and diagnostics); 0 otherwise.
   std::size_t upstream_connection_count() const noexcept;
+
+  /// Relay mode: reaches the job's store through `path`, nearest first (a
+  /// node's parent in the agents' tree, that one's parent, ...), and
+  /// `relay_to` itself last: moves there at once when the first hop
+  /// changed. When a hop is lost the relay goes on through the next
+  /// (docs/rendezvous.md, "The agents' tree"). Ignored by a server that is
+  /// not a relay.
+  void route_through(std::vector<Hop> path);
+  /// Relay mode: tells every relay connected to this one (its children in
+  /// the agents' tree) to go on through their next hop, and waits until
+  /// all of them have, or `at_most` passes; returns whether they did. For a
+  /// relay whose process ends while other nodes still reach the store
+  /// through it: they move once their requests out are answered, and none
+  /// is lost. Returns true at once for a server that is not a relay.
+  bool hand_over(std::chrono::milliseconds at_most);
 
   /// Waits until no client is connected, or `timeout` passes; returns whether
   /// none is. For a process that hosts the store and is done with it: its

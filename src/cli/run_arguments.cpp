@@ -604,6 +604,12 @@ RunOptions to_run_options(const RunArguments& arguments, std::vector<std::string
   if (const char* relay = getenv("COHORT_TORCH_STORE_RELAY"); relay != nullptr && *relay != 0) {
     options.torch_store_relay = truth(Given{relay, "COHORT_TORCH_STORE_RELAY"});
   }
+  if (const char* width = getenv("COHORT_TREE_WIDTH"); width != nullptr && *width != 0) {
+    options.tree_width =
+        integer(Given{width, "COHORT_TREE_WIDTH"}, 2, 1 << 20,
+                "expected a whole number of 2 or more: the relays of other nodes that connect to "
+                "one (docs/rendezvous.md)");
+  }
   if (const Given backend = get(arguments, "--rdzv-backend")) {
     if (backend.value.rfind("etcd", 0) == 0) {
       bad(backend,

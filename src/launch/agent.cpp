@@ -156,6 +156,17 @@ int Agent::run_job() {
     unservable_.post(why);
   };
   loop_->watch(unservable_.fd(), [this] { act(lifecycle_->unservable(unservable_.take())); });
+  // This agent and its workers meet the job's store through the node's
+  // relay (docs/rendezvous.md), unless it serves that store itself or the
+  // relay is off (COHORT_STORE_RELAY=0). Python's workers speak PyTorch's
+  // protocol: to the relay's TCPStore port (their MASTER_ADDR:MASTER_PORT,
+  // master_of()) unless they are to reach node 0's store
+  // (COHORT_TORCH_STORE_RELAY=0), or rank 0 serves its own.
+  plan_.group.relay = multi_node() && options_.store_relay;
+  plan_.group.tree_width = options_.tree_width;
+  const bool torch_relayed =
+      detail::runs_with_python(options_) && options_.agent_store && options_.torch_store_relay;
+  plan_.group.relay_torch_port = torch_relayed ? 0 : -1;
   group_ = std::make_unique<detail::NodeGroup>(plan_.group);
   // Nothing reaches the lifecycle before the loop turns, after the join.
   lifecycle_ = std::make_unique<detail::Lifecycle>(
@@ -171,7 +182,6 @@ int Agent::run_job() {
               " while waiting to join the job\n"));
     return detail::stop_exit_code(stopped.signal);
   }
-  start_relay();
   lifecycle_->begin_attempt(group_->node_rank());
   if (!options_.trace.empty()) {
     timeline_ = std::make_unique<detail::Timeline>(group_->member_id(), host_);
@@ -260,28 +270,6 @@ int Agent::run_job() {
   }
 }
 
-// This node's workers meet through a relay of the job's store
-// (docs/rendezvous.md), PyTorch's clients too, unless this agent serves
-// that store itself, or the relay is off (COHORT_STORE_RELAY=0).
-void Agent::start_relay() {
-  if (!multi_node() || group_->serves_store() || !options_.store_relay) return;
-  StoreServer::Options options;
-  options.token = group_->token();
-  options.relay_to = StoreServer::Options::Upstream{group_->store_host(), group_->store_port(),
-                                                    group_->munge(), "", Store::kDefaultTimeout};
-  // Python's workers speak PyTorch's protocol: to the relay's TCPStore port
-  // (their MASTER_ADDR:MASTER_PORT, master_of()) unless they are to reach
-  // node 0's store (COHORT_TORCH_STORE_RELAY=0), or rank 0 serves its own.
-  const bool python = detail::runs_with_python(options_);
-  const bool torch_relayed = python && options_.agent_store && options_.torch_store_relay;
-  if (torch_relayed) options.torch_port = 0;
-  // Workers that meet through the relay find it connected as they start;
-  // otherwise it would hold two idle connections at the store.
-  options.relay_to->connect_at_start = !python || torch_relayed;
-  options.on_unservable = plan_.group.on_unservable;  // its TCPStore port's
-  relay_ = std::make_unique<StoreServer>(std::move(options));
-}
-
 std::string Agent::node_name() const {
   switch (plan_.node_name) {
     case detail::AgentPlan::NodeName::host:
@@ -311,7 +299,8 @@ std::pair<std::string, int> Agent::master_of() const {
                                   : options_.master_port != 0 ? options_.master_port
                                                               : detail::pick_free_port()};
   }
-  if (relay_ && relay_->torch_port() >= 0) return {"127.0.0.1", relay_->torch_port()};
+  const StoreServer* relay = group_->relay();
+  if (relay != nullptr && relay->torch_port() >= 0) return {"127.0.0.1", relay->torch_port()};
   const std::string& addr =
       agent_store || plan_.master_addr.empty() ? group_->store_host() : plan_.master_addr;
   return {addr, placement_.master_port};

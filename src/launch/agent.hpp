@@ -161,7 +161,6 @@ class Agent {
   std::vector<std::string> gpu_lines(const std::vector<std::string>& stderr_tail, int local_rank,
                                      int local_workers) const;
   int exit_code() const;
-  void start_relay();
 
   RunOptions options_;
   AgentRole role_;
@@ -172,9 +171,6 @@ class Agent {
   // Before group_, whose store's thread writes them: they outlive it.
   ThreadMessage unservable_;  ///< from the store's thread: a client it cannot serve
   std::unique_ptr<NodeGroup> group_;
-  /// This node's workers' way to the job's store (start_relay); null when
-  /// they reach it directly.
-  std::unique_ptr<StoreServer> relay_;
   Placement placement_;
   std::unique_ptr<Lifecycle> lifecycle_;  ///< what this attempt's events mean
   std::vector<std::string> attempts_;     ///< why each earlier attempt stopped

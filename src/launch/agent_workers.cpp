@@ -80,7 +80,8 @@ void Agent::spawn_all(int attempt) {
   const Environment base = process_environment();
   // Where the other nodes are: node 0's address, for which a relay's
   // TCPStore port stands in as MASTER_ADDR (127.0.0.1).
-  const bool master_is_relay = relay_ && relay_->torch_port() >= 0;
+  StoreServer* const relay = group_->relay();
+  const bool master_is_relay = relay != nullptr && relay->torch_port() >= 0;
   const std::string interface = workers_interface(
       base, options_.local_addr, master_is_relay ? group_->store_host() : master_addr);
   const std::string own_identity = detail::process_identity(getpid());
@@ -106,15 +107,15 @@ void Agent::spawn_all(int attempt) {
     identity.master_addr = master_addr;
     identity.master_port = master_port;
     identity.agent_store = options_.agent_store;
-    identity.store_addr = relay_ ? "127.0.0.1" : group_->store_host();
-    identity.store_port = relay_ ? relay_->port() : group_->store_port();
+    identity.store_addr = relay != nullptr ? relay->host() : group_->store_host();
+    identity.store_port = relay != nullptr ? relay->port() : group_->store_port();
     identity.job_token = group_->token();
-    identity.store_munge = !relay_ && group_->munge();
-    if (relay_ || group_->serves_store()) identity.store_process = own_identity;
+    identity.store_munge = relay == nullptr && group_->munge();
+    if (relay != nullptr || group_->serves_store()) identity.store_process = own_identity;
     // A program (not Python's, which speaks PyTorch's protocol, nor
     // cohort::spawn's forks) inherits a connection its store already
     // trusts: no TCP, no handshake (docs/run.md, COHORT_STORE_FD).
-    StoreServer* local_store = relay_ ? relay_.get() : group_->server();
+    StoreServer* local_store = relay != nullptr ? relay : group_->server();
     const Fd store_socket(local_store != nullptr && !role_.entry &&
                                   !detail::runs_with_python(options_)
                               ? local_store->trusted_socket()

@@ -11,6 +11,7 @@
 #include <cohort/errors.hpp>
 
 #include "core/log.hpp"
+#include "core/net_interfaces.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "launch/node_group_keys.hpp"
@@ -21,6 +22,11 @@
 namespace cohort::detail {
 
 using namespace node_keys;  // this part's own keys
+
+namespace {
+// How long an agent that ends waits for the relays under its own to move.
+constexpr std::chrono::seconds kHandOver{2};
+}  // namespace
 
 NodeGroup::NodeGroup(NodeGroupOptions options)
     : options_(std::move(options)), event_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
@@ -37,10 +43,40 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     options_.token = store.token;
   }
   if (options_.serve_if_bindable && !server_) await_server_or_serve();
+  if (options_.relay && !server_ && options_.nnodes > 1) start_relay();
   StoreClient::Options client = client_options();
-  client.timeout = options_.rendezvous_timeout;
-  try {
+  // Through the relay: past the relay's own attempts to connect, which say why they failed.
+  client.timeout = options_.rendezvous_timeout + std::chrono::seconds(relay_ ? 5 : 0);
+  reach_store([&] {
     store_ = connect(client);
+    // Through the relay, the first request is what meets the store.
+    if (relay_) (void)store_->num_keys();
+  });
+  if (server_ && options_.torch_port >= 0 && options_.nnodes > 1) {
+    // Every worker's MASTER_PORT: PyTorch's clients meet in this store.
+    store_->set(kMasterPort, std::to_string(server_->torch_port()));
+  }
+  if (options_.node_rank == kNodeRankAtJoin) take_node_rank();
+  id_ = options_.node_rank;
+  if (options_.nnodes > 1 || options_.node_rank < 0) {
+    client.timeout = options_.heartbeat_timeout;
+    auto watch = connect(client);
+    if (!server_ && id_ >= 0) {
+      // A killed agent's connection closes at once: the store then marks it
+      // gone and wakes the coordinator, who need not wait for its heartbeat.
+      // Through the relay, its connection upstream closes with this process.
+      watch->run(StoreClient::Batch()
+                     .set_on_close(gone_key(id_), "")
+                     .set_on_close(kSomeoneGone, "")
+                     .set_on_close(kCoordinatorWake, ""));
+    }
+    watch_store_ = std::move(watch);
+  }
+}
+
+void NodeGroup::reach_store(const std::function<void()>& reach) {
+  try {
+    reach();
   } catch (const Error& error) {
     if (!options_.token_source.empty() &&
         std::string_view(error.what()).find(detail::store_protocol::kWrongToken) !=
@@ -56,25 +92,48 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     }
     throw unreachable_store(error);
   }
-  if (server_ && options_.torch_port >= 0 && options_.nnodes > 1) {
-    // Every worker's MASTER_PORT: PyTorch's clients meet in this store.
-    store_->set(kMasterPort, std::to_string(server_->torch_port()));
+}
+
+void NodeGroup::start_relay() {
+  StoreServer::Options relay;
+  relay.token = options_.token;
+  relay.token_is_secret = options_.token_is_secret;
+  relay.munge = options_.munge;
+  // Other nodes' relays under it in the agents' tree reach it where this
+  // node reaches the store from; in a job too small for a tree, nobody
+  // beyond this node's own processes does.
+  relay.host = "127.0.0.1";
+  if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
+    const Route route = route_to(options_.store_host);
+    if (route.found && !route.source_address.empty()) relay.host = route.source_address;
   }
-  if (options_.node_rank == kNodeRankAtJoin) take_node_rank();
-  id_ = options_.node_rank;
-  if (options_.nnodes > 1 || options_.node_rank < 0) {
-    client.timeout = options_.heartbeat_timeout;
-    auto watch = connect(client);
-    if (!server_ && id_ >= 0) {
-      // A killed agent's connection closes at once: the store then marks it
-      // gone and wakes the coordinator, who need not wait for its heartbeat.
-      watch->run(StoreClient::Batch()
-                     .set_on_close(gone_key(id_), "")
-                     .set_on_close(kSomeoneGone, "")
-                     .set_on_close(kCoordinatorWake, ""));
-    }
-    watch_store_ = std::move(watch);
+  relay.torch_port = options_.relay_torch_port;
+  relay.torch_host = "127.0.0.1";
+  relay.on_unservable = options_.on_unservable;
+  relay.prepare_handshakes_at_start = true;  // as the store's (start_server)
+  relay.relay_to = StoreServer::Options::Upstream{options_.store_host, port_, options_.munge, "",
+                                                  options_.rendezvous_timeout};
+  relay.relay_to->connect_at_start = true;  // this agent's own first request needs it
+  const std::string host = relay.host;
+  relay_ = std::make_unique<StoreServer>(std::move(relay));
+  if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
+    relay_address_ = cat(host, ":", relay_->port());
   }
+}
+
+void NodeGroup::route_relay(const std::vector<int>& ids, const std::vector<std::string>& entries) {
+  if (!relay_) return;
+  std::vector<TreeMember> members;
+  for (std::size_t i = 0; i < ids.size() && i < entries.size(); ++i)
+    members.push_back({ids[i], entry_relay(entries[i])});
+  std::vector<StoreServer::Hop> path;
+  for (const std::string& address : tree_path(id_, members, options_.tree_width)) {
+    const std::size_t colon = address.rfind(':');
+    const auto port = parse_int(address.substr(colon + 1));
+    if (colon == std::string::npos || !port) continue;  // not one of ours: passed over
+    path.push_back({address.substr(0, colon), static_cast<int>(*port)});
+  }
+  relay_->route_through(std::move(path));
 }
 
 StoreClient::Options NodeGroup::client_options() const {
@@ -89,6 +148,7 @@ StoreClient::Options NodeGroup::client_options() const {
 
 std::shared_ptr<StoreClient> NodeGroup::connect(const StoreClient::Options& client) const {
   if (server_) return server_->connect_in_process(client.timeout);
+  if (relay_) return relay_->connect_in_process(client.timeout);
   return std::make_shared<StoreClient>(client);
 }
 
@@ -206,12 +266,17 @@ NodeGroup::~NodeGroup() {
     } catch (const Error&) {
     }
   }
-  if (!watcher_.joinable()) return;
-  // The heartbeat thread's call under way fails now, not at its next tick,
-  // and it ends (quit_). Its connection's end is this agent's last word:
-  // whoever serves the store sees it leave (see_off) at once.
-  watch_store_->shut_down();
-  watcher_.join();
+  if (watcher_.joinable()) {
+    // The heartbeat thread's call under way fails now, not at its next tick,
+    // and it ends (quit_). Its connection's end is this agent's last word:
+    // whoever serves the store sees it leave (see_off) at once.
+    watch_store_->shut_down();
+    watcher_.join();
+  }
+  // Other nodes' relays that reach the store through this one go on
+  // through their next hop first, once their requests out are answered:
+  // a node that ends before those under it loses none of theirs.
+  if (relay_) (void)relay_->hand_over(kHandOver);
 }
 
 std::string NodeGroup::node_name(int node) const {

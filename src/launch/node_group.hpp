@@ -25,6 +25,7 @@
 #include <cohort/store.hpp>
 
 #include "core/fd.hpp"
+#include "launch/agent_tree.hpp"
 #include "launch/membership.hpp"
 #include "launch/stop_record.hpp"
 #include "launch/worker_layout.hpp"
@@ -66,6 +67,16 @@ struct NodeGroupOptions {
   /// Told (on the store's thread) when that port meets a PyTorch client it
   /// cannot serve (StoreServer::Options::on_unservable).
   std::function<void(const std::string&)> on_unservable;
+  /// On a node whose agent does not serve the store: this agent reaches the
+  /// store through a relay of its own (StoreServer::Options::relay_to),
+  /// which its workers use too, and which, in a job of more than
+  /// `tree_width` nodes, other nodes' relays connect to (agent_tree.hpp):
+  /// docs/rendezvous.md.
+  bool relay = false;
+  int tree_width = kDefaultTreeWidth;
+  /// The relay's TCPStore port for Python's workers, on 127.0.0.1: -1 none,
+  /// 0 a free one.
+  int relay_torch_port = -1;
   /// Under mpirun, no address is known in advance: the agent that serves
   /// passes its own and the token it made, and every agent gets the
   /// server's (one collective call through the launcher's key-value service).
@@ -255,6 +266,10 @@ class NodeGroup {
   bool serves_store() const noexcept { return server_ != nullptr; }
   /// The store this agent serves, or nullptr.
   StoreServer* server() const noexcept { return server_.get(); }
+  /// This node's relay of the store (options().relay), or nullptr.
+  StoreServer* relay() const noexcept { return relay_.get(); }
+  /// Where it listens for other nodes' relays ("host:port"), "" where none.
+  const std::string& relay_address() const noexcept { return relay_address_; }
   const NodeGroupOptions& options() const noexcept { return options_; }
 
  private:
@@ -269,6 +284,12 @@ class NodeGroup {
   std::chrono::milliseconds restart_bound(std::chrono::milliseconds grace) const;
   void await_every_node_ended(std::chrono::milliseconds bound);
   bool start_server(bool required);
+  void start_relay();
+  // Moves the relay under its parent in the round of `ids` and their entries.
+  void route_relay(const std::vector<int>& ids, const std::vector<std::string>& entries);
+  // Runs `reach`, the first calls to the store, saying what to check when
+  // they fail.
+  void reach_store(const std::function<void()>& reach);
   void await_server_or_serve();
   StoreClient::Options client_options() const;
   // A connection to the job's store: in this process when it serves it.
@@ -283,6 +304,8 @@ class NodeGroup {
 
   NodeGroupOptions options_;
   std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<StoreServer> relay_;  // outlives the connections through it
+  std::string relay_address_;
   std::shared_ptr<StoreClient> store_;        // the main thread's connection
   std::shared_ptr<StoreClient> watch_store_;  // the heartbeat thread's own
   int port_ = 0;

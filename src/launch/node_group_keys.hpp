@@ -91,10 +91,15 @@ inline std::string round_table_key(int round) {
   return cat("agents/round/", round, "/table");
 }
 
-// An agent's rendezvous entry is "nproc\thost\tpid\tnode".
+// An agent's rendezvous entry is "nproc\thost\tpid\tnode\trelay": its
+// relay's address for other nodes' relays in the agents' tree, or "".
 inline std::string entry_host(const std::string& entry) {
   const std::vector<std::string> fields = split_at(entry, '\t');
   return fields.size() > 1 ? fields[1] : "";
+}
+inline std::string entry_relay(const std::string& entry) {
+  const std::vector<std::string> fields = split_at(entry, '\t');
+  return fields.size() > 4 ? fields[4] : "";
 }
 
 inline std::string seconds(std::chrono::milliseconds time) {

@@ -41,7 +41,16 @@ void NodeGroup::watch() {
       } catch (const Timeout&) {
       }
       if (quit_) return;
-      if (id_ >= 0) watch_store_->add(heartbeat_key(id_), 1);
+      if (id_ >= 0) {
+        try {
+          watch_store_->add(heartbeat_key(id_), 1);
+        } catch (const StoreError&) {
+          // Out when this node's relay lost its parent in the agents' tree,
+          // it may not have counted: one beat missed. A store really lost
+          // fails the wait above at the next tick.
+          if (!relay_) throw;
+        }
+      }
       if (elastic() && options_.node_rank < 0 && server_ && !in_round_) {
         // The --hostfile launcher's part.
         const RoundTable table = close_round(*watch_store_, attempt_);

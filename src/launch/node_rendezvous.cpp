@@ -20,7 +20,7 @@ using namespace node_keys;  // this part's own keys
 
 Placement NodeGroup::join(int nproc, const std::string& host, const std::string& node,
                           const std::string& run_id) {
-  const std::string mine = cat(nproc, '\t', host, '\t', getpid(), '\t', node);
+  const std::string mine = cat(nproc, '\t', host, '\t', getpid(), '\t', node, '\t', relay_address_);
   Placement placement;
   std::vector<std::string> entries;
   std::vector<int> ids;
@@ -57,6 +57,7 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
   placement.layout = lay_out_workers(agents, options_.node_rank);
   placement.rank_base = placement.layout.mine.empty() ? 0 : placement.layout.mine.front().rank;
   placement.world_size = placement.layout.world_size;
+  route_relay(ids, entries);
   begin_round(ids, placement.hosts);
   if (!watcher_.joinable()) {
     // From now on a call that hangs means a lost store: bound it like a heartbeat.

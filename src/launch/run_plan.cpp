@@ -56,6 +56,7 @@ void for_each_field(Plan& plan, Visit&& field) {
   field("heartbeat_timeout", o.heartbeat_timeout);
   field("store_relay", o.store_relay);
   field("torch_store_relay", o.torch_store_relay);
+  field("tree_width", o.tree_width);
   field("hosts", o.hosts);
   field("ssh", o.ssh);
   field("remote_cohort", o.remote_cohort);
@@ -66,7 +67,7 @@ void for_each_field(Plan& plan, Visit&& field) {
   field("node_hosts", role.node_hosts);
   field("stop_on_stdin_eof", role.stop_on_stdin_eof);
 }
-constexpr std::size_t kOptionsCarried = 43;
+constexpr std::size_t kOptionsCarried = 44;
 constexpr std::size_t kRoleCarried = 3;
 constexpr std::size_t kRoleNotCarried = 1;  // entry
 

@@ -15,6 +15,35 @@ namespace cohort::detail {
 
 namespace wire = store_protocol;
 
+namespace {
+
+// An answer's first fields: its tag on a multiplexed connection, its status.
+wire::Writer answer(wire::Tag tag, wire::Status status = wire::Status::ok) {
+  wire::Writer writer;
+  if (tag) writer.u32(*tag);
+  writer.u8(static_cast<std::uint8_t>(status));
+  return writer;
+}
+
+// The refusal of a SET_ON_CLOSE past what one connection may leave.
+std::string on_close_limit(wire::Tag tag) {
+  return answer(tag, wire::Status::error)
+      .bytes(cat("a connection may leave at most ", wire::kMaxOnCloseSets,
+                 " keys to set when it ends"))
+      .frame();
+}
+
+// Whether a request may be handled while the connection's earlier ones are
+// out with a relay's upstream: a quick one behind quick ones joins their
+// batch, in order; so do an in-process client's last words, which the relay
+// sends up with them.
+bool joins_in_order(const Connection& connection, wire::Op op) {
+  return joins_a_batch(op) || (connection.in_process &&
+                               (op == wire::Op::set_on_close || op == wire::Op::clear_on_close));
+}
+
+}  // namespace
+
 std::string CohortProtocol::refusal(const std::string& why) const {
   return wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::rejected)).bytes(why).frame();
 }
@@ -33,9 +62,10 @@ bool CohortProtocol::handle(StoreCore& core, Id id, Connection& connection) {
     const std::size_t available = connection.in.size() - used;
     if (available < wire::kFrameHeaderBytes) break;
     const std::uint32_t length = wire::frame_length(connection.in.data() + used);
-    if (connection.relayed > 0 &&
+    if (connection.relayed > 0 && !connection.multiplexed &&
         (connection.relayed_wait || length == 0 || available == wire::kFrameHeaderBytes ||
-         !joins_a_batch(static_cast<wire::Op>(connection.in[used + wire::kFrameHeaderBytes])))) {
+         !joins_in_order(connection,
+                         static_cast<wire::Op>(connection.in[used + wire::kFrameHeaderBytes])))) {
       break;
     }
     const std::uint32_t limit =
@@ -151,28 +181,43 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
                              std::string_view payload) {
   KeySpace& keys = core.keys();
   wire::Reader reader(payload);
+  const wire::Tag tag = connection.multiplexed ? wire::Tag(reader.u32()) : std::nullopt;
+  const std::string_view body = payload.substr(tag ? wire::kTagBytes : 0);
   const auto op = static_cast<wire::Op>(reader.u8());
-  wire::Writer reply;
-  reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
-  if (op == wire::Op::accept_files) {
+  wire::Writer reply = answer(tag);
+  if (op == wire::Op::accept_files || op == wire::Op::multiplex) {
     reader.expect_end();
-    connection.takes_files = connection.socket_pair;
+    if (op == wire::Op::multiplex) {
+      // Its own answer is the last frame without a tag.
+      connection.multiplexed = true;
+      connection.takes_files = false;
+    } else {
+      connection.takes_files = connection.socket_pair && !connection.multiplexed;
+    }
     connection.out += reply.frame();
     return;
   }
   if (core.relays()) {
-    if (op == wire::Op::set_on_close) {
-      connection.out += wire::Writer()
-                            .u8(static_cast<std::uint8_t>(wire::Status::error))
-                            .bytes(
-                                "SET_ON_CLOSE is not relayed: this store is a node's relay "
-                                "(its own connection to the job's store would be the one "
-                                "that ends); connect to the job's store itself")
-                            .frame();
-      return;
-    }
-    if (op != wire::Op::clear_on_close) {
-      RelayedRequest relayed = relayed_request(payload);
+    // Last words are the relay's to keep; an in-process client's also go up
+    // (relay.hpp), and are answered from there.
+    const bool last_words = op == wire::Op::set_on_close || op == wire::Op::clear_on_close;
+    if (!last_words || connection.in_process) {
+      RelayedRequest relayed = relayed_request(body);
+      if (op == wire::Op::set_on_close && connection.on_close.size() >= wire::kMaxOnCloseSets) {
+        connection.out += on_close_limit(tag);
+        return;
+      }
+      if (op == wire::Op::set_on_close) {
+        wire::Reader fields(body.substr(1));
+        std::string key(fields.bytes());
+        connection.on_close.emplace_back(std::move(key), fields.bytes());
+      } else if (op == wire::Op::clear_on_close) {
+        connection.on_close.clear();
+      }
+      if (tag) {  // answered when it comes, whatever else is out
+        core.forward(core.alias(id, tag), std::move(relayed));
+        return;
+      }
       connection.relayed_wait = connection.relayed_wait || relayed.may_wait();
       ++connection.relayed;
       core.forward(id, std::move(relayed));
@@ -208,10 +253,7 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       wait.keys = KeyList(names);
       wait.get = get;
       wait.get_all = op == wire::Op::multi_get;
-      const Deadline deadline =
-          deadline_after(std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms)));
-      if (keys.wait(id, wait, deadline)) answer_wait(core, connection, wait);
-      return;
+      return wait_for(core, id, connection, wait, timeout_ms, tag);
     }
     case wire::Op::add: {
       std::string key(reader.bytes());
@@ -220,8 +262,8 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       std::string error;
       const std::optional<std::int64_t> sum = keys.add(key, delta, &error);
       if (!sum) {
-        reply = wire::Writer();
-        reply.u8(static_cast<std::uint8_t>(wire::Status::error)).bytes(error);
+        reply = answer(tag, wire::Status::error);
+        reply.bytes(error);
         break;
       }
       reply.i64(*sum);
@@ -302,21 +344,15 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
       wait.queues_count = reader.u8() != 0;
       const std::int64_t timeout_ms = reader.i64();
       reader.expect_end();
-      const Deadline deadline =
-          deadline_after(std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms)));
-      if (keys.wait(id, wait, deadline)) answer_wait(core, connection, wait);
-      return;
+      return wait_for(core, id, connection, wait, timeout_ms, tag);
     }
     case wire::Op::set_on_close: {
       std::string key(reader.bytes());
       std::string value(reader.bytes());
       reader.expect_end();
       if (connection.on_close.size() >= wire::kMaxOnCloseSets) {
-        reply = wire::Writer();
-        reply.u8(static_cast<std::uint8_t>(wire::Status::error))
-            .bytes(cat("a connection may leave at most ", wire::kMaxOnCloseSets,
-                       " keys to set when it ends"));
-        break;
+        connection.out += on_close_limit(tag);
+        return;
       }
       connection.on_close.emplace_back(std::move(key), std::move(value));
       break;
@@ -335,15 +371,28 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
   connection.out += reply.frame();
 }
 
-void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const Wait& wait) {
-  wire::Writer reply;
-  reply.u8(static_cast<std::uint8_t>(wire::Status::ok));
+void CohortProtocol::wait_for(StoreCore& core, Id id, Connection& connection, Wait& wait,
+                              std::int64_t timeout_ms, wire::Tag tag) {
+  const Deadline deadline =
+      deadline_after(std::chrono::milliseconds(std::max<std::int64_t>(0, timeout_ms)));
+  // A multiplexed connection's wait holds nothing behind it: it waits
+  // under a name of its own.
+  const Id waiter = tag ? core.alias(id, tag) : id;
+  if (core.keys().wait(waiter, wait, deadline)) {
+    if (tag) core.forget_alias(waiter);
+    return answer_wait(core, connection, wait, tag);
+  }
+  if (tag) connection.tagged_waits.push_back(waiter);
+}
+
+void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const Wait& wait,
+                                 wire::Tag tag) {
+  wire::Writer reply = answer(tag);
   if (wait.get) {
     const std::string& value = *core.keys().find(wait.keys[0]);
     const std::uint64_t version = wait.versioned ? *core.keys().version(wait.keys[0]) : 0;
     if (wait.versioned && version == wait.known_version) {
-      connection.out +=
-          wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::unchanged)).frame();
+      connection.out += answer(tag, wire::Status::unchanged).frame();
       return;
     }
     if (value.size() >= kLargeAnswerBytes) {
@@ -368,10 +417,9 @@ void CohortProtocol::answer_wait(StoreCore& core, Connection& connection, const 
   connection.out += reply.frame();
 }
 
-void CohortProtocol::answer_timeout(Connection& connection,
-                                    const std::vector<std::string>& missing) {
-  connection.out +=
-      wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::timeout)).strings(missing).frame();
+void CohortProtocol::answer_timeout(Connection& connection, const std::vector<std::string>& missing,
+                                    wire::Tag tag) {
+  connection.out += answer(tag, wire::Status::timeout).strings(missing).frame();
 }
 
 }  // namespace cohort::detail

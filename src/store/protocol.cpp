@@ -81,6 +81,10 @@ std::uint8_t Reader::u8() {
   return static_cast<std::uint8_t>(take(1)[0]);
 }
 
+std::uint32_t Reader::u32() {
+  return static_cast<std::uint32_t>(read_le(take(4).data(), 4));
+}
+
 std::int64_t Reader::i64() {
   return static_cast<std::int64_t>(read_le(take(8).data(), 8));
 }
@@ -121,6 +125,20 @@ std::string framed(std::string_view payload) {
 
 std::string error_frame(std::string_view text) {
   return Writer().u8(static_cast<std::uint8_t>(Status::error)).bytes(text).frame();
+}
+
+std::string tagged_header(Tag tag, std::size_t length) {
+  std::string header;
+  append_le(header, length + (tag ? kTagBytes : 0), 4);
+  if (tag) append_le(header, *tag, 4);
+  return header;
+}
+
+std::string tagged(Tag tag, std::string frame) {
+  if (!tag) return frame;
+  std::string out = tagged_header(tag, frame.size() - kFrameHeaderBytes);
+  out.append(frame, kFrameHeaderBytes);
+  return out;
 }
 
 std::string hello(std::string_view client_nonce) {

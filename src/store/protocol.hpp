@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -10,7 +11,7 @@
 
 namespace cohort::detail::store_protocol {
 
-inline constexpr std::uint8_t kVersion = 5;
+inline constexpr std::uint8_t kVersion = 6;
 inline constexpr std::string_view kMagic = "COHS";
 /// How a rejection for a wrong job token begins: a client that used the
 /// per-user secret says then what to do.
@@ -19,6 +20,11 @@ inline constexpr std::string_view kWrongToken = "wrong job token";
 /// credential.
 inline constexpr std::uint32_t kMaxHandshakeBytes = 4096;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
+/// On a multiplexed connection (Op::multiplex), every frame's payload
+/// begins with this many bytes of tag.
+inline constexpr std::size_t kTagBytes = 4;
+/// A request's tag on a multiplexed connection; nullopt on any other.
+using Tag = std::optional<std::uint32_t>;
 
 enum class Op : std::uint8_t {
   set = 1,
@@ -55,6 +61,12 @@ enum class Op : std::uint8_t {
   /// queues_count is 1; with at_least above 0, until each key's count,
   /// as ADD keeps it, reaches it: a BARRIER).
   wait_for = 19,
+  /// Since version 6: from its answer on, every frame in both directions
+  /// carries a u32 tag first (kTagBytes), a request's answer the request's
+  /// tag; a request that waits holds none behind it, so answers may come in
+  /// any order. A node's relay speaks it to its upstream, one connection
+  /// for all its clients (docs/store-protocol.md). No files on it.
+  multiplex = 20,
 };
 
 /// SETs one connection may leave for its end (Op::set_on_close).
@@ -70,6 +82,10 @@ enum class Status : std::uint8_t {
   /// (SCM_RIGHTS), to a client that sent Op::accept_files.
   in_file = 4,
   unchanged = 5,  ///< to Op::get_versioned: the value is still the one the client holds
+  /// Since version 6, unasked, under tag 0 on a multiplexed connection: the
+  /// relay that sends it is going away; go on through the next hop, as
+  /// when it is lost, but once the requests out on it are answered.
+  moving = 6,
 };
 
 /// A frame that does not follow the protocol.
@@ -107,6 +123,7 @@ class Reader {
  public:
   explicit Reader(std::string_view payload) : data_(payload) {}
   std::uint8_t u8();
+  std::uint32_t u32();
   std::int64_t i64();
   std::string_view bytes();
   std::vector<std::string> strings();
@@ -125,6 +142,12 @@ std::uint32_t frame_length(const char* header) noexcept;
 std::string framed(std::string_view payload);
 /// An answer of Status::error with `text`, framed.
 std::string error_frame(std::string_view text);
+/// The frame's first bytes for a payload of `length` bytes under `tag`: the
+/// header (counting the tag when there is one), then the tag.
+std::string tagged_header(Tag tag, std::size_t length);
+/// `frame` (header and payload) under `tag`: the same frame with the tag
+/// after its header; `frame` itself when there is no tag.
+std::string tagged(Tag tag, std::string frame);
 
 // The handshake (docs/store-protocol.md): neither side sends the job token,
 // each proves it knows it (store/proof.hpp).

@@ -12,11 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cohort/errors.hpp>
 
 #include "core/fd.hpp"
+#include "core/log.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "store/client_handshake.hpp"
@@ -32,7 +34,6 @@ namespace {
 // As StoreClient's: how much longer than a wait's own timeout the store may
 // take to answer "timeout" before it counts as lost.
 constexpr std::chrono::milliseconds kServerGrace{5000};
-constexpr std::size_t kMaxAnswerBytes = 0xffffffffu;
 // A large answer goes into its file through a buffer of this size, which
 // stays in the cache.
 constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
@@ -41,17 +42,24 @@ constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
 // A batch's requests together, beyond the first.
 constexpr std::size_t kBatchBytes = std::size_t{8} << 20;
-// A lane idle this long ends, with its connection, while more than
-// kIdleLanesKept are idle: a burst of distinct waits (a Gloo mesh's
-// addresses, each rank's own) does not leave the store holding a
-// connection per wait of every node for the rest of the job, and lanes
-// live through the burst.
-constexpr std::chrono::seconds kLaneIdleLife{2};
-constexpr std::size_t kIdleLanesKept = 1;
-// How long a relay's connections made as it starts may take to connect (a
-// relay's end waits for that at most); their handshakes take the upstream
-// timeout, and the end interrupts them.
-constexpr std::chrono::milliseconds kEarlyConnect{1000};
+// How long one attempt to connect may take (a relay's end waits for that
+// at most); a handshake takes the upstream timeout, and the end interrupts
+// it.
+constexpr std::chrono::milliseconds kConnectAttempt{1000};
+// A hop that is another relay (a parent in the agents' tree) published its
+// address before the job's rendezvous ended: one that does not take a
+// connection within this is passed over for the next.
+constexpr std::chrono::milliseconds kHopConnect{1000};
+// Once connected, a store that refuses a new connection for this long is
+// gone (only the first connection waits the upstream timeout for a store
+// that does not listen yet).
+constexpr std::chrono::milliseconds kStoreReconnect{5000};
+// How often a connection's reader looks at its requests' deadlines while
+// nothing arrives.
+constexpr int kDeadlineCheckMs = 250;
+// The client of an answer nobody waits for (last words said or registered
+// again by the relay itself).
+constexpr StoreRelay::Id kNobody = 0;
 
 // One answer for every client it goes to.
 std::shared_ptr<RelayedAnswer> shared_answer(std::string frame) {
@@ -64,13 +72,36 @@ std::chrono::milliseconds timeout_field(wire::Reader& reader) {
   return std::chrono::milliseconds(std::max<std::int64_t>(0, reader.i64()));
 }
 
+std::string get_frame(const std::string& key, std::chrono::milliseconds timeout) {
+  return wire::Writer()
+      .u8(static_cast<std::uint8_t>(wire::Op::get))
+      .bytes(key)
+      .i64(timeout.count())
+      .frame();
+}
+
 // Requests of one batch as they go up: an ADD may stand for several.
 struct Outgoing {
   std::string frame;
-  bool add = false;
+  wire::Op op{};
   std::int64_t total = 0;                                     // an ADD's deltas together
   std::vector<std::pair<std::uint64_t, std::int64_t>> parts;  // client, its delta
 };
+
+// Whether a request out when its hop was lost may go up again on the next:
+// carried out twice, it means what it meant once.
+bool repeatable(const Outgoing& request) {
+  switch (request.op) {
+    case wire::Op::add:
+      return request.total == 0;  // a read of a counter
+    case wire::Op::append:
+    case wire::Op::queue_push:
+    case wire::Op::queue_pop:
+      return false;
+    default:
+      return true;
+  }
+}
 
 // The batch as it goes up: the ADDs of one key that are each their client's
 // last request in the batch become one, where the last of them was, so that
@@ -86,7 +117,8 @@ std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedReq
   };
   std::unordered_map<std::string, Shared> shared;  // key -> the ADD its clients share
   const auto mergeable = [&](std::size_t i) {
-    return batch[i].second.op == wire::Op::add && last_of[batch[i].first] == i;
+    return batch[i].second.op == wire::Op::add && batch[i].first != kNobody &&
+           last_of[batch[i].first] == i;
   };
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (!mergeable(i)) continue;
@@ -102,16 +134,13 @@ std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedReq
     auto& [id, request] = batch[i];
     const auto at = mergeable(i) ? shared.find(request.key) : shared.end();
     if (at == shared.end() || at->second.overflows || at->second.add.parts.size() == 1) {
-      const bool add = request.op == wire::Op::add;
-      out.push_back({std::move(request.frame),
-                     add,
-                     add ? request.add_delta : 0,
-                     {{id, add ? request.add_delta : 0}}});
+      const std::int64_t delta = request.op == wire::Op::add ? request.add_delta : 0;
+      out.push_back({std::move(request.frame), request.op, delta, {{id, delta}}});
       continue;
     }
     if (i != at->second.last) continue;  // it goes with the last
     Outgoing& add = at->second.add;
-    add.add = true;
+    add.op = wire::Op::add;
     add.frame = wire::Writer()
                     .u8(static_cast<std::uint8_t>(wire::Op::add))
                     .bytes(request.key)
@@ -122,9 +151,43 @@ std::vector<Outgoing> merge_adds(std::vector<std::pair<std::uint64_t, RelayedReq
   return out;
 }
 
+// What a client that holds `known` of a GET_VERSIONED's value (a relay
+// below) is answered, once this relay has `answer` at `version`.
+std::shared_ptr<RelayedAnswer> versioned(const std::shared_ptr<RelayedAnswer>& answer,
+                                         std::uint64_t version, std::uint64_t known,
+                                         std::shared_ptr<RelayedAnswer>* unchanged,
+                                         std::shared_ptr<RelayedAnswer>* with_version) {
+  if (!answer->ok()) return answer;  // an error or a timeout reads the same either way
+  if (known == version) {
+    if (!*unchanged) {
+      *unchanged = shared_answer(
+          wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::unchanged)).frame());
+    }
+    return *unchanged;
+  }
+  if (*with_version) return *with_version;
+  const std::string field = wire::Writer().i64(static_cast<std::int64_t>(version)).fields();
+  auto out = std::make_shared<RelayedAnswer>();
+  if (answer->size() < kLargeAnswerBytes) {
+    out->frame =
+        wire::framed(cat(std::string_view(answer->frame).substr(wire::kFrameHeaderBytes), field));
+  } else {
+    out->body = answer;
+    out->tail = field;
+  }
+  *with_version = out;
+  return out;
+}
+
 }  // namespace
 
+std::size_t RelayedAnswer::size() const noexcept {
+  if (body) return body->size() + tail.size();
+  return frame.size() + in_file + tail.size();
+}
+
 std::optional<StoreValue> RelayedAnswer::payload(std::string* error) {
+  if (body) return body->payload(error);
   if (in_file == 0) {
     return StoreValue(std::shared_ptr<const void>(),
                       std::string_view(frame).substr(wire::kFrameHeaderBytes));
@@ -135,6 +198,14 @@ std::optional<StoreValue> RelayedAnswer::payload(std::string* error) {
     mapped_ = std::move(*mapping);
   }
   return mapped_;
+}
+
+bool RelayedAnswer::ok() const noexcept {
+  if (body) return body->ok();
+  // Only an ok answer is received into a file.
+  return in_file != 0 ||
+         (frame.size() > wire::kFrameHeaderBytes &&
+          static_cast<wire::Status>(frame[wire::kFrameHeaderBytes]) == wire::Status::ok);
 }
 
 bool joins_a_batch(wire::Op op) noexcept {
@@ -167,6 +238,7 @@ RelayedRequest relayed_request(std::string_view payload) {
   request.op = static_cast<wire::Op>(reader.u8());
   switch (request.op) {
     case wire::Op::set:
+    case wire::Op::set_on_close:
       reader.bytes();
       reader.bytes();
       break;
@@ -174,10 +246,10 @@ RelayedRequest relayed_request(std::string_view payload) {
       request.key = std::string(reader.bytes());
       request.timeout = timeout_field(reader);
       break;
-    case wire::Op::get_versioned:  // a relay's, passed on as it came
-      reader.bytes();
+    case wire::Op::get_versioned:  // a relay's below: served as a GET, with the version
+      request.key = std::string(reader.bytes());
       request.timeout = timeout_field(reader);
-      reader.i64();
+      request.known_version = static_cast<std::uint64_t>(reader.i64());
       break;
     case wire::Op::wait:
     case wire::Op::multi_get:
@@ -216,6 +288,7 @@ RelayedRequest relayed_request(std::string_view payload) {
       reader.bytes();
       break;
     case wire::Op::num_keys:
+    case wire::Op::clear_on_close:
       break;
     default:
       throw wire::ProtocolError(
@@ -230,32 +303,54 @@ struct StoreRelay::Impl {
   StoreServer::Options::Upstream upstream;
   std::string token;
   Deliver deliver;
-  std::string address;
+  std::string address;  // the job's store's, for messages
   std::atomic<std::size_t> connections{0};
 
   std::mutex mutex;  // guards everything below
-  std::condition_variable batch_ready;
-  std::condition_variable lane_ready;
+  std::condition_variable work;
   bool stopping = false;
-  // Once a connection to the store broke, the answer to every later request:
-  // the job's store does not come back, and connecting again would take the
-  // whole connect timeout to say so.
+  // Once the connection to the job's store itself broke, the answer to
+  // every later request: it does not come back, and connecting again would
+  // take the whole connect timeout to say so.
   std::string lost_answer;
+
+  // Where the store is reached: route_through()'s path, then the store.
+  std::vector<StoreServer::Hop> hops;
+  std::size_t hop = 0;       // the one in use, or to try next
+  bool rerouted = false;     // the path changed under a connection to its old first hop
+  std::size_t reroutes = 0;  // route_through() calls so far
+
   std::vector<std::pair<Id, RelayedRequest>> batch;  // quick requests not yet sent
-  // Requests that may wait, by their frame: `going` go up together on the
-  // next call; `next` came while one was out, and go when it returns.
+  // The batch out: its requests as they went, and their answers as they come.
+  struct BatchOut {
+    std::vector<Outgoing> requests;
+    std::vector<std::string> answers;
+    std::size_t left = 0;              // answers still to come
+    std::vector<std::size_t> to_send;  // not sent on the connection in use
+  };
+  std::optional<BatchOut> batch_out;
+
+  // Requests that may wait, by their frame (a GET's as a GET, whoever asked
+  // with which version): `going` go up together on the next call; `next`
+  // came while one was out, and go when it returns.
+  struct Client {
+    Id id = 0;
+    std::optional<std::uint64_t> known;  // a GET_VERSIONED's (a relay below)
+  };
   struct Group {
     std::chrono::milliseconds timeout{0};
     std::string get_key;  // a GET's: it goes up as GET_VERSIONED
     bool out = false;
-    std::vector<Id> going;
-    std::vector<Id> next;
+    std::vector<Client> going;
+    std::vector<Client> next;
+    std::shared_ptr<RelayedAnswer> last;  // the last round's answer to a GET
+    std::uint64_t last_version = 0;
   };
   using Groups = std::unordered_map<std::string, Group>;
   Groups groups;
-  // Groups that wait for a lane. An element of `groups` stays where it is
-  // until a lane erases it: its frame (a MULTI_GET's can be 200 KB) is
-  // neither copied nor hashed again.
+  // Groups to send. An element of `groups` stays where it is until its last
+  // answer erases it: its frame (a MULTI_GET's can be 200 KB) is neither
+  // copied nor hashed again.
   std::deque<Groups::value_type*> ready;
   // The last large answer to a GET of each key, for the next GET of it
   // (above). A job's tables: kKeptBytes is far more than they hold.
@@ -265,254 +360,605 @@ struct StoreRelay::Impl {
   };
   std::unordered_map<std::string, Kept> last_answers;
   std::size_t kept_bytes = 0;
-  std::size_t idle_lanes = 0;
-  std::vector<std::thread::id> ended_lanes;  // idle beyond kIdleLanesKept, and gone
-  std::vector<std::thread> threads;
-  std::vector<int> open;  // upstream sockets, shut down when stopping
+  // The SET_ON_CLOSE frames of clients in this process, registered on every
+  // connection upstream.
+  std::unordered_map<Id, std::vector<std::string>> last_words;
 
-  // One blocking connection to the upstream store.
-  class Link {
-   public:
-    // Connects, retrying until the upstream timeout (the store may not
-    // listen yet).
-    explicit Link(Impl& relay) : relay_(relay) {
-      adopt(connect_to_store(relay.upstream.host, relay.upstream.port, expected(),
-                             relay.upstream.timeout));
+  // A request on the connection, by its tag.
+  struct Pending {
+    enum class Kind { batch, group, own } kind = Kind::own;
+    std::size_t index = 0;                // kind batch: its place in batch_out
+    Groups::value_type* group = nullptr;  // kind group
+    Deadline deadline;
+    std::shared_ptr<RelayedAnswer> known;  // a GET's: what "unchanged" means
+    std::uint64_t known_version = 0;
+    static Pending of(Kind kind, Deadline deadline, std::size_t index = 0,
+                      Groups::value_type* group = nullptr) {
+      Pending pending;
+      pending.kind = kind;
+      pending.deadline = deadline;
+      pending.index = index;
+      pending.group = group;
+      return pending;
     }
-    struct Early {};
-    // Connects as the relay starts, before any request needs it: one
-    // attempt, within kEarlyConnect, that the relay's end interrupts once
-    // connected. Throws when it fails; the first request then connects.
-    Link(Impl& relay, Early) : relay_(relay) {
-      std::string error;
-      Fd fd = connect_tcp(relay.upstream.host, relay.upstream.port,
-                          deadline_after(std::min(relay.upstream.timeout, kEarlyConnect)), &error);
-      if (!fd.valid()) throw StoreError(error);
-      const int socket = fd.get();
-      adopt(std::move(fd));  // the relay's end shuts the handshake down
-      try {
-        authenticate_to_store(socket, relay.address, expected(),
-                              deadline_after(relay.upstream.timeout));
-      } catch (const Error&) {
-        forget();
-        throw;
-      }
-    }
-    ~Link() { forget(); }
-    Link(const Link&) = delete;
-    Link& operator=(const Link&) = delete;
-
-    // Sends `request`, one that may wait, and reads its answer: a large one
-    // straight into a memory file, which its clients that take files get,
-    // and the others' bytes are sent from. With `version`, `request` is a
-    // GET_VERSIONED that names `*version` (0: none): the version an ok
-    // answer ends with goes into `*version`, not into the answer, and an
-    // unchanged answer is null with `*unchanged`. Null and `*error` when
-    // the connection failed.
-    std::shared_ptr<RelayedAnswer> call(const std::string& request, Deadline deadline,
-                                        std::uint64_t* version, bool* unchanged,
-                                        std::string* error) {
-      if (!send_all(fd_.get(), request.data(), request.size(), deadline, error)) return nullptr;
-      char header[wire::kFrameHeaderBytes + 1];  // and the answer's status
-      if (!recv_all(fd_.get(), header, sizeof(header) - 1, deadline, error)) return nullptr;
-      const std::size_t length = wire::frame_length(header);
-      if (length == 0) {
-        *error = "sent an empty answer";
-        return nullptr;
-      }
-      if (!recv_all(fd_.get(), header + wire::kFrameHeaderBytes, 1, deadline, error)) {
-        return nullptr;
-      }
-      const auto status = static_cast<wire::Status>(header[wire::kFrameHeaderBytes]);
-      std::size_t kept = length;  // what the clients get, status included
-      if (version != nullptr && *version != 0 && status == wire::Status::unchanged && length == 1) {
-        *unchanged = true;
-        return nullptr;
-      }
-      if (version != nullptr && status == wire::Status::ok) {
-        if (length < 1 + 4 + 8) {
-          *error = cat("sent an answer of ", length, " bytes to GET_VERSIONED, too short");
-          return nullptr;
-        }
-        kept = length - 8;
-      }
-      auto answer = std::make_shared<RelayedAnswer>();
-      answer->frame = wire::Writer().frame_before(kept);
-      if (!receive(kept - 1, deadline, answer.get(), header[wire::kFrameHeaderBytes], error)) {
-        return nullptr;
-      }
-      if (version != nullptr && status == wire::Status::ok) {
-        char field[8];
-        if (!recv_all(fd_.get(), field, sizeof(field), deadline, error)) return nullptr;
-        // An answer this relay could not keep (receive() made it an error)
-        // has no version here: the next GET of the key asks for the value.
-        const bool held =
-            answer->in_file != 0 ||
-            static_cast<wire::Status>(answer->frame[wire::kFrameHeaderBytes]) == wire::Status::ok;
-        if (held) {
-          *version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
-        }
-      }
-      return answer;
-    }
-
-    // The `count` bytes after an answer's `status` into `answer`: a large
-    // answer into a memory file, a piece at a time (its frame then keeps
-    // only its header), else after its frame's header. False and `*error`
-    // when the connection failed; when no file could be kept, the bytes are
-    // read and dropped and `answer` becomes an error that says so.
-    bool receive(std::size_t count, Deadline deadline, RelayedAnswer* answer, char status,
-                 std::string* error) {
-      std::string why;  // no file: the bytes go into memory, as a small answer's
-      std::optional<AnswerFileWriter> writer;
-      if (wire::kFrameHeaderBytes + 1 + count >= kLargeAnswerBytes) writer.emplace(&why);
-      if (!writer || !writer->valid()) {
-        // The store proved the job's token: its length is taken as it says.
-        const std::size_t at = answer->frame.size() + 1;
-        answer->frame.resize(at + count);
-        answer->frame[at - 1] = status;
-        return recv_all(fd_.get(), answer->frame.data() + at, count, deadline, error);
-      }
-      bool kept = writer->write(std::string_view(&status, 1), &why);
-      for (std::size_t left = count; left > 0;) {
-        buffer_.resize(std::min(left, kPieceBytes));
-        if (!recv_all(fd_.get(), buffer_.data(), buffer_.size(), deadline, error)) return false;
-        kept = kept && writer->write(buffer_, &why);
-        left -= buffer_.size();
-      }
-      answer->file = kept ? writer->seal(&why) : Fd();
-      if (!answer->file.valid()) {
-        answer->frame = wire::error_frame(cat("this node's relay could not keep an answer of ",
-                                              count + 1, " bytes from the job's store at ",
-                                              relay_.address, " (", why, "); ask again"));
-        return true;
-      }
-      answer->in_file = count + 1;
-      return true;
-    }
-
-    // Sends `requests` (`count` frames), then reads their `count` answers.
-    bool exchange(const std::string& requests, std::size_t count, Deadline deadline,
-                  std::vector<std::string>* answers, std::string* error) {
-      if (!send_all(fd_.get(), requests.data(), requests.size(), deadline, error)) return false;
-      for (std::size_t i = 0; i < count; ++i) {
-        std::string frame;
-        if (!recv_framed(fd_.get(), &frame, kMaxAnswerBytes, deadline, error)) return false;
-        if (frame.size() == wire::kFrameHeaderBytes) {
-          *error = "sent an empty answer";
-          return false;
-        }
-        answers->push_back(std::move(frame));
-      }
-      return true;
-    }
-
-   private:
-    ExpectedStore expected() const {
-      return {relay_.token, relay_.upstream.munge, relay_.upstream.process};
-    }
-    void adopt(Fd fd) {
-      std::lock_guard<std::mutex> lock(relay_.mutex);
-      if (relay_.stopping) throw StoreError("the relay is stopping");
-      fd_ = std::move(fd);
-      relay_.open.push_back(fd_.get());
-      ++relay_.connections;
-    }
-    void forget() {
-      std::lock_guard<std::mutex> lock(relay_.mutex);
-      relay_.open.erase(std::find(relay_.open.begin(), relay_.open.end(), fd_.get()));
-      --relay_.connections;
-      fd_.reset();  // under the lock: the number is not shut down once reused
-    }
-
-    Impl& relay_;
-    Fd fd_;
-    std::string buffer_;  // a piece of a large answer on its way into a file
   };
+  // One multiplexed connection upstream, and the thread that reads it.
+  struct Link {
+    Fd fd;
+    std::string address;  // host:port
+    bool to_store = false;
+    std::size_t hop = 0;
+    std::unordered_map<std::uint32_t, Pending> pending;
+    std::uint32_t next_tag = 1;  // 0 is the other end's own (Status::moving)
+    std::thread reader;
+    bool ended = false;    // its reader returned
+    bool leaving = false;  // the relay at its other end is going away
+  };
+  std::shared_ptr<Link> link;
+  std::vector<std::shared_ptr<Link>> retired;  // their readers end, then are joined
+  bool connected_once = false;
+  int opening = -1;  // a connection in its handshake, shut down by the relay's end
+  std::thread sender;
 
-  // Remembers that the store is lost, and why; returns the answer that says so.
-  std::string lost(const std::string& why) {
-    std::string answer = wire::error_frame(
-        cat("lost the job's store at ", address, " (through this node's relay): it ", why,
-            why == "timed out" ? "" : " (has the process that hosts it exited?)"));
-    std::lock_guard<std::mutex> lock(mutex);
-    if (lost_answer.empty()) lost_answer = answer;
-    return answer;
+  ExpectedStore expected(bool to_store) const {
+    return {token, upstream.munge, to_store ? std::string_view(upstream.process) : ""};
   }
 
-  // Connects `link` if it is not; false and `*error` (an answer frame) when
-  // it cannot, or the store was lost.
-  bool connected(std::optional<Link>& link, std::string* error) {
+  // --- sending ----------------------------------------------------------
+
+  // Whether the sender has something to do (under `mutex`).
+  bool has_work() const {
+    return (!batch.empty() && !batch_out) || (batch_out && !batch_out->to_send.empty()) ||
+           !ready.empty() || ((rerouted || (link && link->leaving)) && !batch_out);
+  }
+
+  // The sender: connects, and sends what is ready, one batch out at a time.
+  void run_sender() {
+    if (upstream.connect_at_start) connect_early();
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      join_ended(lock);
+      work.wait(lock, [&] { return stopping || has_work(); });
+      if (stopping) return;
+      if (rerouted && !batch_out) {
+        move_on(lock, 0);
+      } else if (link && link->leaving && !batch_out) {
+        move_on(lock, link->hop + 1);
+      }
+      if (!link) {
+        if (!lost_answer.empty()) {
+          fail_all(lost_answer);
+          continue;
+        }
+        if (!connect(lock)) continue;
+      }
+      const std::shared_ptr<Link> current = link;
+      std::string out = take_frames(*current);
+      if (out.empty()) continue;
+      lock.unlock();
+      std::string why;
+      const bool sent = send_all(current->fd.get(), out.data(), out.size(),
+                                 deadline_after(upstream.timeout), &why);
+      lock.lock();
+      if (!sent) lose(current, why);
+    }
+  }
+
+  // Tags `frame` for `to` and registers it as `pending`.
+  static std::string tagged(Link& to, const std::string& frame, Pending pending) {
+    const std::uint32_t tag = to.next_tag++;
+    to.pending.emplace(tag, std::move(pending));
+    return wire::tagged(tag, frame);
+  }
+
+  // What goes out next on `to` (under `mutex`): the batch, if none is out
+  // (or what of the one out was not sent on it), and the waiting requests.
+  std::string take_frames(Link& to) {
+    std::string out;
+    const Deadline quick = deadline_after(upstream.timeout);
+    if (!batch_out && !batch.empty()) {
+      // At most kBatchBytes of requests (one, however large): the store
+      // takes no more than two largest frames ahead of what it handled.
+      std::size_t bytes = 0;
+      std::size_t count = 0;
+      while (count < batch.size() && (count == 0 || bytes < kBatchBytes))
+        bytes += batch[count++].second.frame.size();
+      std::vector<std::pair<Id, RelayedRequest>> taken;
+      if (count == batch.size()) {
+        taken.swap(batch);
+      } else {
+        taken.assign(std::make_move_iterator(batch.begin()),
+                     std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(count)));
+        batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(count));
+      }
+      BatchOut& going = batch_out.emplace();
+      going.requests = merge_adds(std::move(taken));
+      going.answers.resize(going.requests.size());
+      going.left = going.requests.size();
+      for (std::size_t i = 0; i < going.requests.size(); ++i)
+        going.to_send.push_back(i);
+    }
+    if (batch_out) {
+      for (const std::size_t i : std::exchange(batch_out->to_send, {})) {
+        out +=
+            tagged(to, batch_out->requests[i].frame, Pending::of(Pending::Kind::batch, quick, i));
+      }
+    }
+    while (!ready.empty()) {
+      Groups::value_type* entry = ready.front();
+      ready.pop_front();
+      auto& [frame, group] = *entry;
+      group.out = true;
+      Pending pending = Pending::of(
+          Pending::Kind::group,
+          deadline_after(std::max(upstream.timeout, saturating_sum(group.timeout, kServerGrace))),
+          0, entry);
+      if (group.get_key.empty()) {
+        out += tagged(to, frame, std::move(pending));
+        continue;
+      }
+      // A GET's last answer, of this group's last round or kept: the store
+      // says whether the value is still this one (a table every rank of a
+      // node reads then comes once, however its ranks' GETs fall).
+      pending.known = group.last;
+      pending.known_version = group.last_version;
+      if (!pending.known) {
+        if (const auto at = last_answers.find(group.get_key); at != last_answers.end()) {
+          pending.known = at->second.answer;
+          pending.known_version = at->second.version;
+        }
+      }
+      const std::uint64_t known = pending.known ? pending.known_version : 0;
+      out += tagged(to,
+                    wire::Writer()
+                        .u8(static_cast<std::uint8_t>(wire::Op::get_versioned))
+                        .bytes(group.get_key)
+                        .i64(group.timeout.count())
+                        .i64(static_cast<std::int64_t>(known))
+                        .frame(),
+                    std::move(pending));
+    }
+    return out;
+  }
+
+  // --- connecting -----------------------------------------------------------
+
+  // Connects to `target`, retrying a refused connection until `timeout`
+  // (the store may not listen yet; `once`: one attempt), runs the handshake
+  // and asks for a multiplexed connection. The relay's end interrupts it.
+  // Throws StoreError.
+  Fd open(const StoreServer::Hop& target, bool to_store, std::chrono::milliseconds timeout,
+          bool once) {
+    const std::string at = cat(target.host, ":", target.port);
+    const Deadline deadline = deadline_after(timeout);
+    auto backoff = std::chrono::milliseconds(1);  // as connect_to_store's
+    std::string error;
+    Fd fd;
+    for (;;) {
+      // A second at a time, so that the relay's end waits no longer for it.
+      fd = connect_tcp(target.host, target.port,
+                       std::min(deadline, deadline_after(kConnectAttempt)), &error);
+      if (fd.valid() || once || Clock::now() >= deadline) break;
+      std::unique_lock<std::mutex> lock(mutex);
+      if (work.wait_for(lock, std::min<Clock::duration>(backoff, deadline - Clock::now()),
+                        [&] { return stopping; })) {
+        break;
+      }
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    }
+    if (!fd.valid()) {
+      throw StoreError(cat("could not connect to the store at ", at, " within ", timeout.count(),
+                           " ms: ", error,
+                           "; is the process that hosts it (cohort run's agent, or rank 0) "
+                           "running, and does this host reach it (`cohort env` shows the route)?"));
+    }
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (!lost_answer.empty()) {
-        *error = lost_answer;
-        return false;
-      }
+      if (stopping) throw StoreError("the relay is stopping");
+      opening = fd.get();
     }
-    if (link) return true;
-    try {
-      link.emplace(*this);
-      return true;
-    } catch (const Error& failure) {
-      *error = wire::error_frame(cat(failure.what(), " (through this node's relay)"));
-      return false;
+    struct Opened {  // the handshake is over, however it ended
+      Impl& relay;
+      ~Opened() {
+        std::lock_guard<std::mutex> lock(relay.mutex);
+        relay.opening = -1;
+      }
+    } opened{*this};
+    authenticate_to_store(fd.get(), at, expected(to_store), deadline);
+    const std::string request =
+        wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::multiplex)).frame();
+    std::string answer;
+    if (!send_all(fd.get(), request.data(), request.size(), deadline, &error) ||
+        !recv_frame(fd.get(), &answer, wire::kMaxHandshakeBytes, deadline, &error)) {
+      throw StoreError(cat("store at ", at, ": ", error));
+    }
+    if (answer.empty() || static_cast<wire::Status>(answer[0]) != wire::Status::ok) {
+      throw StoreError(cat("store at ", at, " refused a multiplexed connection"));
+    }
+    return fd;
+  }
+
+  // Makes `fd` the connection in use (under `mutex`), with its reader, and
+  // registers this process's clients' last words on it first.
+  void install(Fd fd, std::size_t at, bool to_store) {
+    auto made = std::make_shared<Link>();
+    made->fd = std::move(fd);
+    made->hop = at;
+    made->to_store = to_store;
+    made->address = cat(hops[at].host, ":", hops[at].port);
+    link = made;
+    ++connections;
+    connected_once = true;
+    std::string words;
+    for (const auto& [client, frames] : last_words) {
+      for (const std::string& frame : frames)
+        words +=
+            tagged(*made, frame, Pending::of(Pending::Kind::own, deadline_after(upstream.timeout)));
+    }
+    made->reader = std::thread([this, made] { run_reader(made); });
+    if (words.empty()) return;
+    std::string why;  // sent before any request: a relay's clients' words hold from the start
+    if (!send_all(made->fd.get(), words.data(), words.size(), deadline_after(upstream.timeout),
+                  &why)) {
+      lose(made, why);
     }
   }
 
-  // Connects `link` as the relay starts: its node's first requests then do
-  // not wait for a connection and a handshake (a relay starts before the
-  // ranks it serves). Quietly nothing when that fails (the store does not
-  // listen yet, the relay ends): the first request connects, or says why not.
-  void connect_early(std::optional<Link>& link) {
+  // The first connection, as the relay starts (connect_at_start): its
+  // node's first requests then do not wait for a connection and a
+  // handshake. Quietly nothing when that fails (the store does not listen
+  // yet, the relay ends): the first request connects, or says why not.
+  void connect_early() {
+    StoreServer::Hop target;
+    bool to_store = false;
+    std::size_t generation = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      target = hops[hop];
+      to_store = hop + 1 == hops.size();
+      generation = reroutes;
+    }
     try {
-      link.emplace(*this, Link::Early{});
+      Fd fd = open(target, to_store, upstream.timeout, true);
+      std::lock_guard<std::mutex> lock(mutex);
+      // route_through() meanwhile: the first request connects to its path.
+      if (stopping || link || generation != reroutes) return;
+      install(std::move(fd), hop, to_store);
     } catch (const Error&) {
     }
   }
 
-  // The quick requests: one batch out at a time, on one connection.
-  void run_batches() {
-    std::optional<Link> link;
-    if (upstream.connect_at_start) connect_early(link);
-    for (;;) {
-      std::vector<std::pair<Id, RelayedRequest>> taken;
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        batch_ready.wait(lock, [&] { return stopping || !batch.empty(); });
-        if (stopping) return;
-        // At most kBatchBytes of requests (one, however large): the store
-        // takes no more than two largest frames ahead of what it handled.
-        std::size_t bytes = 0;
-        std::size_t count = 0;
-        while (count < batch.size() && (count == 0 || bytes < kBatchBytes))
-          bytes += batch[count++].second.frame.size();
-        if (count == batch.size()) {
-          taken.swap(batch);
+  // Connects to the first hop that answers (under `mutex`, released while
+  // connecting). False when none did: the work waiting is then answered
+  // with why (the store unreachable within the upstream timeout).
+  bool connect(std::unique_lock<std::mutex>& lock) {
+    while (!stopping) {
+      const std::size_t at = std::min(hop, hops.size() - 1);
+      const StoreServer::Hop target = hops[at];
+      const bool to_store = at + 1 == hops.size();
+      const std::size_t generation = reroutes;
+      const std::chrono::milliseconds timeout = !to_store ? kHopConnect
+                                                : connected_once
+                                                    ? std::min(upstream.timeout, kStoreReconnect)
+                                                    : upstream.timeout;
+      lock.unlock();
+      Fd fd;
+      std::string failure;
+      try {
+        fd = open(target, to_store, timeout, false);
+      } catch (const Error& error) {
+        failure = error.what();
+      }
+      lock.lock();
+      if (stopping) return false;
+      if (generation != reroutes) continue;  // route_through() came meanwhile: try its path
+      if (failure.empty()) {
+        install(std::move(fd), at, to_store);
+        return link != nullptr;
+      }
+      if (to_store) {
+        fail_all(wire::error_frame(cat(failure, " (through this node's relay)")));
+        return false;
+      }
+      log(LogLevel::warn, "store",
+          cat("this node's relay could not reach the relay at ", target.host, ":", target.port,
+              " on its way to the job's store (", failure, "); going on through the next"));
+      hop = at + 1;
+    }
+    return false;
+  }
+
+  // The path changed under the connection in use, or the relay at its other
+  // end is going away (under `mutex`, with no batch out): the relay goes on
+  // through hop `next`, where the connection's waiting requests go up again;
+  // its last words are taken back, and it ends.
+  void move_on(std::unique_lock<std::mutex>& lock, std::size_t next) {
+    rerouted = false;
+    hop = std::min(next, hops.size() - 1);
+    if (!link) return;
+    const std::shared_ptr<Link> old = std::exchange(link, nullptr);
+    --connections;
+    take_back(*old);
+    const std::string clear =
+        tagged(*old, wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::clear_on_close)).frame(),
+               Pending::of(Pending::Kind::own, deadline_after(upstream.timeout)));
+    retired.push_back(old);
+    lock.unlock();
+    std::string why;
+    // Its reader reads on until the other end closes, and hands out nothing.
+    if (send_all(old->fd.get(), clear.data(), clear.size(), deadline_after(upstream.timeout),
+                 &why)) {
+      ::shutdown(old->fd.get(), SHUT_WR);
+    } else {
+      ::shutdown(old->fd.get(), SHUT_RDWR);
+    }
+    lock.lock();
+  }
+
+  // Takes `old`'s requests back (under `mutex`): its waiting ones to go up
+  // again, its batch's to be sent again, or answered with `lost_with` (why
+  // it is lost) where they cannot be.
+  void take_back(Link& old, const std::string& lost_with = {}) {
+    for (auto& [tag, pending] : old.pending) {
+      if (pending.kind == Pending::Kind::group) {
+        pending.group->second.out = false;
+        ready.push_back(pending.group);
+      } else if (pending.kind == Pending::Kind::batch && batch_out) {
+        if (lost_with.empty() || repeatable(batch_out->requests[pending.index])) {
+          batch_out->to_send.push_back(pending.index);
         } else {
-          taken.assign(std::make_move_iterator(batch.begin()),
-                       std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(count)));
-          batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(count));
+          answered_in_batch(pending.index, wire::error_frame(lost_with));
         }
       }
-      std::vector<Outgoing> outgoing = merge_adds(std::move(taken));
-      std::string requests;
-      for (const Outgoing& request : outgoing)
-        requests += request.frame;
-      std::vector<std::string> answers;
-      std::string failed;  // the answer for all, when the batch did not go
-      std::string why;
-      if (connected(link, &failed) &&
-          !link->exchange(requests, outgoing.size(), deadline_after(upstream.timeout), &answers,
-                          &why)) {
-        failed = lost(why);
-        link.reset();
-      }
-      Answers out;
-      for (std::size_t i = 0; i < outgoing.size(); ++i)
-        share(outgoing[i], failed.empty() ? answers[i] : failed, &out);
-      deliver(std::move(out));
     }
+    old.pending.clear();
+  }
+
+  // The connection `lost` broke (`why`), under `mutex`: the next hop takes
+  // its requests; the job's store itself is lost for good.
+  void lose(const std::shared_ptr<Link>& lost, const std::string& why) {
+    ::shutdown(lost->fd.get(), SHUT_RDWR);  // its reader returns, if it has not
+    if (stopping) return;
+    const std::string lost_with =
+        cat("this node's relay lost the relay at ", lost->address,
+            " on its way to the job's store (", why,
+            ") while this request was out: it may have been carried out or not, and was not sent "
+            "again");
+    if (lost != link) {  // moved on already: what its reader held goes up on the new one
+      take_back(*lost, lost_with);
+      work.notify_one();
+      return;
+    }
+    link.reset();
+    --connections;
+    retired.push_back(lost);
+    if (lost->to_store) {
+      take_back(*lost);
+      lost_answer = wire::error_frame(
+          cat("lost the job's store at ", address, " (through this node's relay): it ", why,
+              why == "timed out" ? "" : " (has the process that hosts it exited?)"));
+      fail_all(lost_answer);
+    } else {
+      const StoreServer::Hop next = hops[std::min(lost->hop + 1, hops.size() - 1)];
+      log(LogLevel::warn, "store",
+          cat("this node's relay lost the relay at ", lost->address,
+              " on its way to the job's store (", why, "); going on through ", next.host, ":",
+              next.port));
+      take_back(*lost, lost_with);
+      hop = lost->hop + 1;
+    }
+    work.notify_one();
+  }
+
+  // Answers everything waiting to go up with `frame` (under `mutex`).
+  void fail_all(const std::string& frame) {
+    const auto answer = shared_answer(frame);
+    Answers out;
+    if (batch_out) {
+      for (const std::size_t i : std::exchange(batch_out->to_send, {}))
+        answered_in_batch(i, frame);
+    }
+    for (auto& [id, request] : std::exchange(batch, {}))
+      out.emplace_back(id, answer);
+    while (!ready.empty()) {
+      Groups::value_type* entry = ready.front();
+      ready.pop_front();
+      for (const Client& client : entry->second.going)
+        out.emplace_back(client.id, answer);
+      groups.erase(entry->first);
+    }
+    if (!out.empty()) deliver(std::move(out));
+  }
+
+  // Joins the readers that returned (under `mutex`, released meanwhile).
+  void join_ended(std::unique_lock<std::mutex>& lock) {
+    std::vector<std::shared_ptr<Link>> ended;
+    for (auto it = retired.begin(); it != retired.end();) {
+      if ((*it)->ended) {
+        ended.push_back(std::move(*it));
+        it = retired.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (ended.empty()) return;
+    lock.unlock();
+    for (const auto& done : ended)
+      done->reader.join();
+    lock.lock();
+  }
+
+  // --- receiving ------------------------------------------------------------
+
+  // Waits until `fd` has bytes, looking at the requests' deadlines meanwhile.
+  bool readable(Link& from, std::string* why) {
+    for (;;) {
+      pollfd one{from.fd.get(), POLLIN, 0};
+      const int n = ::poll(&one, 1, kDeadlineCheckMs);
+      if (n > 0) return true;
+      if (n < 0 && errno != EINTR) {
+        *why = errno_text(errno);
+        return false;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) return false;
+      const Deadline now = Clock::now();
+      for (const auto& [tag, pending] : from.pending) {
+        if (pending.deadline <= now) {
+          *why = "timed out";
+          return false;
+        }
+      }
+    }
+  }
+
+  // A connection's reader: each answer to the request its tag names.
+  void run_reader(const std::shared_ptr<Link>& from) {
+    std::string why = "closed the connection";
+    std::string buffer;  // a piece of a large answer on its way into a file
+    const int fd = from->fd.get();
+    std::optional<Pending> pending;  // the request whose answer is being read
+    for (;;) {
+      pending.reset();
+      if (!readable(*from, &why)) break;
+      const Deadline deadline = deadline_after(upstream.timeout);
+      char header[wire::kFrameHeaderBytes + wire::kTagBytes + 1];  // and the status
+      if (!recv_all(fd, header, sizeof(header), deadline, &why)) break;
+      const std::size_t length = wire::frame_length(header);
+      if (length < wire::kTagBytes + 1) {
+        why = cat("sent an answer of ", length, " bytes");
+        break;
+      }
+      const std::uint32_t tag = wire::frame_length(header + wire::kFrameHeaderBytes);
+      const char status = header[sizeof(header) - 1];
+      const std::size_t rest = length - wire::kTagBytes - 1;  // after the status
+      if (tag == 0 && static_cast<wire::Status>(status) == wire::Status::moving && rest == 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        from->leaving = !from->to_store;  // the store itself has nowhere to send it
+        work.notify_one();
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (const auto at = from->pending.find(tag); at != from->pending.end()) {
+          pending = std::move(at->second);
+          from->pending.erase(at);
+        }
+      }
+      if (!pending || pending->kind == Pending::Kind::own) {
+        // Ours (last words registered), or a request taken back: dropped.
+        if (!skip(fd, rest, deadline, &buffer, &why)) break;
+        continue;
+      }
+      if (pending->kind == Pending::Kind::batch) {
+        std::string frame = wire::Writer().frame_before(rest + 1);
+        frame.push_back(status);
+        frame.resize(frame.size() + rest);
+        if (!recv_all(fd, frame.data() + frame.size() - rest, rest, deadline, &why)) break;
+        std::lock_guard<std::mutex> lock(mutex);
+        if (batch_out) answered_in_batch(pending->index, std::move(frame));
+        continue;
+      }
+      const bool get = !pending->group->second.get_key.empty();
+      std::uint64_t version = 0;
+      bool unchanged = false;
+      std::shared_ptr<RelayedAnswer> answer;
+      if (get && static_cast<wire::Status>(status) == wire::Status::unchanged && rest == 0) {
+        if (!pending->known) {
+          why = "answered that a value it never sent is unchanged";
+          break;
+        }
+        unchanged = true;
+      } else if (get && static_cast<wire::Status>(status) == wire::Status::ok) {
+        if (rest < 4 + 8) {
+          why = cat("sent an answer of ", length, " bytes to GET_VERSIONED, too short");
+          break;
+        }
+        answer = receive(fd, rest - 8, deadline, status, &buffer, &why);
+        char field[8];
+        if (!answer || !recv_all(fd, field, sizeof(field), deadline, &why)) break;
+        // An answer this relay could not keep (receive() made it an error)
+        // has no version here: the next GET of the key asks for the value.
+        if (answer->ok()) {
+          version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
+        }
+      } else {
+        answer = receive(fd, rest, deadline, status, &buffer, &why);
+        if (!answer) break;
+      }
+      group_answered(*pending, std::move(answer), unchanged, version);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    // The request whose answer broke off is taken back with the others.
+    if (pending && pending->kind != Pending::Kind::own)
+      from->pending.emplace(0, std::move(*pending));
+    lose(from, why);
+    from->ended = true;
+    work.notify_one();
+  }
+
+  // Reads and drops `count` bytes.
+  static bool skip(int fd, std::size_t count, Deadline deadline, std::string* buffer,
+                   std::string* why) {
+    for (std::size_t left = count; left > 0;) {
+      buffer->resize(std::min(left, kPieceBytes));
+      if (!recv_all(fd, buffer->data(), buffer->size(), deadline, why)) return false;
+      left -= buffer->size();
+    }
+    return true;
+  }
+
+  // The `count` bytes after an answer's `status`: a large answer into a
+  // memory file, a piece at a time (its frame then keeps only its header),
+  // else after its frame's header. Null and `*why` when the connection
+  // failed; when no file could be kept, the bytes are read and dropped and
+  // the answer is an error that says so.
+  std::shared_ptr<RelayedAnswer> receive(int fd, std::size_t count, Deadline deadline, char status,
+                                         std::string* buffer, std::string* why) {
+    auto answer = std::make_shared<RelayedAnswer>();
+    answer->frame = wire::Writer().frame_before(count + 1);
+    std::string error;  // no file: the bytes go into memory, as a small answer's
+    std::optional<AnswerFileWriter> writer;
+    if (wire::kFrameHeaderBytes + 1 + count >= kLargeAnswerBytes) writer.emplace(&error);
+    if (!writer || !writer->valid()) {
+      // The store proved the job's token: its length is taken as it says.
+      answer->frame.push_back(status);
+      answer->frame.resize(answer->frame.size() + count);
+      if (!recv_all(fd, answer->frame.data() + answer->frame.size() - count, count, deadline,
+                    why)) {
+        return nullptr;
+      }
+      return answer;
+    }
+    bool kept = writer->write(std::string_view(&status, 1), &error);
+    for (std::size_t left = count; left > 0;) {
+      buffer->resize(std::min(left, kPieceBytes));
+      if (!recv_all(fd, buffer->data(), buffer->size(), deadline, why)) return nullptr;
+      kept = kept && writer->write(*buffer, &error);
+      left -= buffer->size();
+    }
+    answer->file = kept ? writer->seal(&error) : Fd();
+    if (!answer->file.valid()) {
+      answer->frame = wire::error_frame(cat("this node's relay could not keep an answer of ",
+                                            count + 1, " bytes from the job's store at ", address,
+                                            " (", error, "); ask again"));
+      return answer;
+    }
+    answer->in_file = count + 1;
+    return answer;
+  }
+
+  // One answer of the batch out (under `mutex`); the last hands them all out.
+  void answered_in_batch(std::size_t index, std::string frame) {
+    BatchOut& going = *batch_out;
+    going.answers[index] = std::move(frame);
+    if (--going.left > 0) return;
+    Answers out;
+    for (std::size_t i = 0; i < going.requests.size(); ++i)
+      share(going.requests[i], going.answers[i], &out);
+    batch_out.reset();
+    work.notify_one();
+    deliver(std::move(out));
   }
 
   // The answers to the clients a request stood for, into `out`: a shared
@@ -520,7 +966,7 @@ struct StoreRelay::Impl {
   void share(const Outgoing& request, const std::string& answer, Answers* out) {
     const bool ok = answer.size() > wire::kFrameHeaderBytes &&
                     static_cast<wire::Status>(answer[wire::kFrameHeaderBytes]) == wire::Status::ok;
-    if (!request.add || request.parts.size() == 1 || !ok) {
+    if (request.op != wire::Op::add || request.parts.size() == 1 || !ok) {
       const auto shared = shared_answer(answer);
       for (const auto& part : request.parts)
         out->emplace_back(part.first, shared);
@@ -546,89 +992,43 @@ struct StoreRelay::Impl {
     }
   }
 
-  // A lane: takes a waiting group, sends its request once for all its
-  // clients, and again for those that came meanwhile, until none did.
-  void run_lane(bool early) {
-    std::optional<Link> link;
-    if (early) connect_early(link);
-    std::unique_lock<std::mutex> lock(mutex);
-    for (;;) {
-      if (!lane_ready.wait_for(lock, kLaneIdleLife, [&] { return stopping || !ready.empty(); })) {
-        if (idle_lanes <= kIdleLanesKept) continue;
-        --idle_lanes;
-        break;
+  // A waiting group's answer (`unchanged`: the value `pending` named is
+  // still the store's): to every client it stood for, then, for those that
+  // came meanwhile, the request goes up again.
+  void group_answered(const Pending& pending, std::shared_ptr<RelayedAnswer> answer, bool unchanged,
+                      std::uint64_t version) {
+    Answers out;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto& [frame, group] = *pending.group;
+      bool fresh = false;  // a new answer for `last_answers`
+      if (unchanged) {
+        answer = pending.known;
+        version = pending.known_version;
+      } else if (!group.get_key.empty() && answer->ok()) {
+        fresh = version != pending.known_version && answer->size() >= kLargeAnswerBytes;
+        group.last = answer;
+        group.last_version = version;
       }
-      if (stopping) break;
-      auto& [frame, group] = *ready.front();
-      ready.pop_front();
-      --idle_lanes;
-      group.out = true;
-      // A GET's last answer, kept or of this group's last round: the store
-      // says whether the value is still this one (a table every rank of a
-      // node reads then comes once, however its ranks' GETs fall).
-      std::shared_ptr<RelayedAnswer> last;
-      std::uint64_t last_version = 0;
-      if (const auto at = last_answers.find(group.get_key); at != last_answers.end()) {
-        last = at->second.answer;
-        last_version = at->second.version;
+      std::shared_ptr<RelayedAnswer> unchanged_answer;
+      std::shared_ptr<RelayedAnswer> with_version;
+      out.reserve(group.going.size());
+      for (const Client& client : group.going) {
+        out.emplace_back(client.id, client.known ? versioned(answer, version, *client.known,
+                                                             &unchanged_answer, &with_version)
+                                                 : answer);
       }
-      for (;;) {
-        bool fresh = false;  // a new answer for `last_answers`
-        std::vector<Id> going = std::exchange(group.going, {});
-        lock.unlock();
-        // One answer for all: no client's is a copy.
-        std::shared_ptr<RelayedAnswer> answer;
-        if (group.get_key.empty()) {
-          answer = call(link, frame, group.timeout, nullptr);
-        } else {
-          std::uint64_t version = last_version;
-          answer = call(link,
-                        wire::Writer()
-                            .u8(static_cast<std::uint8_t>(wire::Op::get_versioned))
-                            .bytes(group.get_key)
-                            .i64(group.timeout.count())
-                            .i64(static_cast<std::int64_t>(last ? last_version : 0))
-                            .frame(),
-                        group.timeout, &version);
-          if (!answer) {  // unchanged: asked only with a value in hand
-            answer = last;
-          } else if (version != last_version) {
-            last = answer;
-            last_version = version;
-            fresh = answer->size() >= kLargeAnswerBytes;
-          }
-        }
-        Answers out;
-        out.reserve(going.size());
-        for (Id id : going)
-          out.emplace_back(id, answer);
-        deliver(std::move(out));
-        lock.lock();
-        if (fresh) keep(group.get_key, last_version, last);
-        if (group.next.empty() || stopping) {
-          groups.erase(groups.find(frame));  // not by key: `frame` is the element's own
-          break;
-        }
+      if (fresh) keep(group.get_key, version, answer);
+      if (group.next.empty() || stopping) {
+        groups.erase(pending.group->first);
+      } else {
         group.going = std::exchange(group.next, {});
+        group.out = false;
+        ready.push_back(pending.group);
+        work.notify_one();
       }
-      ++idle_lanes;
     }
-    lock.unlock();
-    link.reset();
-    lock.lock();
-    ended_lanes.push_back(std::this_thread::get_id());  // joined by the next lane's start
-  }
-
-  // Joins the lanes that ended (under `mutex`: they only return after it).
-  void join_ended_lanes() {
-    for (const std::thread::id ended : ended_lanes) {
-      const auto at = std::find_if(threads.begin(), threads.end(),
-                                   [ended](const std::thread& t) { return t.get_id() == ended; });
-      if (at == threads.end()) continue;
-      at->join();
-      threads.erase(at);
-    }
-    ended_lanes.clear();
+    deliver(std::move(out));
   }
 
   // Keeps `answer` as the last of `key`'s (under `mutex`), forgetting the
@@ -645,76 +1045,120 @@ struct StoreRelay::Impl {
     last_answers.emplace(key, std::move(mine));
   }
 
-  // The answer to `frame`, or one that says why there is none. With
-  // `version` (a GET_VERSIONED that names `*version`): null when the value
-  // is unchanged, else `*version` is the answer's (unchanged if it is no
-  // value: an error, a timeout).
-  std::shared_ptr<RelayedAnswer> call(std::optional<Link>& link, const std::string& frame,
-                                      std::chrono::milliseconds server_timeout,
-                                      std::uint64_t* version) {
-    std::string error;
-    if (!connected(link, &error)) return shared_answer(std::move(error));
-    const Deadline deadline =
-        deadline_after(std::max(upstream.timeout, saturating_sum(server_timeout, kServerGrace)));
-    bool unchanged = false;
-    if (auto answer = link->call(frame, deadline, version, &unchanged, &error)) return answer;
-    if (unchanged) return nullptr;
-    link.reset();
-    return shared_answer(lost(error));
-  }
+  // --- from the server's loop --------------------------------------------------
 
   void forward(Id id, RelayedRequest request) {
     std::lock_guard<std::mutex> lock(mutex);
+    if (request.op == wire::Op::set_on_close) {
+      last_words[id].push_back(request.frame);
+    } else if (request.op == wire::Op::clear_on_close) {
+      return take_back_last_words(id, id);
+    }
     if (!request.may_wait()) {
       batch.emplace_back(id, std::move(request));  // it leaves at flush()
       return;
     }
-    auto [at, fresh] = groups.try_emplace(std::move(request.frame));
+    const bool get = request.op == wire::Op::get || request.op == wire::Op::get_versioned;
+    auto [at, fresh] = groups.try_emplace(get ? get_frame(request.key, request.timeout)
+                                              : std::move(request.frame));
     Group& group = at->second;
+    const Client client{id, request.known_version};
     if (!fresh) {
-      (group.out ? group.next : group.going).push_back(id);
+      (group.out ? group.next : group.going).push_back(client);
       return;
     }
     group.timeout = request.timeout;
-    if (request.op == wire::Op::get) group.get_key = std::move(request.key);
-    group.going.push_back(id);
+    if (get) group.get_key = std::move(request.key);
+    group.going.push_back(client);
     ready.push_back(&*at);
-    if (idle_lanes < ready.size()) {
-      join_ended_lanes();
-      ++idle_lanes;
-      threads.emplace_back([this] { run_lane(false); });
+    work.notify_one();
+  }
+
+  // Client `id`'s last words are no longer this process's to leave (under
+  // `mutex`): the relay's connection takes back every in-process client's
+  // and leaves the others' again, in one batch; `answer_to` is told.
+  void take_back_last_words(Id id, Id answer_to) {
+    last_words.erase(id);
+    RelayedRequest clear;
+    clear.op = wire::Op::clear_on_close;
+    clear.frame = wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::clear_on_close)).frame();
+    batch.emplace_back(answer_to, std::move(clear));
+    for (const auto& [client, frames] : last_words) {
+      for (const std::string& frame : frames) {
+        RelayedRequest again;
+        again.op = wire::Op::set_on_close;
+        again.frame = frame;
+        batch.emplace_back(kNobody, std::move(again));
+      }
     }
-    lane_ready.notify_one();
+  }
+
+  void say_last_words(Id id, bool own, std::vector<std::pair<std::string, std::string>> words) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& [key, value] : words) {
+      RelayedRequest set;
+      set.op = wire::Op::set;
+      set.frame = wire::Writer()
+                      .u8(static_cast<std::uint8_t>(wire::Op::set))
+                      .bytes(key)
+                      .bytes(value)
+                      .frame();
+      batch.emplace_back(kNobody, std::move(set));
+    }
+    if (own && last_words.count(id) != 0) take_back_last_words(id, kNobody);
+    work.notify_one();
+  }
+
+  void route_through(std::vector<StoreServer::Hop> path) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const StoreServer::Hop store = hops.back();
+    path.push_back(store);
+    const bool moved = link && (path.front().host != hops[link->hop].host ||
+                                path.front().port != hops[link->hop].port);
+    hops = std::move(path);
+    ++reroutes;
+    if (moved) {
+      rerouted = true;
+      work.notify_one();
+    } else {
+      hop = 0;
+      if (link) link->hop = 0;
+    }
   }
 };
 
 StoreRelay::StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver)
     : impl_(std::make_unique<Impl>()) {
   impl_->address = cat(upstream.host, ":", upstream.port);
+  impl_->hops.push_back({upstream.host, upstream.port});
   impl_->upstream = std::move(upstream);
   impl_->token = std::move(token);
   impl_->deliver = std::move(deliver);
-  impl_->threads.emplace_back([this] { impl_->run_batches(); });
-  if (!impl_->upstream.connect_at_start) return;
-  // One lane from the start: a node's ranks' first wait (a barrier's, a
-  // table's) finds it connected.
-  impl_->idle_lanes = 1;
-  impl_->threads.emplace_back([this] { impl_->run_lane(true); });
+  impl_->sender = std::thread([this] { impl_->run_sender(); });
 }
 
 StoreRelay::~StoreRelay() {
-  std::vector<std::thread> threads;
+  std::vector<std::shared_ptr<Impl::Link>> links;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->stopping = true;
-    for (int fd : impl_->open)
-      ::shutdown(fd, SHUT_RDWR);  // a lane blocked in a long wait returns now
-    threads.swap(impl_->threads);
+    links = impl_->retired;
+    if (impl_->link) links.push_back(impl_->link);
+    for (const auto& one : links)
+      ::shutdown(one->fd.get(), SHUT_RDWR);  // a reader blocked in a long answer returns now
+    if (impl_->opening >= 0) ::shutdown(impl_->opening, SHUT_RDWR);  // a handshake, too
   }
-  impl_->batch_ready.notify_all();
-  impl_->lane_ready.notify_all();
-  for (std::thread& thread : threads)
-    thread.join();
+  impl_->work.notify_all();
+  impl_->sender.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    links = impl_->retired;  // the sender may have made one meanwhile, and retired it
+    if (impl_->link) links.push_back(impl_->link);
+    for (const auto& one : links)
+      ::shutdown(one->fd.get(), SHUT_RDWR);
+  }
+  for (const auto& one : links)
+    if (one->reader.joinable()) one->reader.join();
 }
 
 void StoreRelay::forward(Id id, RelayedRequest request) {
@@ -723,7 +1167,16 @@ void StoreRelay::forward(Id id, RelayedRequest request) {
 
 void StoreRelay::flush() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (!impl_->batch.empty()) impl_->batch_ready.notify_one();
+  if (!impl_->batch.empty()) impl_->work.notify_one();
+}
+
+void StoreRelay::say_last_words(Id id, bool own,
+                                std::vector<std::pair<std::string, std::string>> words) {
+  impl_->say_last_words(id, own, std::move(words));
+}
+
+void StoreRelay::route_through(std::vector<StoreServer::Hop> path) {
+  impl_->route_through(std::move(path));
 }
 
 std::size_t StoreRelay::connection_count() const noexcept {

@@ -87,9 +87,16 @@ struct StoreServer::Impl final : detail::StoreCore {
   std::mutex task_mutex;  // guards forget_requested
   std::condition_variable task_done;
   bool forget_requested = false;
-  std::vector<Fd> in_process;  // trusted_socket()'s ends, to adopt (task_mutex)
+  bool hand_over_requested = false;  // hand_over(): tell the relays below to move (task_mutex)
+  // trusted_socket()'s ends, to adopt (task_mutex), and whether each is
+  // connect_in_process()'s.
+  std::vector<std::pair<Fd, bool>> in_process;
   std::thread thread;
   std::atomic<std::size_t> open_connections{0};
+  // Multiplexed connections (relays below) told to move and not closed
+  // yet, once hand_over() asked (idle_mutex).
+  std::size_t moving = 0;
+  bool moving_told = false;
   std::atomic<std::size_t> waiting{0};  // key_space's waits, after each turn
   std::mutex idle_mutex;
   std::condition_variable idle;
@@ -115,9 +122,17 @@ struct StoreServer::Impl final : detail::StoreCore {
   // Relay mode: answers from the upstream store, for the loop to hand out.
   std::mutex relayed_mutex;
   detail::StoreRelay::Answers relayed;
-  std::unordered_map<std::uint64_t, std::uint64_t> aliases;  // alias() -> connection
+  struct Alias {
+    std::uint64_t connection = 0;
+    detail::store_protocol::Tag tag;
+  };
+  std::unordered_map<std::uint64_t, Alias> aliases;  // alias() -> connection
   // Last: stopped (its threads joined) before what its answers go into.
   std::unique_ptr<detail::StoreRelay> relay_to;
+
+  // A socket pair's end for a client, the other adopted by the loop; `own`:
+  // the client is this process (connect_in_process).
+  int socket_pair(bool own);
 
   explicit Impl(Options opts) : server_options(std::move(opts)) {
     detail::raise_open_file_limit();
@@ -213,10 +228,31 @@ struct StoreServer::Impl final : detail::StoreCore {
     relay_to->forward(id, std::move(request));
   }
 
-  std::uint64_t alias(std::uint64_t connection) override {
+  std::uint64_t alias(std::uint64_t connection, detail::store_protocol::Tag tag) override {
     const std::uint64_t id = next_id++;  // never a connection's
-    aliases.emplace(id, connection);
+    aliases.emplace(id, Alias{connection, tag});
     return id;
+  }
+
+  // The connection an answer to `id` goes to (an alias's, which is then
+  // forgotten), and its tag; null when it is closed or the alias forgotten.
+  Connection* answered(std::uint64_t id, detail::store_protocol::Tag* tag) {
+    *tag = std::nullopt;
+    if (const auto alias = aliases.find(id); alias != aliases.end()) {
+      id = alias->second.connection;
+      *tag = alias->second.tag;
+      aliases.erase(alias);
+    }
+    const auto it = connections.find(id);
+    return it == connections.end() ? nullptr : &it->second;
+  }
+
+  // A multiplexed connection's wait in the key space ended (`waiter`, its alias).
+  Connection& wait_ended(std::uint64_t waiter, detail::store_protocol::Tag* tag) {
+    Connection* connection = answered(waiter, tag);  // closing one cancels its waits
+    auto& waits = connection->tagged_waits;
+    if (*tag) waits.erase(std::find(waits.begin(), waits.end(), waiter));
+    return *connection;
   }
 
   void forget_alias(std::uint64_t alias) override { aliases.erase(alias); }
@@ -272,9 +308,10 @@ struct StoreServer::Impl final : detail::StoreCore {
       // sets costs each waiter one scan), then what their clients sent ahead.
       while (!resumed.empty() || key_space.may_resume()) {
         key_space.resume_ready([this](std::uint64_t id, const detail::Wait& wait) {
-          Connection& connection = connections.at(id);  // closing one cancels its wait
-          connection.protocol->answer_wait(*this, connection, wait);
-          resumed.push_back(id);
+          detail::store_protocol::Tag tag;
+          Connection& connection = wait_ended(id, &tag);
+          connection.protocol->answer_wait(*this, connection, wait, tag);
+          resumed.push_back(connection.id);
         });
         std::vector<std::uint64_t> batch;
         batch.swap(resumed);
@@ -297,31 +334,61 @@ struct StoreServer::Impl final : detail::StoreCore {
       answers.swap(relayed);
     }
     for (auto& [named, answer] : answers) {
-      std::uint64_t id = named;
-      if (const auto alias = aliases.find(named); alias != aliases.end()) {
-        id = alias->second;
-        aliases.erase(alias);
+      detail::store_protocol::Tag tag;
+      Connection* connection = answered(named, &tag);  // none for a forgotten alias
+      if (connection == nullptr) continue;             // closed while its request was out
+      const std::uint64_t id = connection->id;
+      if (tag) {  // a multiplexed connection's: as it comes
+        hand_out(*connection, std::move(answer), tag);
+        resumed.push_back(id);
+        continue;
       }
-      auto it = connections.find(id);         // none for a forgotten alias
-      if (it == connections.end()) continue;  // closed while its request was out
-      Connection& connection = it->second;
-      if (!connection.protocol->translates_relayed_answers()) {
-        hand_out(connection, std::move(answer));
-      } else if (!connection.protocol->relayed_answer(*this, id, connection, answer)) {
+      if (!connection->protocol->translates_relayed_answers()) {
+        hand_out(*connection, std::move(answer), tag);
+      } else if (!connection->protocol->relayed_answer(*this, id, *connection, answer)) {
         continue;  // closed
       }
-      if (--it->second.relayed > 0) continue;  // its next answer comes in order
-      it->second.relayed_wait = false;
+      if (--connection->relayed > 0) continue;  // its next answer comes in order
+      connection->relayed_wait = false;
       resumed.push_back(id);
     }
-    std::lock_guard<std::mutex> lock(task_mutex);
-    for (Fd& fd : in_process)
-      adopt(std::move(fd));
-    in_process.clear();
-    if (!forget_requested) return;
-    key_space.forget_prefix(detail::kTorchKeyPrefix);
-    forget_requested = false;
-    task_done.notify_all();
+    bool hand_over = false;
+    {
+      std::lock_guard<std::mutex> lock(task_mutex);
+      for (auto& [fd, own] : in_process)
+        adopt(std::move(fd), own);
+      in_process.clear();
+      hand_over = std::exchange(hand_over_requested, false);
+      if (forget_requested) {
+        key_space.forget_prefix(detail::kTorchKeyPrefix);
+        forget_requested = false;
+        task_done.notify_all();
+      }
+    }
+    if (hand_over) tell_relays_to_move();
+  }
+
+  // hand_over(): every multiplexed connection (a relay below this one) is
+  // told to go on through its next hop; the waiter counts them as they close.
+  void tell_relays_to_move() {
+    namespace wire = detail::store_protocol;
+    const std::string moving_frame =
+        wire::tagged(0, wire::Writer().u8(static_cast<std::uint8_t>(wire::Status::moving)).frame());
+    std::vector<std::uint64_t> told;
+    for (auto& [id, connection] : connections) {
+      if (!connection.multiplexed || connection.told_to_move) continue;
+      connection.told_to_move = true;
+      connection.out += moving_frame;
+      told.push_back(id);
+    }
+    {
+      std::lock_guard<std::mutex> lock(idle_mutex);
+      moving += told.size();
+      moving_told = true;
+    }
+    idle.notify_all();
+    for (const std::uint64_t id : told)
+      handle_frames(id);  // sends it
   }
 
   // Watches the listeners unless out of descriptors; connections then wait
@@ -395,10 +462,12 @@ struct StoreServer::Impl final : detail::StoreCore {
   // A relayed answer into the connection's output: as a file for a client
   // that takes them (the answer's one file, made for the first), else as
   // bytes, a large answer's sent from the one copy all its clients share.
-  void hand_out(Connection& connection, std::shared_ptr<detail::RelayedAnswer> answer) {
+  void hand_out(Connection& connection, std::shared_ptr<detail::RelayedAnswer> answer,
+                detail::store_protocol::Tag tag) {
+    namespace wire = detail::store_protocol;
     const bool large = answer->size() >= detail::kLargeAnswerBytes;
     std::string error;
-    if (connection.takes_files && large) {
+    if (connection.takes_files && large && !tag && !answer->body) {
       const std::size_t length = answer->size() - detail::store_protocol::kFrameHeaderBytes;
       if (!answer->file.valid()) {
         answer->file = detail::make_answer_file(
@@ -415,28 +484,32 @@ struct StoreServer::Impl final : detail::StoreCore {
                        " bytes as bytes, not as a file: ", error));
     }
     if (!large) {
-      connection.out += answer->frame;
+      connection.out += wire::tagged(tag, answer->frame);
       return;
     }
     auto payload = answer->payload(&error);
     if (!payload) {
-      connection.out += detail::store_protocol::error_frame(
-          cat("this node's relay could not read an answer of ", answer->size(),
-              " bytes from its file (", error, "); ask again"));
+      connection.out += wire::tagged(
+          tag,
+          wire::error_frame(cat("this node's relay could not read an answer of ", answer->size(),
+                                " bytes from its file (", error, "); ask again")));
       return;
     }
-    connection.out.append(answer->frame, 0, detail::store_protocol::kFrameHeaderBytes);
+    connection.out += wire::tagged_header(tag, answer->size() - wire::kFrameHeaderBytes);
+    const std::string tail = answer->tail;
     // The answer holds the bytes (its frame or its file's mapping).
     connection.splice(StoreValue(std::move(answer), payload->view()));
+    connection.out += tail;
   }
 
   // A connection made by trusted_socket(): cohort's protocol, already
   // trusted (this process, or a worker it started).
-  void adopt(Fd fd) {
+  void adopt(Fd fd, bool own) {
     const std::uint64_t id = next_id++;
     open_connection(id, std::move(fd), "a socket pair of this process", cohort_protocol,
                     /*remote=*/false, /*authenticated=*/true);
     connections[id].socket_pair = true;
+    connections[id].in_process = own;
   }
 
   void open_connection(std::uint64_t id, Fd fd, std::string peer, detail::StoreProtocol& protocol,
@@ -456,17 +529,27 @@ struct StoreServer::Impl final : detail::StoreCore {
     auto it = connections.find(id);
     if (it == connections.end()) return;
     key_space.cancel(id);
+    for (const std::uint64_t waiter : it->second.tagged_waits) {
+      key_space.cancel(waiter);
+      aliases.erase(waiter);
+    }
     // Its last words: set now, so that whoever waits for them wakes at once
-    // (the loop resumes the waits these sets complete).
-    for (auto& [key, value] : it->second.on_close)
-      key_space.set(key, std::move(value));
+    // (the loop resumes the waits these sets complete), or through the relay.
+    if (relay_to && !it->second.on_close.empty()) {
+      relay_to->say_last_words(id, it->second.in_process, std::move(it->second.on_close));
+    } else {
+      for (auto& [key, value] : it->second.on_close)
+        key_space.set(key, std::move(value));
+    }
     end_handshake(it->second);
     pending_bytes -= it->second.counted;
     epoll_ctl(epoll.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
+    const bool told_to_move = it->second.told_to_move;
     connections.erase(it);
     {
       std::lock_guard<std::mutex> lock(idle_mutex);
       --open_connections;
+      if (told_to_move) --moving;
     }
     idle.notify_all();
   }
@@ -532,7 +615,9 @@ struct StoreServer::Impl final : detail::StoreCore {
   // client has stopped talking and cannot be woken.
   void finish_after_eof(std::uint64_t id, Connection& connection) {
     if (connection.relayed > 0) return;  // its answers come, then this again
-    if (key_space.waiting(id) || !connection.sending()) return close_connection(id);
+    if (key_space.waiting(id) || connection.multiplexed || !connection.sending()) {
+      return close_connection(id);
+    }
     connection.closing = true;
     connection.want_write = true;
     watch(connection.fd.get(), id, EPOLLOUT, EPOLL_CTL_MOD);
@@ -552,9 +637,10 @@ struct StoreServer::Impl final : detail::StoreCore {
   void expire_waits() {
     key_space.expire(Clock::now(),
                      [this](std::uint64_t id, const std::vector<std::string>& missing) {
-                       Connection& connection = connections.at(id);
-                       connection.protocol->answer_timeout(connection, missing);
-                       resumed.push_back(id);
+                       detail::store_protocol::Tag tag;
+                       Connection& connection = wait_ended(id, &tag);
+                       connection.protocol->answer_timeout(connection, missing, tag);
+                       resumed.push_back(connection.id);
                      });
   }
 
@@ -654,6 +740,9 @@ StoreServer::~StoreServer() = default;
 int StoreServer::port() const noexcept {
   return impl_->listener.port;
 }
+const std::string& StoreServer::host() const noexcept {
+  return impl_->server_options.host;
+}
 int StoreServer::torch_port() const noexcept {
   return impl_->torch_listener.fd.valid() ? impl_->torch_listener.port : -1;
 }
@@ -666,6 +755,10 @@ void StoreServer::forget_torch_keys() {
 }
 
 int StoreServer::trusted_socket() {
+  return impl_->socket_pair(false);
+}
+
+int StoreServer::Impl::socket_pair(bool own) {
   int ends[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
     throw StoreError(
@@ -675,11 +768,11 @@ int StoreServer::trusted_socket() {
   const int flags = fcntl(server.get(), F_GETFL);
   fcntl(server.get(), F_SETFL, flags | O_NONBLOCK);
   {
-    std::lock_guard<std::mutex> lock(impl_->task_mutex);
-    impl_->in_process.push_back(std::move(server));
+    std::lock_guard<std::mutex> lock(task_mutex);
+    in_process.emplace_back(std::move(server), own);
   }
   const std::uint64_t one = 1;
-  (void)!::write(impl_->task.get(), &one, sizeof(one));
+  (void)!::write(task.get(), &one, sizeof(one));
   return ends[0];
 }
 
@@ -688,12 +781,16 @@ std::unique_ptr<StoreClient> StoreServer::connect_in_process(std::chrono::millis
   options.host = impl_->server_options.host.empty() ? "127.0.0.1" : impl_->server_options.host;
   options.port = port();
   options.timeout = timeout;
-  Fd socket(trusted_socket());
+  Fd socket(impl_->socket_pair(true));
   return StoreClient::over_trusted_socket(std::move(options), socket.release());
 }
 
 std::size_t StoreServer::connection_count() const noexcept {
   return impl_->open_connections;
+}
+
+void StoreServer::route_through(std::vector<Hop> path) {
+  if (impl_->relay_to) impl_->relay_to->route_through(std::move(path));
 }
 
 std::size_t StoreServer::upstream_connection_count() const noexcept {
@@ -702,6 +799,19 @@ std::size_t StoreServer::upstream_connection_count() const noexcept {
 
 std::size_t StoreServer::waiting_count() const noexcept {
   return impl_->waiting;
+}
+
+bool StoreServer::hand_over(std::chrono::milliseconds at_most) {
+  if (!impl_->relay_to) return true;
+  {
+    std::lock_guard<std::mutex> lock(impl_->task_mutex);
+    impl_->hand_over_requested = true;
+  }
+  const std::uint64_t one = 1;
+  (void)!::write(impl_->task.get(), &one, sizeof(one));
+  std::unique_lock<std::mutex> lock(impl_->idle_mutex);
+  return impl_->idle.wait_for(lock, at_most,
+                              [this] { return impl_->moving_told && impl_->moving == 0; });
 }
 
 bool StoreServer::wait_until_idle(std::chrono::milliseconds timeout) {

@@ -21,6 +21,7 @@
 #include "core/fd.hpp"
 #include "core/socket.hpp"
 #include "store/key_space.hpp"
+#include "store/protocol.hpp"
 
 namespace cohort::detail {
 
@@ -71,6 +72,15 @@ struct Connection {
   bool close_after_held = false;
   bool socket_pair = false;  // StoreServer::trusted_socket()'s: it can carry files
   bool takes_files = false;  // and its client asked for them (Op::accept_files)
+  // StoreServer::connect_in_process()'s: its client is this process, whose
+  // end is the end of a relay's own connections too.
+  bool in_process = false;
+  // Op::multiplex: every frame carries a tag, and answers come as they can.
+  bool multiplexed = false;
+  bool told_to_move = false;  // StoreServer::hand_over() sent it Status::moving
+  // A multiplexed connection's waits in the key space, each under an alias
+  // (StoreCore::alias) that names it and the request's tag.
+  std::vector<std::uint64_t> tagged_waits;
   // What goes out at a point of `out` without being copied into it, in
   // order of `at`: a large answer's bytes, one copy for every connection
   // that gets them, sent before out[at]; or an answer's file, which goes
@@ -119,11 +129,13 @@ class StoreCore {
   /// its answer reaches the protocol later, for the connection `id` names
   /// (StoreProtocol::relayed_answer, or handed out as it came).
   virtual void forward(Id id, RelayedRequest request) = 0;
-  /// In relay mode: another name for `connection`, to forward one request
-  /// under when its answer may stop being wanted (a PyTorch WAIT its client
-  /// gives up): the answer reaches the connection unless forget_alias()
-  /// came first.
-  virtual Id alias(Id connection) = 0;
+  /// Another name for `connection`, for one request: to forward it under
+  /// in relay mode when its answer may stop being wanted (a PyTorch WAIT its
+  /// client gives up: the answer reaches the connection unless
+  /// forget_alias() came first), or a multiplexed connection's request
+  /// under its `tag` (a wait in keys(), or forwarded), whose answer goes to
+  /// the connection with that tag. An alias is forgotten once answered.
+  virtual Id alias(Id connection, store_protocol::Tag tag = std::nullopt) = 0;
   virtual void forget_alias(Id alias) = 0;
 
  protected:
@@ -142,10 +154,13 @@ class StoreProtocol {
   /// Handles the complete requests in `connection.in`, in order, until one
   /// waits or none is left. Returns false when the connection was closed.
   virtual bool handle(StoreCore& core, Id id, Connection& connection) = 0;
-  /// A wait of `connection` holds: its answer into `connection.out`.
-  virtual void answer_wait(StoreCore& core, Connection& connection, const Wait& wait) = 0;
+  /// A wait of `connection` holds: its answer into `connection.out`, under
+  /// `tag` on a multiplexed connection.
+  virtual void answer_wait(StoreCore& core, Connection& connection, const Wait& wait,
+                           store_protocol::Tag tag) = 0;
   /// A wait's deadline passed with `missing` keys still unset.
-  virtual void answer_timeout(Connection& connection, const std::vector<std::string>& missing) = 0;
+  virtual void answer_timeout(Connection& connection, const std::vector<std::string>& missing,
+                              store_protocol::Tag tag) = 0;
   /// Bytes a client may send ahead while it waits or before its handshake.
   virtual std::size_t receive_limit(const StoreCore& core, const Connection& connection) const = 0;
   /// In relay mode: whether the protocol writes its own replies from the

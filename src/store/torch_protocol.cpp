@@ -250,11 +250,13 @@ bool TorchProtocol::handle(StoreCore& core, Id id, Connection& connection) {
   return true;
 }
 
-void TorchProtocol::answer_wait(StoreCore&, Connection& connection, const Wait&) {
+void TorchProtocol::answer_wait(StoreCore&, Connection& connection, const Wait&,
+                                store_protocol::Tag) {
   connection.out += torch_wire::u8_reply(torch_wire::kStopWaiting);
 }
 
-void TorchProtocol::answer_timeout(Connection&, const std::vector<std::string>&) {
+void TorchProtocol::answer_timeout(Connection&, const std::vector<std::string>&,
+                                   store_protocol::Tag) {
   // Never called: PyTorch's waits have no deadline on the server.
 }
 

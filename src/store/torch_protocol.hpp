@@ -36,8 +36,10 @@ class TorchProtocol final : public StoreProtocol {
   bool has_handshake() const override { return false; }
   std::string refusal(const std::string&) const override { return {}; }
   bool handle(StoreCore& core, Id id, Connection& connection) override;
-  void answer_wait(StoreCore& core, Connection& connection, const Wait& wait) override;
-  void answer_timeout(Connection& connection, const std::vector<std::string>& missing) override;
+  void answer_wait(StoreCore& core, Connection& connection, const Wait& wait,
+                   store_protocol::Tag tag) override;
+  void answer_timeout(Connection& connection, const std::vector<std::string>& missing,
+                      store_protocol::Tag tag) override;
   std::size_t receive_limit(const StoreCore& core, const Connection& connection) const override;
 };
 

@@ -42,8 +42,8 @@ class TorchRelayProtocol final : public StoreProtocol {
   std::string refusal(const std::string&) const override { return {}; }
   bool handle(StoreCore& core, Id id, Connection& connection) override;
   /// Never called: nothing waits in a relay's own key space.
-  void answer_wait(StoreCore&, Connection&, const Wait&) override {}
-  void answer_timeout(Connection&, const std::vector<std::string>&) override {}
+  void answer_wait(StoreCore&, Connection&, const Wait&, store_protocol::Tag) override {}
+  void answer_timeout(Connection&, const std::vector<std::string>&, store_protocol::Tag) override {}
   std::size_t receive_limit(const StoreCore& core, const Connection& connection) const override;
   bool translates_relayed_answers() const override { return true; }
   bool relayed_answer(StoreCore& core, Id id, Connection& connection,

@@ -1026,6 +1026,41 @@ TEST_F(MultiNode, AnAgentKilledIsNoticedAtOnceByItsConnection) {
   }
 }
 
+// The agents' tree (docs/rendezvous.md): with COHORT_TREE_WIDTH=2 the
+// relays of nodes 1 and 2 connect to the store, node 3's to node 1's. An
+// agent killed on node 1 (inside the tree) is noticed at once through the
+// store's connection from it, and node 3 goes on under the store without
+// losing it; killed on node 3 (a leaf), node 1's relay says its last words.
+TEST_F(MultiNode, InATreeOfRelaysAKilledAgentIsNoticedAtOnceWhereverItIs) {
+  env_["COHORT_TREE_WIDTH"] = "2";
+  for (const auto& [rank, node] : {std::pair{"2", "node 1 (n2)"}, std::pair{"6", "node 3 (n4)"}}) {
+    SCOPED_TRACE(std::string("killed: ") + node);
+    fs::remove_all(pids_);
+    fs::create_directories(pids_);
+    auto result = with_task_output(on("head", [&, rank = std::string(rank)] {
+      std::vector<std::string> argv =
+          srun_to_files({"srun", "-N4", "--ntasks-per-node=1", kCohort, "run",
+                         "--heartbeat-timeout", "60", "-n", "2"});
+      for (std::string& word : recording_worker(
+               "if [ $RANK = " + rank + " ]; then sleep 1; kill -9 $PPID; fi; exec sleep 120"))
+        argv.push_back(std::move(word));
+      return argv;
+    }()));
+    EXPECT_NE(result.exit_code, 0) << test::describe(result);
+    EXPECT_NE(
+        result.err.find(std::string(node) + " stopped answering: its cohort run's connection to "
+                                            "the job's store closed"),
+        std::string::npos)
+        << result.err;
+    EXPECT_EQ(result.err.find("lost the job's store"), std::string::npos) << result.err;
+    if (std::string(rank) == "2") {  // node 3's relay was under it, and moved
+      EXPECT_NE(result.err.find("this node's relay lost the relay at 10.77.0."), std::string::npos)
+          << result.err;
+    }
+    EXPECT_TRUE(recorded_workers_end(seconds(10)));
+  }
+}
+
 // "world W rank R host H" lines of an elastic job -> rank -> host, for world W.
 std::map<int, std::string> ranks_in_world(const std::string& out, int world) {
   std::map<int, std::string> ranks;
@@ -1074,6 +1109,26 @@ TEST_F(MultiNode, AnElasticJobGoesOnWithoutALostNode) {
     EXPECT_NE(result.err.find("attempt 2: every rank succeeded"), std::string::npos) << result.err;
     EXPECT_TRUE(recorded_workers_end(seconds(10)));
   }
+}
+
+// An elastic job whose relays form a tree (width 2) loses node 1, inside
+// it: the three others restart with 6 ranks, node 3 now under the store.
+TEST_F(MultiNode, AnElasticJobInATreeGoesOnWithoutALostInnerNode) {
+  env_["COHORT_TREE_WIDTH"] = "2";
+  std::vector<std::string> argv =
+      srun_to_files({"srun", "-N4", "--ntasks-per-node=1", kCohort, "run", "--nnodes", "2:4",
+                     "--heartbeat-timeout", "2", "-n", "2"});
+  for (std::string& word : recording_worker(
+           kElasticWorker + "if [ $WORLD_SIZE = 8 ]; then [ $RANK = 2 ] && kill -9 $PPID; "
+                            "exec sleep 120; fi"))
+    argv.push_back(std::move(word));
+  const auto result = with_task_output(on("head", argv, seconds(180)));
+  const std::map<int, std::string> expected{{0, "n1"}, {1, "n1"}, {2, "n3"},
+                                            {3, "n3"}, {4, "n4"}, {5, "n4"}};
+  EXPECT_EQ(ranks_in_world(result.out, 6), expected) << test::describe(result);
+  EXPECT_NE(result.err.find("node 1 (n2) stopped answering"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("attempt 2: every rank succeeded"), std::string::npos) << result.err;
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
 }
 
 // --nnodes 3:4: after the first loss 3 nodes remain, after the second 2,

@@ -6,8 +6,7 @@
 // Input: one request's payload (an operation byte, then its fields). It is
 // read by relayed_request() and, framed, handled by cohort's protocol on an
 // authenticated connection as the store would; a disagreement aborts.
-// SET_ON_CLOSE, CLEAR_ON_CLOSE and ACCEPT_FILES are the relay's own to
-// answer: skipped.
+// ACCEPT_FILES and MULTIPLEX are the relay's own to answer: skipped.
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -23,8 +22,7 @@ namespace cohort::fuzz {
 COHORT_FUZZ_TARGET(relay_request) {
   namespace wire = detail::store_protocol;
   const std::string_view payload(reinterpret_cast<const char*>(data), size);
-  if (!payload.empty() && (static_cast<wire::Op>(payload[0]) == wire::Op::set_on_close ||
-                           static_cast<wire::Op>(payload[0]) == wire::Op::clear_on_close ||
+  if (!payload.empty() && (static_cast<wire::Op>(payload[0]) == wire::Op::multiplex ||
                            static_cast<wire::Op>(payload[0]) == wire::Op::accept_files)) {
     return 0;
   }

@@ -35,8 +35,8 @@ class StoreCoreDouble final : public detail::StoreCore {
   void forward(Id id, detail::RelayedRequest request) override {
     forwarded_.emplace_back(id, std::move(request));
   }
-  Id alias(Id connection) override {
-    aliases_[next_alias_] = connection;
+  Id alias(Id connection, detail::store_protocol::Tag tag) override {
+    aliases_[next_alias_] = {connection, tag};
     return next_alias_++;
   }
   void forget_alias(Id alias) override { aliases_.erase(alias); }
@@ -47,12 +47,15 @@ class StoreCoreDouble final : public detail::StoreCore {
   /// Whether an answer to `id` would reach a connection (not a forgotten alias).
   bool reaches(Id id) const { return id < kFirstAlias || aliases_.count(id) != 0; }
   /// The connection an answer to `id` goes to, as the server finds it: an
-  /// alias's (then forgotten), else `id` itself; 0 for a forgotten alias.
-  Id answer_to(Id id) {
+  /// alias's (then forgotten, its tag in `*tag`), else `id` itself; 0 for a
+  /// forgotten alias.
+  Id answer_to(Id id, detail::store_protocol::Tag* tag = nullptr) {
+    if (tag != nullptr) *tag = std::nullopt;
     if (id < kFirstAlias) return id;
     const auto at = aliases_.find(id);
     if (at == aliases_.end()) return 0;
-    const Id connection = at->second;
+    const Id connection = at->second.first;
+    if (tag != nullptr) *tag = at->second.second;
     aliases_.erase(at);
     return connection;
   }
@@ -63,7 +66,7 @@ class StoreCoreDouble final : public detail::StoreCore {
   StoreServer::Options options_;
   bool relaying_ = false;
   std::deque<std::pair<Id, detail::RelayedRequest>> forwarded_;
-  std::unordered_map<Id, Id> aliases_;
+  std::unordered_map<Id, std::pair<Id, detail::store_protocol::Tag>> aliases_;
   Id next_alias_ = kFirstAlias;
 };
 

@@ -1,9 +1,9 @@
 // The store's wire protocols without sockets: cohort's (handshake and
 // requests) and PyTorch's TCPStore, each driven as server.cpp drives it
 // (receive limit, handle, resumed waits, expired waits, last words on
-// close) over two connections that share one key space, at the server's
-// real limits. store_server_fuzz.cpp drives the same code through a live
-// server and its transport, about 100 times slower.
+// close; a multiplexed connection's waits under their aliases) over two
+// connections that share one key space, at the server's real limits. store_server_fuzz.cpp drives
+// the same code through a live server and its transport, about 100 times slower.
 //
 // Input: a flags byte (bit 0: PyTorch's protocol, else cohort's; bit 1:
 // cohort's connections start authenticated, as after a handshake), then
@@ -11,6 +11,7 @@
 // 7 bits are a length n, then n bytes that connection receives; n = 0 is
 // its end-of-file. When the records end, every wait's deadline passes and
 // both connections close.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -65,8 +66,9 @@ class Driver {
   void finish() {
     core_.keys().expire(detail::Clock::now() + std::chrono::hours(24),
                         [this](Id id, const std::vector<std::string>& missing) {
-                          Peer& peer = peers_[id - 4];
-                          peer.connection.protocol->answer_timeout(peer.connection, missing);
+                          detail::store_protocol::Tag tag;
+                          Peer& peer = waiter(id, &tag);
+                          peer.connection.protocol->answer_timeout(peer.connection, missing, tag);
                         });
     for (std::size_t which = 0; which < peers_.size(); ++which) {
       handle(which);
@@ -95,14 +97,30 @@ class Driver {
     while (core_.keys().may_resume()) {
       std::vector<std::size_t> resumed;
       core_.keys().resume_ready([&](Id id, const detail::Wait& wait) {
-        Peer& peer = peers_[id - 4];
+        detail::store_protocol::Tag tag;
+        Peer& peer = waiter(id, &tag);
         if (!peer.open) std::abort();  // a closed connection's wait was cancelled
-        peer.connection.protocol->answer_wait(core_, peer.connection, wait);
-        resumed.push_back(id - 4);
+        peer.connection.protocol->answer_wait(core_, peer.connection, wait, tag);
+        resumed.push_back(peer.connection.id - 4);
       });
       for (std::size_t which : resumed)
         handle(which);
     }
+  }
+
+  // The peer whose wait `id` is (a multiplexed one's alias, as the server
+  // finds it), its tag in `*tag`.
+  Peer& waiter(Id id, detail::store_protocol::Tag* tag) {
+    const Id connection = core_.answer_to(id, tag);
+    if (connection < 4 || connection - 4 >= peers_.size()) std::abort();  // a forgotten alias
+    Peer& peer = peers_[connection - 4];
+    auto& waits = peer.connection.tagged_waits;
+    if (*tag) {
+      const auto at = std::find(waits.begin(), waits.end(), id);
+      if (at == waits.end()) std::abort();  // every tagged wait is listed
+      waits.erase(at);
+    }
+    return peer;
   }
 
   void close(std::size_t which) {
@@ -110,6 +128,11 @@ class Driver {
     if (!peer.open) return;
     peer.open = false;
     core_.keys().cancel(peer.connection.id);
+    for (const Id waiter : peer.connection.tagged_waits) {
+      core_.keys().cancel(waiter);
+      (void)core_.answer_to(waiter);
+    }
+    peer.connection.tagged_waits.clear();
     for (auto& [key, value] : peer.connection.on_close)
       core_.keys().set(key, std::move(value));
     peer.connection.on_close.clear();

@@ -1,8 +1,11 @@
 // A node's relay of the job's store (StoreServer::Options::relay_to) over
 // real TCP on loopback: every operation reaches the store, ADDs that go up
-// as one still give each client its own count, a node's ranks waiting for
-// one key hold two connections to the store instead of one each, and a lost
-// store is named to every client.
+// as one still give each client its own count, a node's ranks and all their
+// waits hold one connection to the store instead of one each, last words
+// are said when their client goes, a lost store is named to every client;
+// and relays in a tree (route_through): one connection per child, one copy
+// of a table per child, last words said one hop up, a lost relay passed
+// over for the next hop.
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -92,50 +95,45 @@ TEST_F(StoreRelayTest, EveryOperationReachesTheStore) {
   through->clear_on_close();  // nothing was asked: no error
 }
 
-// A burst of distinct waits takes a lane each; once they are answered and
-// idle, all but one end: the store does not hold a connection per wait of
-// every node for the rest of the job.
-TEST_F(StoreRelayTest, LanesLeftIdleAfterABurstOfWaitsEnd) {
-  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));
+// A burst of distinct waits, each its own request at the store, all on the
+// relay's one connection: a wait holds none behind it, and the store does
+// not hold a connection per wait of every node.
+TEST_F(StoreRelayTest, ABurstOfWaitsGoesUpOnTheRelaysOneConnection) {
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 1));
   std::vector<std::thread> waiters;
   for (int i = 0; i < 6; ++i) {
     waiters.emplace_back([this, i] { client_of(*relay_)->wait({"key" + std::to_string(i)}, 10s); });
   }
   ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 6));
-  EXPECT_EQ(store_->connection_count(), 7u);  // the batches' and six lanes
+  EXPECT_EQ(store_->connection_count(), 1u);
+  auto through = client_of(*relay_);
+  through->set("quick", "while six wait");  // goes up past them
   auto direct = client_of(*store_);
-  for (int i = 0; i < 6; ++i)
+  EXPECT_EQ(direct->get("quick", 1s), "while six wait");
+  for (int i = 5; i >= 0; --i)  // answered in any order
     direct->set("key" + std::to_string(i), "1");
   for (std::thread& waiter : waiters)
     waiter.join();
-  // Two seconds idle, then five end (kLaneIdleLife), leaving the batches' and one.
-  EXPECT_TRUE(becomes([&] { return relay_->upstream_connection_count(); }, 2));
-  EXPECT_TRUE(becomes([&] { return store_->connection_count(); }, 3));  // and `direct`
-  // The next wait goes up on the lane kept.
-  std::thread later([&] {
-    std::this_thread::sleep_for(100ms);
-    direct->set("later", "1");
-  });
-  client_of(*relay_)->wait({"later"}, 10s);
-  later.join();
+  EXPECT_EQ(relay_->upstream_connection_count(), 1u);
 }
 
 TEST_F(StoreRelayTest, ARelayConnectsToTheStoreAsItStarts) {
-  // Its batches' connection and one lane, before any request: a node's
-  // ranks' first requests find them open.
-  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));
-  EXPECT_EQ(relay_->upstream_connection_count(), 2u);
+  // Before any request: a node's ranks' first requests find it open.
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 1));
+  EXPECT_EQ(relay_->upstream_connection_count(), 1u);
 }
 
-TEST_F(StoreRelayTest, ARelayNotToConnectAtStartConnectsOnlyWhatItsRequestsNeed) {
+TEST_F(StoreRelayTest, ARelayNotToConnectAtStartConnectsAtItsFirstRequest) {
   StoreServer::Options lazy;
   lazy.token = kToken;
   lazy.relay_to = StoreServer::Options::Upstream{"127.0.0.1", store_->port(), false, "", 10s};
-  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));  // the fixture's relay
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 1));  // the fixture's relay
   StoreServer relay(lazy);
-  client_of(relay)->set("k", "v");  // a quick request: the batches' connection, no lane
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(relay.upstream_connection_count(), 0u);
+  client_of(relay)->set("k", "v");
   EXPECT_EQ(relay.upstream_connection_count(), 1u);
-  EXPECT_EQ(store_->connection_count(), 3u);
+  EXPECT_EQ(store_->connection_count(), 2u);
 }
 
 TEST_F(StoreRelayTest, ARelayStartedBeforeItsStoreConnectsAtTheFirstRequest) {
@@ -236,7 +234,7 @@ TEST_F(StoreRelayTest, AClientsBatchKeepsItsOrderWhenAddsGoUpAsOne) {
     EXPECT_EQ(direct->get("last/" + std::to_string(c), 1s), "round/" + std::to_string(kRounds - 1));
 }
 
-TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldTwoConnectionsToTheStore) {
+TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldOneConnectionAndOneWaitAtTheStore) {
   constexpr int kRanks = 16;
   const std::string table(200000, 't');
   std::vector<std::unique_ptr<StoreClient>> ranks;
@@ -252,17 +250,16 @@ TEST_F(StoreRelayTest, ANodesRanksWaitingForOneTableHoldTwoConnectionsToTheStore
       if (ranks[r]->get("table", 1s) == table) ++right;
     });
   }
-  // Every rank waits: the store holds the relay's one lane for all of them,
-  // beside the connection of its batches (both made as the relay started).
+  // Every rank waits: the store holds one wait for all of them, on the
+  // relay's one connection (made as the relay started).
   ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
-  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 2));
-  EXPECT_EQ(relay_->upstream_connection_count(), 2u);
+  EXPECT_EQ(store_->connection_count(), 1u);
+  EXPECT_EQ(relay_->upstream_connection_count(), 1u);
   client_of(*store_)->set("table", table);
   for (std::thread& thread : threads)
     thread.join();
   EXPECT_EQ(right, kRanks);
-  EXPECT_LE(relay_->upstream_connection_count(), 3u)
-      << "the batches' connection, and a lane per distinct request out (the WAIT, the GET)";
+  EXPECT_EQ(relay_->upstream_connection_count(), 1u);
   EXPECT_EQ(relay_->connection_count(), static_cast<std::size_t>(kRanks));
 }
 
@@ -378,7 +375,8 @@ TEST_F(StoreRelayTest, RanksOnSocketPairsShareOneFileOfALargeAnswer) {
 // A rank that GETs a large value later than the others gets the file they
 // got while the value is unchanged (the relay asks the store whether it
 // is: GET_VERSIONED), and the new value once it changed; a client's own
-// GET_VERSIONED (a relay below this one, over TCP) goes up as it came.
+// GET_VERSIONED (a relay below this one, over TCP) gets the value and its
+// version.
 TEST_F(StoreRelayTest, ALaterGetOfAnUnchangedLargeValueGetsTheSameFile) {
   namespace wire = detail::store_protocol;
   const auto deadline = [] { return detail::Clock::now() + 10s; };
@@ -459,16 +457,57 @@ TEST_F(StoreRelayTest, AClientOnASocketPairReadsALargeAnswerFromItsFile) {
   EXPECT_EQ(rank->multi_get({"table", "table"}, 1s), (std::vector<std::string>{table, table}));
 }
 
-TEST_F(StoreRelayTest, SetOnCloseIsRefusedWithTheReason) {
-  auto through = client_of(*relay_);
-  try {
-    through->set_on_close("gone", "1");
-    ADD_FAILURE() << "SET_ON_CLOSE through a relay was taken";
-  } catch (const StoreError& error) {
-    EXPECT_NE(std::string(error.what()).find("relay"), std::string::npos) << error.what();
+// A client's last words are its relay's to keep: said when its connection
+// ends, not when the relay's does; taken back with CLEAR_ON_CLOSE.
+TEST_F(StoreRelayTest, AClientsLastWordsAreSaidWhenItsConnectionToTheRelayEnds) {
+  auto direct = client_of(*store_);
+  auto quiet = client_of(*relay_);
+  quiet->set_on_close("quiet/gone", "1");
+  quiet->clear_on_close();
+  quiet->set("quiet/after", "still fine");
+  quiet.reset();
+  auto leaving = client_of(*relay_);
+  leaving->run(StoreClient::Batch().set_on_close("gone", "1").set_on_close("gone/too", "2"));
+  EXPECT_FALSE(direct->check({"gone"}));
+  leaving.reset();
+  direct->wait({"gone", "gone/too"}, 10s);
+  EXPECT_EQ(direct->get("gone/too", 1s), "2");
+  EXPECT_EQ(direct->get("quiet/after", 1s), "still fine");
+  EXPECT_FALSE(direct->check({"quiet/gone"}));
+  auto many = client_of(*relay_);
+  for (int i = 0; i < 8; ++i)
+    many->set_on_close("k" + std::to_string(i), "");
+  EXPECT_THROW(many->set_on_close("one/too/many", ""), StoreError);  // as the store's limit
+}
+
+// An in-process client's (the agent's own) last words go up with the
+// relay's connection: said when the relay's process ends, as when its own
+// connection ends, and not after CLEAR_ON_CLOSE.
+TEST_F(StoreRelayTest, AnInProcessClientsLastWordsAreSaidWhenItsRelayEnds) {
+  auto direct = client_of(*store_);
+  {
+    auto agent = relay_->connect_in_process(10s);
+    agent->run(StoreClient::Batch().set_on_close("agent/gone", "").set_on_close("someone", ""));
+    auto quiet = relay_->connect_in_process(10s);
+    quiet->set_on_close("quiet/gone", "");
+    quiet->clear_on_close();
+    EXPECT_FALSE(direct->check({"agent/gone"}));
+    relay_.reset();  // as its process is killed: nothing said by the relay itself
   }
-  through->set("after", "still fine");
-  EXPECT_EQ(through->get("after", 1s), "still fine");
+  direct->wait({"agent/gone", "someone"}, 10s);
+  EXPECT_FALSE(direct->check({"quiet/gone"}));
+  SetUp();
+  auto leaving = relay_->connect_in_process(10s);
+  leaving->set_on_close("left", "");
+  auto staying = relay_->connect_in_process(10s);
+  staying->set_on_close("stayed", "");
+  leaving->shut_down();  // said at once, and no longer the relay's own
+  client_of(*store_)->wait({"left"}, 10s);
+  direct = client_of(*store_);
+  direct->delete_key("left");
+  relay_.reset();
+  direct->wait({"stayed"}, 10s);
+  EXPECT_FALSE(direct->check({"left"})) << "said twice";
 }
 
 TEST_F(StoreRelayTest, ALostStoreIsNamedToEveryClient) {
@@ -504,6 +543,184 @@ TEST_F(StoreRelayTest, ALostStoreIsNamedToEveryClient) {
               std::string::npos)
         << error.what();
   }
+}
+
+// Relays in a tree, as the agents of a large job form one: the store, A
+// under it, B under A, C under B (each route_through() its way up).
+class StoreRelayTreeTest : public StoreRelayTest {
+ protected:
+  std::unique_ptr<StoreServer> relay_under(std::vector<StoreServer::Hop> path) {
+    StoreServer::Options options;
+    options.token = kToken;
+    options.relay_to = StoreServer::Options::Upstream{"127.0.0.1", store_->port(), false, "", 10s};
+    auto relay = std::make_unique<StoreServer>(options);
+    relay->route_through(std::move(path));
+    return relay;
+  }
+  static StoreServer::Hop hop(const StoreServer& relay) { return {"127.0.0.1", relay.port()}; }
+  void grow() {
+    b_ = relay_under({hop(*relay_)});
+    c_ = relay_under({hop(*b_), hop(*relay_)});
+  }
+  std::unique_ptr<StoreServer> b_;
+  std::unique_ptr<StoreServer> c_;
+};
+
+TEST_F(StoreRelayTreeTest, EachRelayHoldsOneConnectionUpAndTheStoreOneForItsChild) {
+  grow();
+  auto leaf = client_of(*c_);
+  leaf->set("k", "v");
+  EXPECT_EQ(client_of(*store_)->get("k", 1s), "v");
+  EXPECT_EQ(leaf->add("n", 3), 3);
+  EXPECT_EQ(client_of(*b_)->add("n", 4), 7);
+  EXPECT_EQ(leaf->compare_set("k", "v", "w"), "w");
+  EXPECT_EQ(leaf->multi_get({"k", "n"}, 1s), (std::vector<std::string>{"w", "7"}));
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 4; ++i)
+    waiters.emplace_back([&, i] { client_of(*c_)->wait({"w" + std::to_string(i)}, 10s); });
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 4));
+  EXPECT_EQ(store_->connection_count(), 1u) << "A's alone";
+  EXPECT_EQ(relay_->connection_count(), 1u) << "B's alone";
+  EXPECT_EQ(b_->connection_count(), 1u) << "C's alone";
+  for (const auto* relay : {relay_.get(), b_.get(), c_.get()})
+    EXPECT_EQ(relay->upstream_connection_count(), 1u);
+  auto direct = client_of(*store_);
+  for (int i = 0; i < 4; ++i)
+    direct->set("w" + std::to_string(i), "");
+  for (std::thread& waiter : waiters)
+    waiter.join();
+}
+
+// Ranks on every relay of the tree GET one large table: the store sends it
+// once, to A, whose own ranks' GETs and B's GET_VERSIONED are one request
+// (B's for its ranks and for C and D's); a later GET through a leaf is told
+// by each hop that the value is unchanged, and a changed one comes down.
+TEST_F(StoreRelayTreeTest, ATableGoesDownTheTreeOneCopyPerChild) {
+  grow();
+  auto d = relay_under({hop(*b_), hop(*relay_)});  // C's sibling
+  const std::string table(300000, 't');
+  std::vector<std::thread> ranks;
+  std::atomic<int> right{0};
+  for (StoreServer* relay : {relay_.get(), b_.get(), c_.get(), d.get()}) {
+    for (int r = 0; r < 3; ++r) {
+      ranks.emplace_back([&, relay] {
+        if (client_of(*relay)->get("table", 10s) == table) ++right;
+      });
+    }
+  }
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
+  std::this_thread::sleep_for(200ms);  // every rank asked
+  EXPECT_EQ(store_->waiting_count(), 1u) << "one GET for all twelve";
+  client_of(*store_)->set("table", table);
+  for (std::thread& rank : ranks)
+    rank.join();
+  EXPECT_EQ(right, 12);
+  EXPECT_EQ(client_of(*d)->get("table", 1s), table);
+  client_of(*store_)->set("table", table + "!");
+  EXPECT_EQ(client_of(*c_)->get("table", 1s), table + "!");
+}
+
+// C's agent's last words are held by B, C's parent: said when C goes, at
+// once, while the store never saw C's connection.
+TEST_F(StoreRelayTreeTest, AChildsLastWordsAreSaidByItsParent) {
+  grow();
+  auto direct = client_of(*store_);
+  auto agent = c_->connect_in_process(10s);
+  agent->set_on_close("c/gone", "");
+  agent->set("c/here", "");
+  c_.reset();  // C's process killed
+  direct->wait({"c/gone"}, 10s);
+}
+
+// B is lost while C's ranks wait and C's agent left its last words with B:
+// C goes on through A, where its ranks' waits go up again and its agent's
+// words are registered again.
+TEST_F(StoreRelayTreeTest, ALostRelayIsPassedOverForTheNextHop) {
+  grow();
+  auto direct = client_of(*store_);
+  auto agent = c_->connect_in_process(10s);
+  agent->set_on_close("c/gone", "");
+  std::string waited;
+  std::thread rank([&] {
+    try {
+      client_of(*c_)->wait({"later"}, 20s);
+      waited = "ok";
+    } catch (const Error& error) {
+      waited = error.what();
+    }
+  });
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
+  b_.reset();  // C's parent killed
+  ASSERT_TRUE(becomes([&] { return relay_->connection_count(); }, 1)) << "C, now under A";
+  EXPECT_EQ(agent->add("counted", 1), 1);
+  direct->set("later", "");
+  rank.join();
+  EXPECT_EQ(waited, "ok");
+  EXPECT_FALSE(direct->check({"c/gone"})) << "C lives";
+  c_.reset();
+  direct->wait({"c/gone"}, 10s);
+}
+
+// B ends while C's ranks wait through it and C's agent left its last
+// words with it: B hands C over (Status::moving), C goes on through A with
+// nothing lost or asked twice, and its words move with it.
+TEST_F(StoreRelayTreeTest, ARelayThatEndsHandsItsChildrenOver) {
+  grow();
+  auto direct = client_of(*store_);
+  auto agent = c_->connect_in_process(10s);
+  agent->set_on_close("c/gone", "");
+  EXPECT_EQ(agent->add("counted", 1), 1);
+  std::string waited;
+  std::thread rank([&] {
+    try {
+      client_of(*c_)->wait({"later"}, 20s);
+      waited = "ok";
+    } catch (const Error& error) {
+      waited = error.what();
+    }
+  });
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
+  EXPECT_TRUE(b_->hand_over(5s));
+  EXPECT_EQ(b_->connection_count(), 0u) << "C moved";
+  EXPECT_TRUE(StoreServer(StoreServer::Options{}).hand_over(0s)) << "no relay: nothing to hand";
+  b_.reset();
+  EXPECT_EQ(agent->add("counted", 1), 2);
+  direct->set("later", "");
+  rank.join();
+  EXPECT_EQ(waited, "ok");
+  EXPECT_FALSE(direct->check({"c/gone"}));
+  c_.reset();
+  direct->wait({"c/gone"}, 10s);
+}
+
+// A relay whose path changes moves at once: its waits go up again on the
+// new first hop, its agent's last words move with it (taken back at the
+// old one), and nothing is asked twice.
+TEST_F(StoreRelayTreeTest, ARelayMovesToItsNewParent) {
+  auto agent = relay_->connect_in_process(10s);  // A, straight under the store
+  agent->set_on_close("a/gone", "");
+  std::string waited;
+  std::thread rank([&] {
+    try {
+      client_of(*relay_)->wait({"later"}, 20s);
+      waited = "ok";
+    } catch (const Error& error) {
+      waited = error.what();
+    }
+  });
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
+  auto parent = relay_under({});
+  relay_->route_through({hop(*parent)});
+  ASSERT_TRUE(becomes([&] { return parent->connection_count(); }, 1)) << "A, now under it";
+  ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 1)) << "the parent's alone";
+  auto direct = client_of(*store_);
+  EXPECT_FALSE(direct->check({"a/gone"})) << "taken back at the store, not said";
+  direct->set("later", "");
+  rank.join();
+  EXPECT_EQ(waited, "ok");
+  EXPECT_EQ(agent->add("once", 1), 1);
+  relay_.reset();
+  direct->wait({"a/gone"}, 10s);
 }
 
 }  // namespace

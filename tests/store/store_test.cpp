@@ -866,6 +866,66 @@ TEST_F(StoreTest, AVersionedGetSendsAValueOnlyWhenItChanged) {
   set_later.join();
 }
 
+// A multiplexed connection (Op::multiplex, what a relay speaks upstream):
+// every answer carries its request's tag and comes when it can, a wait
+// holding nothing behind it; a wait's timeout and a large value come
+// tagged too, and a connection that ends takes its waits with it.
+TEST_F(StoreTest, AMultiplexedConnectionAnswersEachTagWhenItCan) {
+  detail::Fd connection = raw_connection();
+  const auto send = [&](const std::string& frame) {
+    std::string error;
+    ASSERT_TRUE(detail::send_all(connection.get(), frame.data(), frame.size(),
+                                 detail::Clock::now() + 5s, &error))
+        << error;
+  };
+  const auto next = [&] {  // the next answer: its tag, and what follows it
+    std::string payload;
+    std::string error;
+    EXPECT_TRUE(
+        detail::recv_frame(connection.get(), &payload, 1 << 21, detail::Clock::now() + 10s, &error))
+        << error;
+    wire::Reader reader(payload);
+    const std::uint32_t tag = reader.u32();
+    return std::make_pair(tag, payload.substr(wire::kTagBytes));
+  };
+  const auto tagged = [](std::uint32_t tag, wire::Writer request) {
+    return wire::tagged(tag, request.frame());
+  };
+  const auto op = [](wire::Op what) {
+    wire::Writer writer;
+    writer.u8(static_cast<std::uint8_t>(what));
+    return writer;
+  };
+  send(op(wire::Op::multiplex).frame());
+  std::string payload;
+  std::string error;
+  ASSERT_TRUE(
+      detail::recv_frame(connection.get(), &payload, 64, detail::Clock::now() + 5s, &error));
+  EXPECT_EQ(payload, std::string(1, '\0')) << "its own answer has no tag";
+  const std::string ok(1, '\0');
+  send(tagged(7, op(wire::Op::wait).strings({"later"}).i64(10000)) +
+       tagged(8, op(wire::Op::set).bytes("now").bytes("1")) +
+       tagged(9, op(wire::Op::get).bytes("never").i64(50)) +
+       tagged(10, op(wire::Op::get).bytes("now").i64(0)));
+  EXPECT_EQ(next(), std::make_pair(8u, ok)) << "past the wait before it";
+  EXPECT_EQ(next(), std::make_pair(10u, ok + wire::Writer().bytes("1").fields()));
+  const auto timed_out = next();
+  EXPECT_EQ(timed_out.first, 9u);
+  EXPECT_EQ(static_cast<wire::Status>(timed_out.second.at(0)), wire::Status::timeout);
+  EXPECT_TRUE(waiting_becomes(1));
+  const std::string large(300000, 'L');
+  client()->set("large", large);
+  send(tagged(11, op(wire::Op::get).bytes("large").i64(0)));
+  EXPECT_EQ(next(), std::make_pair(11u, ok + wire::Writer().bytes(large).fields()));
+  client()->set("later", "");
+  EXPECT_EQ(next(), std::make_pair(7u, ok));
+  send(tagged(12, op(wire::Op::wait).strings({"never"}).i64(60000)));
+  EXPECT_TRUE(waiting_becomes(1));
+  connection.reset();
+  EXPECT_TRUE(waiting_becomes(0)) << "its wait went with it";
+  expect_server_healthy();
+}
+
 // A timeout too long to represent waits (it saturates), and a sum past
 // 64 bits is an error naming the key, not undefined behaviour.
 TEST_P(StoreOperationsTest, HugeTimeoutsWaitAndAnOverflowingAddIsRefused) {
@@ -1217,9 +1277,9 @@ TEST_F(TorchPortTest, ARelaysTorchPortTellsOfAQueryItCannotServe) {
 }
 
 // What the relay's TCPStore port is for: a node's PyTorch clients cost the
-// job's store two connections (the relay's batches and one lane for their
-// one wait), not one each.
-TEST_F(TorchPortTest, ANodesTorchClientsCostTheStoreTwoConnectionsThroughItsRelay) {
+// job's store one connection (the relay's, their one wait on it), not one
+// each.
+TEST_F(TorchPortTest, ANodesTorchClientsCostTheStoreOneConnectionThroughItsRelay) {
   start_relay();
   std::vector<detail::Fd> clients;
   for (int i = 0; i < 16; ++i) {
@@ -1229,7 +1289,7 @@ TEST_F(TorchPortTest, ANodesTorchClientsCostTheStoreTwoConnectionsThroughItsRela
     send(clients.back().get(), std::string(1, '\x06') + u64(1) + text("/go"));  // WAIT
   }
   EXPECT_TRUE(waiting_becomes(1));
-  EXPECT_EQ(server_->connection_count(), 2u);
+  EXPECT_EQ(server_->connection_count(), 1u);
   auto cohort = client();
   EXPECT_EQ(cohort->add("torch:/n", 0), 16);  // every ADD counted once
   cohort->set("torch:/go", "1");

@@ -2,12 +2,14 @@
 // thread, meeting in node 0's real store on loopback — the rendezvous, a
 // stop declared anywhere, the restart budget shared by every node, a node
 // lost when its agent goes and a late joiner taken in at the next round, in
-// well under a second each (short heartbeats), without a cluster. The namespace
-// cluster tests run the same code between real hosts.
+// well under a second each (short heartbeats), without a cluster; and seven
+// agents whose relays form a tree of width two. The namespace cluster tests
+// run the same code between real hosts.
 #include "launch/node_group.hpp"
 
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -331,6 +333,100 @@ TEST_F(NodeGroupTest, ALateJoinerWaitsAndIsTakenInAtTheNextRound) {
   EXPECT_EQ(node0->restarts(), 0);
   EXPECT_EQ(node0->attempt(), 1);
   ASSERT_EQ(said.size(), 1U);
+}
+
+// Seven agents that reach the store through their relays, in a tree of
+// width two (agent_tree.hpp): nodes 1 and 2 under the store, 3 and 4 under
+// node 1, 5 and 6 under node 2.
+class NodeGroupTreeTest : public NodeGroupTest {
+ protected:
+  static constexpr int kNodes = 7;
+  void SetUp() override {
+    for (int node = 0; node < kNodes; ++node) {
+      NodeGroupOptions o = options(kNodes, node);
+      o.relay = true;
+      o.tree_width = 2;
+      o.heartbeat_timeout = milliseconds(60000);  // only a closed connection tells
+      o.node_hosts.clear();
+      nodes_.push_back(node == 0 ? first(o) : std::make_unique<NodeGroup>(o));
+    }
+    std::vector<NodeGroup*> all;
+    for (const auto& node : nodes_)
+      all.push_back(node.get());
+    placements_ = join_all(all, std::vector<int>(kNodes, 1));
+  }
+  // Waits (bounded) until `server` holds `count` connections.
+  static bool holds(const StoreServer& server, std::size_t count) {
+    for (int i = 0; i < 500 && server.connection_count() != count; ++i)
+      std::this_thread::sleep_for(milliseconds(10));
+    return server.connection_count() == count;
+  }
+  std::vector<std::unique_ptr<NodeGroup>> nodes_;
+  std::vector<Placement> placements_;
+};
+
+TEST_F(NodeGroupTreeTest, NodesMeetThroughTheTreeAndEachRelayHoldsItsChildren) {
+  for (int node = 0; node < kNodes; ++node)
+    EXPECT_EQ(placements_[node].rank_base, node);
+  EXPECT_EQ(nodes_[0]->relay(), nullptr) << "node 0 serves the store";
+  // Node 0's own two connections, and nodes 1 and 2's relays; node 1's and
+  // 2's relays each their agent's two and their two children.
+  EXPECT_TRUE(holds(*nodes_[0]->server(), 2 + 2));
+  EXPECT_TRUE(holds(*nodes_[1]->relay(), 2 + 2));
+  EXPECT_TRUE(holds(*nodes_[2]->relay(), 2 + 2));
+  EXPECT_TRUE(holds(*nodes_[5]->relay(), 2));
+  StopRecord stop = failure(6, 6);
+  nodes_[6]->declare_stop(stop);
+  for (int node = 0; node < kNodes - 1; ++node) {
+    ASSERT_TRUE(woken(*nodes_[node], milliseconds(5000))) << "node " << node;
+    ASSERT_TRUE(nodes_[node]->stop_record());
+    EXPECT_EQ(nodes_[node]->stop_record()->rank, 6);
+  }
+}
+
+// Node 5's agent goes: node 2, its parent, says its last words at once.
+TEST_F(NodeGroupTreeTest, ALeafWhoseAgentGoesIsLostAtOnce) {
+  nodes_[5].reset();
+  ASSERT_TRUE(woken(*nodes_[0], milliseconds(5000)));
+  const auto lost = nodes_[0]->stop_record();
+  ASSERT_TRUE(lost);
+  EXPECT_TRUE(lost->node_lost);
+  EXPECT_EQ(lost->node, 5) << lost->summary;
+}
+
+// Node 1's agent goes: it is the one lost, and nodes 3 and 4 under it go
+// on under the store, where their own last words now wait.
+TEST_F(NodeGroupTreeTest, AnInnerNodeWhoseAgentGoesIsLostAndItsChildrenGoOn) {
+  nodes_[1].reset();
+  ASSERT_TRUE(woken(*nodes_[0], milliseconds(5000)));
+  const auto lost = nodes_[0]->stop_record();
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->node, 1) << lost->summary;
+  EXPECT_TRUE(holds(*nodes_[0]->server(), 2 + 1 + 2)) << "node 2's relay, and 3's and 4's";
+  for (int child : {3, 4}) {
+    ASSERT_TRUE(woken(*nodes_[child], milliseconds(5000))) << "node " << child;
+    ASSERT_TRUE(nodes_[child]->stop_record());
+    EXPECT_EQ(nodes_[child]->stop_record()->node, 1)
+        << "node " << child << " did not lose the store";
+  }
+  nodes_[3].reset();
+  nodes_[4]->finished();
+  EXPECT_TRUE(holds(*nodes_[0]->server(), 2 + 1 + 1)) << "node 3 left";
+}
+
+// Node 1 is done and its agent ends first: it hands nodes 3 and 4 over to
+// the store, and is not lost; they go on, and hear of a stop later.
+TEST_F(NodeGroupTreeTest, AnInnerNodeThatEndsFirstHandsItsChildrenOver) {
+  nodes_[1]->finished();
+  nodes_[1].reset();
+  EXPECT_TRUE(holds(*nodes_[0]->server(), 2 + 1 + 2)) << "node 2's relay, and 3's and 4's";
+  EXPECT_FALSE(nodes_[0]->stop_record());
+  nodes_[4]->declare_stop(failure(4, 8));
+  for (int node : {0, 2, 3, 5, 6}) {
+    ASSERT_TRUE(woken(*nodes_[node], milliseconds(5000))) << "node " << node;
+    ASSERT_TRUE(nodes_[node]->stop_record());
+    EXPECT_EQ(nodes_[node]->stop_record()->rank, 8) << "node " << node;
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -97,14 +98,15 @@ TEST(StoreProof, ProofsBindTokenNoncesAndDirection) {
 
 // docs/store-protocol.md's example, byte for byte: the page a client in
 // another language would be written from says what the encoder writes.
-TEST(StoreProtocol, TheDocumentedHandshakeIsWhatTheEncoderWrites) {
+// The page's indented example lines named `names`: name -> their hex.
+std::map<std::string, std::string> documented_bytes(const std::set<std::string>& names) {
   std::ifstream page(COHORT_SOURCE_DIR "/docs/store-protocol.md");
   std::map<std::string, std::string> documented;
   for (std::string line; std::getline(page, line);) {
     std::istringstream words(line);
     std::string name;
     words >> name;
-    if (name != "hello" && name != "server_proof" && name != "client_proof") continue;
+    if (names.count(name) == 0) continue;
     if (line.rfind("    ", 0) != 0) continue;
     std::string bytes;
     for (std::string word; words >> word;)
@@ -112,11 +114,29 @@ TEST(StoreProtocol, TheDocumentedHandshakeIsWhatTheEncoderWrites) {
     // The example's lines, not the formulas' (server_proof = HMAC...).
     if (bytes.find_first_not_of("0123456789abcdef") == std::string::npos) documented[name] = bytes;
   }
+  return documented;
+}
+
+TEST(StoreProtocol, TheDocumentedHandshakeIsWhatTheEncoderWrites) {
+  auto documented = documented_bytes({"hello", "server_proof", "client_proof"});
   const std::string c(32, 'c');
   const std::string s(32, 's');
   EXPECT_EQ(documented["hello"], hex(hello(c)));
   EXPECT_EQ(documented["server_proof"], hex(detail::store_proof::server_proof("token", c, s)));
   EXPECT_EQ(documented["client_proof"], hex(detail::store_proof::client_proof("token", c, s)));
+}
+
+TEST(StoreProtocol, TheDocumentedMultiplexedFramesAreWhatTheEncoderWrites) {
+  auto documented = documented_bytes({"tagged_set", "tagged_answer"});
+  EXPECT_EQ(documented["tagged_set"],
+            hex(tagged(
+                7, Writer().u8(static_cast<std::uint8_t>(Op::set)).bytes("k").bytes("v").frame())));
+  EXPECT_EQ(documented["tagged_answer"],
+            hex(tagged(7, Writer().u8(static_cast<std::uint8_t>(Status::ok)).frame())));
+  EXPECT_EQ(tagged(std::nullopt, "same"), "same");
+  const std::string tag("\x07\x00\x00\x00", 4);
+  Reader reader(tag);
+  EXPECT_EQ(reader.u32(), 7u);
 }
 
 }  // namespace
