@@ -159,6 +159,12 @@ class StoreServer {
       bool munge = false;   ///< as StoreClient::Options::munge
       std::string process;  ///< as StoreClient::Options::server_process
       std::chrono::milliseconds timeout = Store::kDefaultTimeout;  ///< connecting, and quick calls
+      /// How long a relay on the path (route_through) may leave a request
+      /// unanswered, a quick one or a wait past its own timeout, before this
+      /// relay counts it lost and goes on through the next hop (a node cut
+      /// off from the network closes nothing). The store itself has
+      /// `timeout`: once lost, it is lost for good.
+      std::chrono::milliseconds hop_timeout{5000};
       /// Connect as the relay starts (in the background, one attempt), so
       /// that its clients' first requests find the connection open;
       /// otherwise, and where the attempt fails, at the first request. For

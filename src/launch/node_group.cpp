@@ -114,6 +114,9 @@ void NodeGroup::start_relay() {
   relay.relay_to = StoreServer::Options::Upstream{options_.store_host, port_, options_.munge, "",
                                                   options_.rendezvous_timeout};
   relay.relay_to->connect_at_start = true;  // this agent's own first request needs it
+  // A parent in the agents' tree cut off from the network is passed over
+  // well before the coordinator would count this node's heartbeats gone.
+  relay.relay_to->hop_timeout = options_.heartbeat_timeout / 2;
   const std::string host = relay.host;
   relay_ = std::make_unique<StoreServer>(std::move(relay));
   if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {

@@ -88,6 +88,14 @@ struct Outgoing {
   std::vector<std::pair<std::uint64_t, std::int64_t>> parts;  // client, its delta
 };
 
+// A relay's batch out: its requests as they went, and their answers as they come.
+struct BatchOut {
+  std::vector<Outgoing> requests;
+  std::vector<std::string> answers;
+  std::size_t left = 0;              // answers still to come
+  std::vector<std::size_t> to_send;  // not sent on the connection in use
+};
+
 // Whether a request out when its hop was lost may go up again on the next:
 // carried out twice, it means what it meant once.
 bool repeatable(const Outgoing& request) {
@@ -321,13 +329,6 @@ struct StoreRelay::Impl {
   std::size_t reroutes = 0;  // route_through() calls so far
 
   std::vector<std::pair<Id, RelayedRequest>> batch;  // quick requests not yet sent
-  // The batch out: its requests as they went, and their answers as they come.
-  struct BatchOut {
-    std::vector<Outgoing> requests;
-    std::vector<std::string> answers;
-    std::size_t left = 0;              // answers still to come
-    std::vector<std::size_t> to_send;  // not sent on the connection in use
-  };
   std::optional<BatchOut> batch_out;
 
   // Requests that may wait, by their frame (a GET's as a GET, whoever asked
@@ -444,6 +445,11 @@ struct StoreRelay::Impl {
     }
   }
 
+  // How long the other end of `to` may take to answer a quick request.
+  std::chrono::milliseconds answer_time(const Link& to) const {
+    return to.to_store ? upstream.timeout : upstream.hop_timeout;
+  }
+
   // Tags `frame` for `to` and registers it as `pending`.
   static std::string tagged(Link& to, const std::string& frame, Pending pending) {
     const std::uint32_t tag = to.next_tag++;
@@ -455,7 +461,7 @@ struct StoreRelay::Impl {
   // (or what of the one out was not sent on it), and the waiting requests.
   std::string take_frames(Link& to) {
     std::string out;
-    const Deadline quick = deadline_after(upstream.timeout);
+    const Deadline quick = deadline_after(answer_time(to));
     if (!batch_out && !batch.empty()) {
       // At most kBatchBytes of requests (one, however large): the store
       // takes no more than two largest frames ahead of what it handled.
@@ -491,7 +497,9 @@ struct StoreRelay::Impl {
       group.out = true;
       Pending pending = Pending::of(
           Pending::Kind::group,
-          deadline_after(std::max(upstream.timeout, saturating_sum(group.timeout, kServerGrace))),
+          deadline_after(
+              to.to_store ? std::max(upstream.timeout, saturating_sum(group.timeout, kServerGrace))
+                          : saturating_sum(group.timeout, upstream.hop_timeout)),
           0, entry);
       if (group.get_key.empty()) {
         out += tagged(to, frame, std::move(pending));
@@ -765,7 +773,7 @@ struct StoreRelay::Impl {
       ready.pop_front();
       for (const Client& client : entry->second.going)
         out.emplace_back(client.id, answer);
-      groups.erase(entry->first);
+      groups.erase(groups.find(entry->first));  // not by key: the key is the element's own
     }
     if (!out.empty()) deliver(std::move(out));
   }
@@ -1020,7 +1028,7 @@ struct StoreRelay::Impl {
       }
       if (fresh) keep(group.get_key, version, answer);
       if (group.next.empty() || stopping) {
-        groups.erase(pending.group->first);
+        groups.erase(groups.find(pending.group->first));  // not by key: the key is its own
       } else {
         group.going = std::exchange(group.next, {});
         group.out = false;
@@ -1093,9 +1101,10 @@ struct StoreRelay::Impl {
     }
   }
 
-  void say_last_words(Id id, bool own, std::vector<std::pair<std::string, std::string>> words) {
+  void say_last_words(Id id, bool own,
+                      const std::vector<std::pair<std::string, std::string>>& words) {
     std::lock_guard<std::mutex> lock(mutex);
-    for (auto& [key, value] : words) {
+    for (const auto& [key, value] : words) {
       RelayedRequest set;
       set.op = wire::Op::set;
       set.frame = wire::Writer()
@@ -1171,8 +1180,8 @@ void StoreRelay::flush() {
 }
 
 void StoreRelay::say_last_words(Id id, bool own,
-                                std::vector<std::pair<std::string, std::string>> words) {
-  impl_->say_last_words(id, own, std::move(words));
+                                const std::vector<std::pair<std::string, std::string>>& words) {
+  impl_->say_last_words(id, own, words);
 }
 
 void StoreRelay::route_through(std::vector<StoreServer::Hop> path) {

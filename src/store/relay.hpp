@@ -153,7 +153,8 @@ class StoreRelay {
   /// The connection of client `id` ended with `words` (its SET_ON_CLOSE
   /// keys and values): they are set upstream; `own`: a client in this
   /// process, whose words are no longer registered upstream either.
-  void say_last_words(Id id, bool own, std::vector<std::pair<std::string, std::string>> words);
+  void say_last_words(Id id, bool own,
+                      const std::vector<std::pair<std::string, std::string>>& words);
   /// Reaches the store through `path`, nearest first, then the store
   /// itself: moves there at once (after the batch out) when the first hop
   /// changed.

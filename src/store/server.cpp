@@ -536,7 +536,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     // Its last words: set now, so that whoever waits for them wakes at once
     // (the loop resumes the waits these sets complete), or through the relay.
     if (relay_to && !it->second.on_close.empty()) {
-      relay_to->say_last_words(id, it->second.in_process, std::move(it->second.on_close));
+      relay_to->say_last_words(id, it->second.in_process, it->second.on_close);
     } else {
       for (auto& [key, value] : it->second.on_close)
         key_space.set(key, std::move(value));

@@ -1247,6 +1247,56 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
   EXPECT_TRUE(recorded_workers_end(seconds(10)));
 }
 
+// The same cut inside the agents' tree (width 2: node 3's relay under node
+// 1's): node 1 is lost by heartbeat; node 3's relay passes over it after
+// half the heartbeat timeout and goes on under the store, so node 3's
+// heartbeats arrive in time and it is not counted lost, nor loses the store.
+TEST_F(MultiNode, ACutCableInsideTheTreeLosesOnlyThatNode) {
+  std::vector<std::unique_ptr<test::Subprocess>> agents;
+  env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
+  env_["COHORT_TREE_WIDTH"] = "2";
+  for (int node = 0; node < 4; ++node) {
+    std::vector<std::string> argv{kCohort,
+                                  "run",
+                                  "--nnodes",
+                                  "4",
+                                  "--node-rank",
+                                  std::to_string(node),
+                                  "--master-addr",
+                                  "n1",
+                                  "--master-port",
+                                  "29412",
+                                  "--heartbeat-timeout",
+                                  "4",
+                                  "--grace",
+                                  "1",
+                                  "-n",
+                                  "2"};
+    for (std::string& word : recording_worker("exec sleep 120"))
+      argv.push_back(std::move(word));
+    agents.push_back(start_on("n" + std::to_string(node + 1), argv, seconds(60)));
+  }
+  for (int i = 0; i < 200 && recorded_workers() < 8; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(recorded_workers(), 8u);
+  const std::string harness = COHORT_NETNS_HARNESS;
+  ASSERT_EQ(test::run_process({harness, "cut", kCluster.string(), "n2"}).exit_code, 0);
+  std::vector<test::ProcessResult> ends;
+  for (auto& agent : agents)
+    ends.push_back(agent->finish());
+  test::run_process({harness, "mend", kCluster.string(), "n2"});
+  for (std::size_t node = 0; node < ends.size(); ++node)
+    EXPECT_FALSE(ends[node].timed_out) << "node " << node << ": " << test::describe(ends[node]);
+  EXPECT_NE(ends[0].err.find("node 1 (n2) stopped answering: no heartbeat"), std::string::npos)
+      << ends[0].err;
+  EXPECT_EQ(ends[0].err.find("node 3 (n4) stopped answering"), std::string::npos) << ends[0].err;
+  EXPECT_NE(ends[3].err.find("this node's relay lost the relay at 10.77.0."), std::string::npos)
+      << ends[3].err;
+  EXPECT_NE(ends[3].err.find("node 1 (n2) stopped answering"), std::string::npos) << ends[3].err;
+  EXPECT_EQ(ends[3].err.find("lost the job's store"), std::string::npos) << ends[3].err;
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
 // An unauthenticated peer on a third node floods node 0's two ports while a
 // 2-node static job (with a secret) starts and runs: 2,000 silent
 // connections to the agents' store, and 64 to the PyTorch port that each
