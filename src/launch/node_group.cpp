@@ -47,10 +47,12 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   StoreClient::Options client = client_options();
   // Through the relay: past the relay's own attempts to connect, which say why they failed.
   client.timeout = options_.rendezvous_timeout + std::chrono::seconds(relay_ ? 5 : 0);
+  // Through the relay, the first request is what meets the store: this
+  // agent's last words, or, where it has no node rank yet, a probe.
+  const bool leaves_words_first = relay_ && options_.node_rank >= 0;
   reach_store([&] {
     store_ = connect(client);
-    // Through the relay, the first request is what meets the store.
-    if (relay_) (void)store_->num_keys();
+    if (relay_ && !leaves_words_first) (void)store_->num_keys();
   });
   if (server_ && options_.torch_port >= 0 && options_.nnodes > 1) {
     // Every worker's MASTER_PORT: PyTorch's clients meet in this store.
@@ -59,16 +61,25 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   if (options_.node_rank == kNodeRankAtJoin) take_node_rank();
   id_ = options_.node_rank;
   if (options_.nnodes > 1 || options_.node_rank < 0) {
-    client.timeout = options_.heartbeat_timeout;
+    // Its first call may be the first to meet the store (above).
+    if (!leaves_words_first) client.timeout = options_.heartbeat_timeout;
     auto watch = connect(client);
     if (!server_ && id_ >= 0) {
       // A killed agent's connection closes at once: the store then marks it
       // gone and wakes the coordinator, who need not wait for its heartbeat.
       // Through the relay, its connection upstream closes with this process.
-      watch->run(StoreClient::Batch()
-                     .set_on_close(gone_key(id_), "")
-                     .set_on_close(kSomeoneGone, "")
-                     .set_on_close(kCoordinatorWake, ""));
+      const auto leave_words = [&] {
+        watch->run(StoreClient::Batch()
+                       .set_on_close(gone_key(id_), "")
+                       .set_on_close(kSomeoneGone, "")
+                       .set_on_close(kCoordinatorWake, ""));
+      };
+      if (leaves_words_first) {
+        reach_store(leave_words);
+        watch->set_timeout(options_.heartbeat_timeout);
+      } else {
+        leave_words();
+      }
     }
     watch_store_ = std::move(watch);
   }
@@ -279,7 +290,7 @@ NodeGroup::~NodeGroup() {
   // Other nodes' relays that reach the store through this one go on
   // through their next hop first, once their requests out are answered:
   // a node that ends before those under it loses none of theirs.
-  if (relay_) (void)relay_->hand_over(kHandOver);
+  if (!relay_address_.empty()) (void)relay_->hand_over(kHandOver);
 }
 
 std::string NodeGroup::node_name(int node) const {
