@@ -203,10 +203,8 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
     const bool last_words = op == wire::Op::set_on_close || op == wire::Op::clear_on_close;
     if (!last_words || connection.in_process) {
       RelayedRequest relayed = relayed_request(body);
-      if (op == wire::Op::set_on_close && connection.on_close.size() >= wire::kMaxOnCloseSets) {
-        connection.out += on_close_limit(tag);
-        return;
-      }
+      // An in-process client's last words count against the relay's own
+      // connection's limit upstream, whose answer comes in its order.
       if (op == wire::Op::set_on_close) {
         wire::Reader fields(body.substr(1));
         std::string key(fields.bytes());

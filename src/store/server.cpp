@@ -251,7 +251,9 @@ struct StoreServer::Impl final : detail::StoreCore {
   Connection& wait_ended(std::uint64_t waiter, detail::store_protocol::Tag* tag) {
     Connection* connection = answered(waiter, tag);  // closing one cancels its waits
     auto& waits = connection->tagged_waits;
-    if (*tag) waits.erase(std::find(waits.begin(), waits.end(), waiter));
+    if (const auto at = std::find(waits.begin(), waits.end(), waiter); at != waits.end()) {
+      waits.erase(at);
+    }
     return *connection;
   }
 
