@@ -114,9 +114,11 @@ void NodeGroup::start_relay() {
   // node reaches the store from; in a job too small for a tree, nobody
   // beyond this node's own processes does.
   relay.host = "127.0.0.1";
+  bool reachable = false;  // by other nodes' relays: where this node reaches the store from
   if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
     const Route route = route_to(options_.store_host);
-    if (route.found && !route.source_address.empty()) relay.host = route.source_address;
+    reachable = route.found && !route.source_address.empty();
+    if (reachable) relay.host = route.source_address;
   }
   relay.torch_port = options_.relay_torch_port;
   relay.torch_host = "127.0.0.1";
@@ -130,9 +132,8 @@ void NodeGroup::start_relay() {
   relay.relay_to->hop_timeout = options_.heartbeat_timeout / 2;
   const std::string host = relay.host;
   relay_ = std::make_unique<StoreServer>(std::move(relay));
-  if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
-    relay_address_ = cat(host, ":", relay_->port());
-  }
+  // Not reachable: no relay is put under this one (agent_tree.hpp).
+  if (reachable) relay_address_ = cat(host, ":", relay_->port());
 }
 
 void NodeGroup::route_relay(const std::vector<int>& ids, const std::vector<std::string>& entries) {

@@ -861,8 +861,7 @@ struct StoreRelay::Impl {
       if (pending->kind == Pending::Kind::batch) {
         std::string frame = wire::Writer().frame_before(rest + 1);
         frame.push_back(status);
-        frame.resize(frame.size() + rest);
-        if (!recv_all(fd, frame.data() + frame.size() - rest, rest, deadline, &why)) break;
+        if (!receive_into(fd, &frame, rest, deadline, &why)) break;
         std::lock_guard<std::mutex> lock(mutex);
         if (batch_out) answered_in_batch(pending->index, std::move(frame));
         continue;
@@ -905,6 +904,19 @@ struct StoreRelay::Impl {
     work.notify_one();
   }
 
+  // Appends `count` bytes to `*out`, which grows with what arrives, not with
+  // what a frame's header announces.
+  static bool receive_into(int fd, std::string* out, std::size_t count, Deadline deadline,
+                           std::string* why) {
+    for (std::size_t left = count; left > 0;) {
+      const std::size_t piece = std::min(left, kPieceBytes * 16);
+      out->resize(out->size() + piece);
+      if (!recv_all(fd, out->data() + out->size() - piece, piece, deadline, why)) return false;
+      left -= piece;
+    }
+    return true;
+  }
+
   // Reads and drops `count` bytes.
   static bool skip(int fd, std::size_t count, Deadline deadline, std::string* buffer,
                    std::string* why) {
@@ -929,13 +941,8 @@ struct StoreRelay::Impl {
     std::optional<AnswerFileWriter> writer;
     if (wire::kFrameHeaderBytes + 1 + count >= kLargeAnswerBytes) writer.emplace(&error);
     if (!writer || !writer->valid()) {
-      // The store proved the job's token: its length is taken as it says.
       answer->frame.push_back(status);
-      answer->frame.resize(answer->frame.size() + count);
-      if (!recv_all(fd, answer->frame.data() + answer->frame.size() - count, count, deadline,
-                    why)) {
-        return nullptr;
-      }
+      if (!receive_into(fd, &answer->frame, count, deadline, why)) return nullptr;
       return answer;
     }
     bool kept = writer->write(std::string_view(&status, 1), &error);

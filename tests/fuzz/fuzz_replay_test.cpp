@@ -23,11 +23,13 @@ std::string u64(std::uint64_t value) {
   return out;
 }
 
-void replay(Target target, const std::vector<std::string>& seeds) {
+// `count` mutated inputs: fewer for a harness whose every input is a
+// connection of live servers' threads.
+void replay(Target target, const std::vector<std::string>& seeds, int count = 20000) {
   std::mt19937 random(20261123);
   for (const std::string& seed : seeds)
     target(reinterpret_cast<const std::uint8_t*>(seed.data()), seed.size());
-  for (int i = 0; i < 20000; ++i) {
+  for (int i = 0; i < count; ++i) {
     std::string input = seeds[random() % seeds.size()];
     const int edits = 1 + static_cast<int>(random() % 8);
     for (int e = 0; e < edits; ++e) {
@@ -312,6 +314,29 @@ TEST(FuzzReplay, FileAnswer) {
   // no file, a length that is not the file's, a malformed field.
   replay(file_answer, {"\x03" + length(8), "\x01" + length(8), "\x00" + length(8),
                        "\x03" + length(9), std::string("\x03\x01", 2)});
+}
+
+TEST(FuzzReplay, RelayUpstream) {
+  namespace wire = detail::store_protocol;
+  const auto answer = [](wire::Status status) {
+    return wire::Writer().u8(static_cast<std::uint8_t>(status));
+  };
+  std::string every_tag_ok;
+  for (std::uint32_t tag = 1; tag <= 8; ++tag)
+    every_tag_ok += wire::tagged(tag, answer(wire::Status::ok).i64(1).frame());
+  std::string versioned;
+  for (std::uint32_t tag = 1; tag <= 8; ++tag)
+    versioned += wire::tagged(tag, answer(wire::Status::ok).bytes("value").i64(7).frame());
+  std::string unchanged;
+  for (std::uint32_t tag = 1; tag <= 8; ++tag)
+    unchanged += wire::tagged(tag, answer(wire::Status::unchanged).frame());
+  replay(relay_upstream,
+         {"", every_tag_ok, versioned, unchanged,
+          wire::tagged(0, answer(wire::Status::moving).frame()) + every_tag_ok,
+          wire::tagged(3, answer(wire::Status::timeout).strings({"never"}).frame()),
+          wire::tagged(2, answer(wire::Status::ok).bytes(std::string(70000, 'v')).i64(9).frame()),
+          std::string("\xff\xff\xff\xff\x01\x00\x00\x00\x00", 9)},
+         1000);
 }
 
 }  // namespace
