@@ -14,6 +14,9 @@
 # required at configure and fails `make test` when any test was skipped, but
 # those in tests/needs-hardware; without it skips are summed up in one line.
 # CTEST_ARGS narrows or changes the ctest run (e.g. CTEST_ARGS='-L unit').
+# Under SANITIZE, LeakSanitizer takes tests/fuzz/lsan-suppressions.txt: the
+# thread-local state libcrypto keeps for a thread that is still running at
+# exit (the store's), as the fuzz runs do.
 # ccache, when installed (scripts/install-deps installs it), caches compiles.
 
 JOBS ?= 2
@@ -69,6 +72,7 @@ demo: deps-demo
 test: deps-test
 	$(MAKE) build
 	status=0; \
+	$(if $(strip $(SANITIZE)),LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan-suppressions.txt) \
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) \
 	  --output-junit $(abspath $(BUILD_DIR))/test-results.xml $(CTEST_ARGS) || status=$$?; \
 	tests/tools/skip-report $(BUILD_DIR)/test-results.xml $(if $(strict),--strict) \
