@@ -559,6 +559,17 @@ class StoreRelayTreeTest : public StoreRelayTest {
     return relay;
   }
   static StoreServer::Hop hop(const StoreServer& relay) { return {"127.0.0.1", relay.port()}; }
+  // A rank of `relay` that waits for `key`: `*outcome` is "ok", or why not.
+  static std::thread waiting_rank(StoreServer& relay, std::string key, std::string* outcome) {
+    return std::thread([&relay, key = std::move(key), outcome] {
+      try {
+        client_of(relay)->wait({key}, 20s);
+        *outcome = "ok";
+      } catch (const Error& error) {
+        *outcome = error.what();
+      }
+    });
+  }
   void grow() {
     b_ = relay_under({hop(*relay_)});
     c_ = relay_under({hop(*b_), hop(*relay_)});
@@ -642,14 +653,7 @@ TEST_F(StoreRelayTreeTest, ALostRelayIsPassedOverForTheNextHop) {
   auto agent = c_->connect_in_process(10s);
   agent->set_on_close("c/gone", "");
   std::string waited;
-  std::thread rank([&] {
-    try {
-      client_of(*c_)->wait({"later"}, 20s);
-      waited = "ok";
-    } catch (const Error& error) {
-      waited = error.what();
-    }
-  });
+  std::thread rank = waiting_rank(*c_, "later", &waited);
   ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
   b_.reset();  // C's parent killed
   ASSERT_TRUE(becomes([&] { return relay_->connection_count(); }, 1)) << "C, now under A";
@@ -672,14 +676,7 @@ TEST_F(StoreRelayTreeTest, ARelayThatEndsHandsItsChildrenOver) {
   agent->set_on_close("c/gone", "");
   EXPECT_EQ(agent->add("counted", 1), 1);
   std::string waited;
-  std::thread rank([&] {
-    try {
-      client_of(*c_)->wait({"later"}, 20s);
-      waited = "ok";
-    } catch (const Error& error) {
-      waited = error.what();
-    }
-  });
+  std::thread rank = waiting_rank(*c_, "later", &waited);
   ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
   EXPECT_TRUE(b_->hand_over(5s));
   EXPECT_EQ(b_->connection_count(), 0u) << "C moved";
@@ -701,14 +698,7 @@ TEST_F(StoreRelayTreeTest, ARelayMovesToItsNewParent) {
   auto agent = relay_->connect_in_process(10s);  // A, straight under the store
   agent->set_on_close("a/gone", "");
   std::string waited;
-  std::thread rank([&] {
-    try {
-      client_of(*relay_)->wait({"later"}, 20s);
-      waited = "ok";
-    } catch (const Error& error) {
-      waited = error.what();
-    }
-  });
+  std::thread rank = waiting_rank(*relay_, "later", &waited);
   ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
   auto parent = relay_under({});
   relay_->route_through({hop(*parent)});

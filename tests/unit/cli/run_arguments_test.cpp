@@ -137,8 +137,9 @@ TEST(RunArguments, PetVariablesFillWhatTheCommandLineDidNotGive) {
   EXPECT_TRUE(options.no_python);
 }
 
-// COHORT_STORE_RELAY is read where the options are made, so that a plan sent
-// to remote agents (--hosts) carries it.
+// COHORT_STORE_RELAY (and COHORT_TORCH_STORE_RELAY, COHORT_TREE_WIDTH) is
+// read where the options are made, so that a plan sent to remote agents
+// (--hosts) carries it.
 TEST(RunArguments, TheStoreRelayIsAnOptionOfTheRun) {
   EXPECT_TRUE(parse({}).store_relay);
   EXPECT_FALSE(parse({}, {{"COHORT_STORE_RELAY", "0"}}).store_relay);
@@ -148,6 +149,11 @@ TEST(RunArguments, TheStoreRelayIsAnOptionOfTheRun) {
   EXPECT_TRUE(parse({}).torch_store_relay);
   EXPECT_FALSE(parse({}, {{"COHORT_TORCH_STORE_RELAY", "0"}}).torch_store_relay);
   EXPECT_TRUE(parse({}, {{"COHORT_TORCH_STORE_RELAY", "0"}}).store_relay);
+  EXPECT_EQ(parse({}).tree_width, 32);
+  EXPECT_EQ(parse({}, {{"COHORT_TREE_WIDTH", "2"}}).tree_width, 2);
+  EXPECT_EQ(error_of({}, {{"COHORT_TREE_WIDTH", "1"}}),
+            "COHORT_TREE_WIDTH '1': expected a whole number of 2 or more: the relays of other "
+            "nodes that connect to one (docs/rendezvous.md)");
 }
 
 // torchrun's elastic spelling: --nnodes MIN:MAX (and PET_NNODES), with the
