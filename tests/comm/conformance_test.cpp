@@ -609,11 +609,24 @@ void every_collective_in_several_chunks(int rank, int ranks, Communicator& comm,
   for (std::size_t i = 0; i < kCount; ++i)
     data.set(i, value(0, rank, i));
   comm.all_reduce(data.buffer(), ReduceOp::sum, kDefault);
-  for (std::size_t i = 0; i < kCount; i += 997) {
+  for (std::size_t i = 0; i < kCount; ++i) {  // every element: the chunks' and blocks' edges
     double want = 0;
     for (int r = 0; r < ranks; ++r)
       want += value(0, r, i);
     expect_value(type, data.get(i), want, "all_reduce element " + std::to_string(i));
+  }
+  // reduce: the sum at the root, every other rank's data as it was.
+  for (std::size_t i = 0; i < kCount; ++i)
+    data.set(i, value(2, rank, i));
+  comm.reduce(data.buffer(), ReduceOp::sum, ranks - 1, kDefault);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    double want = value(2, rank, i);
+    if (rank == ranks - 1) {
+      want = 0;
+      for (int r = 0; r < ranks; ++r)
+        want += value(2, r, i);
+    }
+    expect_value(type, data.get(i), want, "reduce element " + std::to_string(i));
   }
   for (std::size_t i = 0; i < kCount; ++i)
     data.set(i, value(0, rank, i));

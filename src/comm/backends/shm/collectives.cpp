@@ -17,6 +17,9 @@ namespace {
 // memory read in place.
 constexpr std::size_t kSingleCopyPieceBytes = std::size_t{256} << 10;
 constexpr std::size_t kSharedPieceBytes = std::size_t{64} << 10;
+// Bytes of its own slice that the large protocol reduces before it copies
+// them into the rank's buffer: well inside L1.
+constexpr std::size_t kReducedBlockBytes = std::size_t{16} << 10;
 
 unsigned char* bytes_of(const Buffer& buffer, std::size_t element) {
   return static_cast<unsigned char*>(buffer.data) + element * size_of(buffer.type);
@@ -64,11 +67,26 @@ void reduce_in_two_rounds(Group& group, Buffer data, ReduceOp op, bool everyone,
     group.wait_all(call);
     std::vector<const void*> inputs = slots_of_round(group, begin * element);
     inputs[static_cast<std::size_t>(group.rank())] = bytes_of(data, first + begin);
-    reduce_many(data.type, op, group.next_slot() + begin * element, inputs.data(), n, end - begin);
+    const bool keeps = everyone || group.rank() == root;
+    unsigned char* const reduced = group.next_slot() + begin * element;
+    // Into the slot for the others and, a block at a time while it is still
+    // in L1, into this rank's own buffer: not read back from the slot later.
+    const std::size_t per_block =
+        keeps ? std::max<std::size_t>(1, kReducedBlockBytes / element) : end - begin;
+    for (std::size_t done = 0; done < end - begin; done += per_block) {
+      const std::size_t block = std::min(per_block, end - begin - done);
+      reduce_many(data.type, op, reduced + done * element, inputs.data(), n, block);
+      if (keeps)
+        std::memcpy(bytes_of(data, first + begin + done), reduced + done * element,
+                    block * element);
+      for (const void*& input : inputs)
+        input = static_cast<const unsigned char*>(input) + block * element;
+    }
     group.arrive();
     group.wait_all(call);
-    if (!everyone && group.rank() != root) continue;
+    if (!keeps) continue;
     for (int r = 0; r < n; ++r) {
+      if (r == group.rank()) continue;  // in place already
       const std::size_t from = slice_begin(count, n, r);
       const std::size_t to = slice_begin(count, n, r + 1);
       std::memcpy(bytes_of(data, first + from), group.slot(r) + from * element,

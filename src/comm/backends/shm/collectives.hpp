@@ -8,10 +8,11 @@
 //          Latency: one copy in, one synchronisation, one pass over n inputs.
 //   large: two rounds per chunk of slot_bytes(). Every rank copies a chunk
 //          in; each reduces its 1/n slice of all slots into its slot of the
-//          next set (a reduce-scatter, all ranks in parallel); then each copies
-//          every rank's reduced slice out (an all-gather). Each rank reads and
-//          writes its own data once more than the floor, and the chunks stay
-//          in cache.
+//          next set (a reduce-scatter, all ranks in parallel), and its own
+//          slice into its buffer a block at a time, while it is in L1; then
+//          each copies the others' reduced slices out (an all-gather). Each
+//          rank reads and writes its own data once more than the floor, and
+//          the chunks stay in cache.
 //   single copies: one round to say where each rank's buffer is; each rank
 //          reduces its 1/n slice of every buffer, cut on cache lines, a
 //          piece at a time: it reads the peers' pieces straight from their
