@@ -397,6 +397,10 @@ struct StoreRelay::Impl {
   };
   std::shared_ptr<Link> link;
   std::vector<std::shared_ptr<Link>> retired;  // their readers end, then are joined
+  // The connection this relay moved off, which holds its in-process
+  // clients' last words until the next one does (install): a process that
+  // dies while it moves has them said by one end or the other.
+  std::shared_ptr<Link> handing_over;
   bool connected_once = false;
   int opening = -1;  // a connection in its handshake, shut down by the relay's end
   std::thread sender;
@@ -422,9 +426,9 @@ struct StoreRelay::Impl {
       work.wait(lock, [&] { return stopping || has_work(); });
       if (stopping) return;
       if (rerouted && !batch_out) {
-        move_on(lock, 0);
+        move_on(0);
       } else if (link && link->leaving && !batch_out) {
-        move_on(lock, link->hop + 1);
+        move_on(link->hop + 1);
       }
       if (!link) {
         if (!lost_answer.empty()) {
@@ -604,12 +608,15 @@ struct StoreRelay::Impl {
             tagged(*made, frame, Pending::of(Pending::Kind::own, deadline_after(upstream.timeout)));
     }
     made->reader = std::thread([this, made] { run_reader(made); });
-    if (words.empty()) return;
     std::string why;  // sent before any request: a relay's clients' words hold from the start
-    if (!send_all(made->fd.get(), words.data(), words.size(), deadline_after(upstream.timeout),
-                  &why)) {
+    if (!words.empty() && !send_all(made->fd.get(), words.data(), words.size(),
+                                    deadline_after(upstream.timeout), &why)) {
       lose(made, why);
+      return;
     }
+    // The words are on their way before this connection's end: whoever is
+    // at its other end reads them before it sees this process go.
+    if (const std::shared_ptr<Link> old = std::exchange(handing_over, nullptr)) retire(*old);
   }
 
   // The first connection, as the relay starts (connect_at_start): its
@@ -679,28 +686,38 @@ struct StoreRelay::Impl {
   // The path changed under the connection in use, or the relay at its other
   // end is going away (under `mutex`, with no batch out): the relay goes on
   // through hop `next`, where the connection's waiting requests go up again;
-  // its last words are taken back, and it ends.
-  void move_on(std::unique_lock<std::mutex>& lock, std::size_t next) {
+  // it keeps the last words until the next connection holds them, then
+  // they are taken back, and it ends (retire).
+  void move_on(std::size_t next) {
     rerouted = false;
     hop = std::min(next, hops.size() - 1);
     if (!link) return;
     const std::shared_ptr<Link> old = std::exchange(link, nullptr);
     --connections;
     take_back(*old);
-    const std::string clear =
-        tagged(*old, wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::clear_on_close)).frame(),
-               Pending::of(Pending::Kind::own, deadline_after(upstream.timeout)));
     retired.push_back(old);
-    lock.unlock();
-    std::string why;
-    // Its reader reads on until the other end closes, and hands out nothing.
-    if (send_all(old->fd.get(), clear.data(), clear.size(), deadline_after(upstream.timeout),
-                 &why)) {
-      ::shutdown(old->fd.get(), SHUT_WR);
+    // Ended once the next connection holds the words (install()), unless
+    // one before it still holds them.
+    if (handing_over) {
+      retire(*old);
     } else {
-      ::shutdown(old->fd.get(), SHUT_RDWR);
+      handing_over = old;
     }
-    lock.lock();
+  }
+
+  // Takes this relay's last words back from `old` and ends it (under
+  // `mutex`): its reader reads on until the other end closes, and hands
+  // out nothing.
+  void retire(Link& old) {
+    const std::string clear =
+        tagged(old, wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::clear_on_close)).frame(),
+               Pending::of(Pending::Kind::own, deadline_after(upstream.timeout)));
+    std::string why;  // a few bytes: a socket that cannot take them within a second is stuck
+    if (send_all(old.fd.get(), clear.data(), clear.size(), deadline_after(kConnectAttempt), &why)) {
+      ::shutdown(old.fd.get(), SHUT_WR);
+    } else {
+      ::shutdown(old.fd.get(), SHUT_RDWR);
+    }
   }
 
   // Takes `old`'s requests back (under `mutex`): its waiting ones to go up

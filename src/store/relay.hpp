@@ -34,7 +34,9 @@
 // process (connect_in_process: the agent itself) also go up, on the relay's
 // own connection, since this process's end ends the relay too: they are
 // said one hop up, by whoever holds that connection, and registered again
-// on every new connection.
+// on every new connection. A relay that moves leaves them with the next
+// hop before it takes them back from the last one: a process that dies
+// while it moves has them said by one or the other (or both).
 //
 // When a hop that is a relay is lost, the relay goes on through the next
 // one of its path (the parent's parent, ..., the job's store): its waiting

@@ -355,6 +355,13 @@ class NodeGroupTreeTest : public NodeGroupTest {
       all.push_back(node.get());
     placements_ = join_all(all, std::vector<int>(kNodes, 1));
   }
+  // As a job ends: node 0, whose agent serves the store, last (its agent
+  // sees the others off); each other node's relay hands its children over
+  // to the next hop, which is there to take them.
+  void TearDown() override {
+    while (!nodes_.empty())
+      nodes_.pop_back();
+  }
   // Waits (bounded) until `server` holds `count` connections.
   static bool holds(const StoreServer& server, std::size_t count) {
     for (int i = 0; i < 500 && server.connection_count() != count; ++i)
@@ -384,7 +391,9 @@ TEST_F(NodeGroupTreeTest, NodesMeetThroughTheTreeAndEachRelayHoldsItsChildren) {
   }
 }
 
-// Node 5's agent goes: node 2, its parent, says its last words at once.
+// Node 5's agent goes: node 2, its parent, says its last words at once,
+// also while its relay is still moving there from the store (it goes right
+// after the rendezvous).
 TEST_F(NodeGroupTreeTest, ALeafWhoseAgentGoesIsLostAtOnce) {
   nodes_[5].reset();
   ASSERT_TRUE(woken(*nodes_[0], milliseconds(5000)));
