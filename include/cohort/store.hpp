@@ -64,6 +64,13 @@ class Store {
   /// current value is not an integer.
   virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
 
+  /// set(key, value), then add(counter, delta), whose sum it returns: a
+  /// participant's arrival (its value, then the count of those in). A
+  /// StoreClient sends both at once, one round trip; this default calls
+  /// set() and add().
+  virtual std::int64_t set_then_add(std::string_view key, std::string_view value,
+                                    std::string_view counter, std::int64_t delta);
+
   /// Atomically sets `key` to `desired` when its value is `expected` (an
   /// absent key matches an empty `expected`). Returns the value after the
   /// call: `desired` if it was swapped, else the current value ("" if absent).
@@ -300,6 +307,8 @@ class StoreClient : public Store {
   std::string get(std::string_view key, std::chrono::milliseconds timeout) override;
   StoreValue get_shared(std::string_view key, std::chrono::milliseconds timeout) override;
   std::int64_t add(std::string_view key, std::int64_t delta) override;
+  std::int64_t set_then_add(std::string_view key, std::string_view value, std::string_view counter,
+                            std::int64_t delta) override;
   std::string compare_set(std::string_view key, std::string_view expected,
                           std::string_view desired) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
@@ -391,6 +400,8 @@ class PrefixStore : public Store {
   std::string get(std::string_view key, std::chrono::milliseconds timeout) override;
   StoreValue get_shared(std::string_view key, std::chrono::milliseconds timeout) override;
   std::int64_t add(std::string_view key, std::int64_t delta) override;
+  std::int64_t set_then_add(std::string_view key, std::string_view value, std::string_view counter,
+                            std::int64_t delta) override;
   std::string compare_set(std::string_view key, std::string_view expected,
                           std::string_view desired) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;

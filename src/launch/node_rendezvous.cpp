@@ -39,10 +39,11 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
     for (int other = 0; other < options_.nnodes; ++other)
       ids.push_back(other);
     placement.run_id = run_id;
-    if (options_.nnodes > 1) {
-      placement.master_port = static_cast<int>(
-          parse_int(store_->get(kMasterPort, options_.rendezvous_timeout)).value_or(0));
-      placement.run_id = store_->get(kRunId, options_.rendezvous_timeout);
+    if (options_.nnodes > 1) {  // node 0 set both before its entry: one round trip
+      const std::vector<std::string> job = store_->multi_get(
+          {std::string(kMasterPort), std::string(kRunId)}, options_.rendezvous_timeout);
+      placement.master_port = static_cast<int>(parse_int(job[0]).value_or(0));
+      placement.run_id = job[1];
     }
   }
   std::vector<AgentEntry> agents;
@@ -74,8 +75,10 @@ std::vector<std::string> NodeGroup::exchange_entries(const std::string& mine,
   if (options_.nnodes == 1) return {mine};  // no one to meet: not four round trips to itself
   // One node picks its workers' port per attempt itself (Agent::spawn_all).
   if (options_.node_rank == 0) {
-    store_->set(kRunId, run_id);
-    if (options_.torch_port < 0) store_->set(kMasterPort, std::to_string(pick_free_port()));
+    StoreClient::Batch job;
+    job.set(kRunId, run_id);
+    if (options_.torch_port < 0) job.set(kMasterPort, std::to_string(pick_free_port()));
+    store_->run(job);
   }
   try {
     return exchange_values(*store_, kNodes, options_.node_rank, options_.nnodes, mine,

@@ -286,7 +286,18 @@ std::int64_t StoreClient::num_keys() {
   return wire::Reader(answer.view()).i64();
 }
 
+std::int64_t StoreClient::set_then_add(std::string_view key, std::string_view value,
+                                       std::string_view counter, std::int64_t delta) {
+  return run(Batch().set(key, value).add(counter, delta)).front();
+}
+
 // ---------------------------------------------------------------- Store
+
+std::int64_t Store::set_then_add(std::string_view key, std::string_view value,
+                                 std::string_view counter, std::int64_t delta) {
+  set(key, value);
+  return add(counter, delta);
+}
 
 std::vector<std::string> Store::multi_get(const std::vector<std::string>& keys,
                                           std::chrono::milliseconds timeout) {
@@ -326,6 +337,10 @@ StoreValue PrefixStore::get_shared(std::string_view key, std::chrono::millisecon
 }
 std::int64_t PrefixStore::add(std::string_view key, std::int64_t delta) {
   return base_->add(full(key), delta);
+}
+std::int64_t PrefixStore::set_then_add(std::string_view key, std::string_view value,
+                                       std::string_view counter, std::int64_t delta) {
+  return base_->set_then_add(full(key), value, full(counter), delta);
 }
 std::string PrefixStore::compare_set(std::string_view key, std::string_view expected,
                                      std::string_view desired) {

@@ -141,8 +141,9 @@ std::vector<std::string> exchange_values(Store& store, std::string_view prefix, 
                                          const std::string& value,
                                          std::chrono::milliseconds timeout) {
   const std::string table_key = cat(prefix, "/table");
-  store.set(exchanged_key(prefix, rank), value);
-  if (store.add(cat(prefix, "/arrived"), 1) == size) {
+  // One round trip where the store can: a relay sends a node's arrivals
+  // up as one batch.
+  if (store.set_then_add(exchanged_key(prefix, rank), value, cat(prefix, "/arrived"), 1) == size) {
     // Everyone's value is set by now: one request reads them all.
     std::vector<std::string> values =
         store.multi_get(ranked_keys(prefix, static_cast<std::size_t>(size)), timeout);

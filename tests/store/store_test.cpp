@@ -539,6 +539,26 @@ TEST_P(StoreOperationsTest, ABatchIsCarriedOutInOrderAndAnsweredWhole) {
   EXPECT_EQ(store->get("b/after", 1s), "yes");
 }
 
+// A participant's arrival (store/exchange.cpp): its value is set before
+// its count, on the client's one batch, and through a prefix view both keys
+// are the view's; the default (two calls) means the same.
+TEST_P(StoreOperationsTest, SetThenAddSetsTheValueBeforeTheCount) {
+  std::shared_ptr<Store> store(client());
+  auto watcher = client();
+  std::thread arrival([&] {
+    watcher->wait({"a/count"}, 5s);
+    EXPECT_TRUE(watcher->check({"a/0"}));  // set before the count existed
+  });
+  EXPECT_EQ(store->set_then_add("a/0", "zero", "a/count", 1), 1);
+  arrival.join();
+  EXPECT_EQ(store->Store::set_then_add("a/1", "one", "a/count", 2), 3);
+  PrefixStore view("v", store);
+  EXPECT_EQ(view.set_then_add("a/2", "two", "a/count", 1), 1);
+  EXPECT_EQ(store->get("v/a/2", 1s), "two");
+  EXPECT_EQ(store->multi_get({"a/0", "a/1"}, 1s), (std::vector<std::string>{"zero", "one"}));
+  EXPECT_EQ(store->add("a/count", 0), 3);
+}
+
 // A request of a batch that the server refuses is thrown once every answer
 // is in: the requests after it were carried out, and the stream is in step.
 TEST_F(StoreTest, ABatchWithARefusedRequestThrowsAfterTheRest) {
