@@ -23,7 +23,7 @@
 // its resident memory grown from before the ranks connected to its peak.
 //
 //   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
-//                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE]
+//                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE] [--cold]
 //
 // With --ranks-per-node L, cohort's ranks meet through their nodes' relays
 // as `cohort run`'s workers do: on socket pairs that take large answers as
@@ -31,6 +31,10 @@
 // and the relays form the agents' tree of --tree-width W (32, as cohort
 // run's; 0: every relay connects to the store itself), each under its
 // parent as launch/agent_tree.hpp places them.
+//
+// Before each run of a table pattern it touches as much memory as the run's
+// copies of the table take, and frees it (warm_memory: a virtual machine's
+// host backs memory left free anew at its next touch); --cold does not.
 //
 // Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
 // columns are "-" when its interpreter cannot import torch, or when an answer
@@ -51,6 +55,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -369,8 +374,37 @@ void serve_torch(int in, int out, const std::string& python) {
   _exit(127);
 }
 
+// This VM's host takes back memory the guest left free for a few seconds,
+// and backs it anew at its next touch: here 1.3-1.8 ms per MiB, more than
+// the fan-out of a table itself, and it varies from day to day (the table
+// at 100,000 ranks took 12.9-16.7 s cold, 7.4-10.5 s warm). A cluster's node has
+// its memory. So before each measured run (cohort's, TCPStore's, the
+// floor's) the bench touches `bytes` (as much as the nodes' copies of the
+// table take) and frees them for the run to take, outside the time
+// measured; --cold leaves it out. Returns the seconds it took.
+double warm_memory(std::size_t bytes) {
+  const auto start = Clock::now();
+  if (bytes == 0) return 0;
+  void* at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (at == MAP_FAILED) return 0;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> touching;
+  for (unsigned t = 0; t < threads; ++t) {
+    touching.emplace_back([at, bytes, t, threads] {
+      for (std::size_t page = std::size_t{4096} * t; page < bytes;
+           page += std::size_t{4096} * threads)
+        static_cast<volatile char*>(at)[page] = 1;
+    });
+  }
+  for (std::thread& thread : touching)
+    thread.join();
+  munmap(at, bytes);
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 struct Result {
   std::optional<double> seconds;
+  double warm_seconds = 0;  // warm_memory's, before the run
   long descriptors = 0;
   long grown_kib = 0;
 };
@@ -447,6 +481,11 @@ std::string entry_of(std::size_t rank, int ranks_per_entry) {
   return entry;
 }
 
+// Ranks with a connection each that GET a table at a time: all of them at
+// once would hold N × the table in this one kernel's socket buffers (past
+// its TCP memory limit, it drops packets).
+constexpr int kTableWindow = 256;
+
 // The table the pattern's completer sets.
 std::string table_of(int n, int ranks_per_entry) {
   std::vector<std::string> entries;
@@ -510,12 +549,11 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
     }
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
-  // Else the ranks GET the table as they learn it is there, kWindow at a
-  // time: all of them at once would hold N × the table in this one kernel's
-  // socket buffers (past its TCP memory limit, it drops packets).
-  constexpr std::size_t kWindow = 256;
-  for (std::size_t begin = 0; begin < ranks.size(); begin += kWindow) {
-    const std::size_t end = std::min(ranks.size(), begin + kWindow);
+  // Else the ranks GET the table as they learn it is there, kTableWindow at
+  // a time.
+  const auto window = static_cast<std::size_t>(kTableWindow);
+  for (std::size_t begin = 0; begin < ranks.size(); begin += window) {
+    const std::size_t end = std::min(ranks.size(), begin + window);
     for (std::size_t r = begin; r < end; ++r) {
       if (r == last) continue;
       if (!receive(ranks[r].get(), protocol.wait_answer_bytes(), limit)) {
@@ -545,7 +583,7 @@ std::optional<double> hosts(const Protocol& protocol, std::vector<Fd>& ranks, co
 }
 
 Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern, int n,
-               std::chrono::seconds limit) {
+               std::chrono::seconds limit, std::size_t warm_bytes) {
   Result result;
   if (server.port() <= 0) return result;
   std::vector<Fd> ranks;
@@ -556,6 +594,7 @@ Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern,
   // Before and after: a server may leave connections in its backlog until
   // the requests come.
   result.descriptors = server.descriptors();
+  result.warm_seconds = warm_memory(warm_bytes);
   result.seconds = pattern(protocol, ranks, setter, n, limit, Slice{});
   result.descriptors = std::max(result.descriptors, server.descriptors());
   result.grown_kib = server.grown_kib();
@@ -569,7 +608,8 @@ Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern,
 // Several processes, as a job's ranks are on many machines: one process
 // here may not hold 2 descriptors for each of 100,000 ranks.
 Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int per_node,
-                              int shards, int tree_width, std::chrono::seconds limit) {
+                              int shards, int tree_width, std::chrono::seconds limit,
+                              std::size_t warm_bytes) {
   Result result;
   if (server.port() <= 0) return result;
   const int nodes = (n + per_node - 1) / per_node;
@@ -675,6 +715,7 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
   for (Shard& shard : running)
     answered = line_of(shard.answers.get()) == "ready" && answered;
   result.descriptors = server.descriptors();
+  result.warm_seconds = warm_memory(warm_bytes);
   const auto start = Clock::now();
   for (Shard& shard : running)
     (void)!write(shard.go.get(), "g", 1);
@@ -707,9 +748,10 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
 // No socket, no request, no store is counted: the simulation's floor for
 // the table patterns through relays, where one machine plays every node.
 // In a child process, whose memory goes with it.
-std::optional<double> copy_floor(int nodes, const std::string& table) {
+std::optional<double> copy_floor(int nodes, const std::string& table, std::size_t warm_bytes) {
   int answer[2];
   if (pipe(answer) != 0) return std::nullopt;
+  warm_memory(warm_bytes);
   const pid_t pid = fork();
   if (pid == 0) {
     close(answer[0]);
@@ -782,11 +824,12 @@ int main(int argc, char** argv) {
   int tree_width = cohort::detail::kDefaultTreeWidth;
   std::string python = "/usr/bin/python3";
   std::string json;
+  bool cold = false;
   const auto usage = [] {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
         "                 [--ranks-per-node L] [--tree-width 32] [--wait-all-max 4096]\n"
-        "                 [--torch-max 16384]\n"
+        "                 [--torch-max 16384] [--cold]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
         "N simulated ranks against cohort's store and PyTorch's TCPStore; bench/README.md\n");
   };
@@ -795,6 +838,11 @@ int main(int argc, char** argv) {
     if (flag == "-h" || flag == "--help") {
       usage();
       return 0;
+    }
+    if (flag == "--cold") {
+      cold = true;
+      --i;  // takes no value
+      continue;
     }
     if (i + 1 >= argc || flag.rfind("--", 0) != 0 ||
         (flag != "--sizes" && flag != "--patterns" && flag != "--wait-all-max" &&
@@ -862,6 +910,7 @@ int main(int argc, char** argv) {
   if (!json.empty()) out.open(json);
   if (out) out << "[";
   bool first = true;
+  std::pair<std::size_t, double> warmed_most{0, 0.0};  // bytes, seconds: for the closing line
   for (const std::string& name : patterns) {
     const Pattern pattern = name == "barrier"    ? barrier
                             : name == "table"    ? table
@@ -874,12 +923,19 @@ int main(int argc, char** argv) {
                    name.c_str());
       return 2;
     }
+    const bool has_table = name == "table" || name == "hosts";
     for (const int n : sizes) {
       if (name == "wait-all" && n > wait_all_max) {
         std::printf("%-9s %6d  (left out: above --wait-all-max %d)\n", name.c_str(), n,
                     wait_all_max);
         continue;
       }
+      // As much memory as every simulated node's copy of the table (or, with
+      // a connection per rank, the bench's ranks' copies at a time) takes.
+      const std::string table = has_table ? table_of(n, name == "hosts" ? 8 : 1) : "";
+      const int copies = ranks_per_node > 0 ? (n + ranks_per_node - 1) / ranks_per_node
+                                            : std::min(n, kTableWindow);
+      const std::size_t warm_bytes = cold ? 0 : table.size() * static_cast<std::size_t>(copies);
       Result ours;
       {
         ServerProcess server([n](int in, int out_fd) { serve_cohort(in, out_fd, n); });
@@ -890,25 +946,23 @@ int main(int argc, char** argv) {
           const long descriptors = 2L * n + 8L * n / ranks_per_node;
           const long per_shard = std::max(1000L, files - 1024);
           const int shards = static_cast<int>((descriptors + per_shard - 1) / per_shard);
-          ours =
-              measure_through_relays(server, pattern, n, ranks_per_node, shards, tree_width, limit);
+          ours = measure_through_relays(server, pattern, n, ranks_per_node, shards, tree_width,
+                                        limit, warm_bytes);
         } else {
-          ours = measure(server, CohortProtocol(), pattern, n, limit);
+          ours = measure(server, CohortProtocol(), pattern, n, limit, warm_bytes);
         }
       }
       Result theirs;
       if (n <= torch_max) {
         ServerProcess server([&python](int in, int out_fd) { serve_torch(in, out_fd, python); });
-        theirs = measure(server, TorchProtocol(), pattern, n, limit);
+        theirs = measure(server, TorchProtocol(), pattern, n, limit, warm_bytes);
       }
       const std::string ratio = ours.seconds && theirs.seconds
                                     ? seconds_cell(*theirs.seconds / *ours.seconds) + "x"
                                     : std::string("-");
+      if (warm_bytes > warmed_most.first) warmed_most = {warm_bytes, ours.warm_seconds};
       std::optional<double> floor_seconds;
-      if (ranks_per_node > 0 && (name == "table" || name == "hosts")) {
-        floor_seconds = copy_floor((n + ranks_per_node - 1) / ranks_per_node,
-                                   table_of(n, name == "hosts" ? 8 : 1));
-      }
+      if (ranks_per_node > 0 && has_table) floor_seconds = copy_floor(copies, table, warm_bytes);
       std::printf("%-9s %6d  %10s %10ld %9s  %10s %10ld %9s  %8s  %8s\n", name.c_str(), n,
                   seconds_cell(ours.seconds).c_str(), ours.descriptors, mib_cell(ours).c_str(),
                   seconds_cell(theirs.seconds).c_str(), theirs.descriptors,
@@ -934,5 +988,16 @@ int main(int argc, char** argv) {
       "of the table into a memory file of its own, on all cores (no request, socket or store); "
       "'-': not measured, or no answer within %lld s\n",
       static_cast<long long>(limit.count()));
+  if (cold) {
+    std::printf(
+        "memory: not warmed (--cold): each run took fresh pages from this machine's host\n");
+  } else if (warmed_most.first > 0) {
+    std::printf(
+        "memory: before each run of a table pattern the bench touched as much memory as its "
+        "copies of the table take, and freed it for the run (not timed; the host of a virtual "
+        "machine backs memory left free anew at its next touch); the most, %.0f MiB, took "
+        "%.2f s; --cold: not\n",
+        static_cast<double>(warmed_most.first) / (1 << 20), warmed_most.second);
+  }
   return 0;
 }
