@@ -51,6 +51,21 @@ constexpr Window kAlways{0, SIZE_MAX};
 // and 1.9-2.5x (n = 4, from 256 KiB), scatter 1.5-3.3x and 1.2-1.8x,
 // reduce_scatter 2.0-3.4x (n = 2, 32 KiB-8 MiB), all_to_all 1.2-2.8x and
 // 1.3-2.9x; compare_collectives lost to Open MPI in their windows.
+// On 2026-12-02, with a core per rank (n = 2), they won again where Open
+// MPI's own single copies had beaten the rounds in three compare_collectives
+// runs: in one job, all_gather 1.23-2.34x faster from 16 KiB to 16 MiB,
+// broadcast 1.15-2.05x from 16 KiB to 1 MiB (0.73-0.87x above); with more
+// ranks than cores they still lost. So auto takes these two windows there.
+constexpr Window kNever{};
+constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
+    .all_reduce = kNever,
+    .broadcast = {16 * kKiB, 1024 * kKiB},
+    .gather = kNever,
+    .all_gather = {16 * kKiB, SIZE_MAX},
+    .scatter = kNever,
+    .reduce_scatter = kNever,
+    .all_to_all = kNever,
+};
 // Buffers in shared memory (Communicator::allocate): where they were faster
 // than the protocols above in one job (docs/communicator.md, "Buffers in
 // shared memory"). Below these sizes the round that compares places and the
@@ -122,7 +137,9 @@ Settings local_settings(int size, int busy, int cpus) {
   settings.single_copy = single_copy_from_env();
   if (settings.single_copy == SingleCopy::always) {
     tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
-  }  // else none: off, and auto since none is faster (above)
+  } else if (settings.single_copy == SingleCopy::automatic && !settings.oversubscribed) {
+    tuning.single_copies = kSingleCopiesWithACorePerRank;
+  }  // else none: off, and auto with more ranks than cores (above)
   return settings;
 }
 
