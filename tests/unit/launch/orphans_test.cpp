@@ -44,6 +44,16 @@ pid_t pid_in(const fs::path& path) {
   return 0;
 }
 
+// Waits (10 s at most) until `pid` runs `command`: the shell's `&` forks
+// first and execs after, so the pid it prints may still be a shell's.
+void wait_until_it_runs(pid_t pid, const std::string& command) {
+  const fs::path comm = "/proc/" + std::to_string(pid) + "/comm";
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(2ms)) {
+    if (test::read_file(comm) == command + "\n") return;
+  }
+}
+
 bool listed(const std::vector<Orphan>& orphans, pid_t pid) {
   return std::any_of(orphans.begin(), orphans.end(),
                      [&](const Orphan& orphan) { return orphan.pid == pid; });
@@ -72,6 +82,7 @@ TEST_F(Orphans, TheSubreaperFindsWhatItWasHandedFromAnyThreadAndStopsIt) {
   const pid_t orphan = pid_in(first), other = pid_in(second);
   ASSERT_GT(orphan, 0);
   ASSERT_GT(other, 0);
+  wait_until_it_runs(orphan, "sleep");
 
   const std::vector<Orphan> found = adopted_orphans({known});
   EXPECT_TRUE(listed(found, orphan)) << orphan;
