@@ -56,6 +56,13 @@ bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::stri
 /// file goes with the bytes sent, once any is.
 long send_with_file(int fd, const void* data, std::size_t size, int file) noexcept;
 
+/// One send of up to `size` bytes of `file` from `offset` to the socket `fd`
+/// (sendfile: the bytes go from the file's pages, not through a buffer of
+/// this process; a non-blocking socket's call returns at once): what
+/// sendfile() returns. A closed peer is EPIPE, not a SIGPIPE, as with
+/// MSG_NOSIGNAL. The file's bytes must not change until they are received.
+long send_file_part(int fd, int file, std::size_t offset, std::size_t size) noexcept;
+
 /// "10.0.0.1:4242" for the peer of a connected socket.
 std::string peer_name(int fd);
 

@@ -477,7 +477,7 @@ struct StoreServer::Impl final : detail::StoreCore {
             &error);
       }
       if (answer->file.valid()) {
-        connection.splices.push_back({connection.out.size(), {}, 0, std::move(answer)});
+        connection.splices.push_back({connection.out.size(), {}, 0, std::move(answer), nullptr});
         connection.out += detail::in_file_frame(length);
         return;
       }
@@ -489,6 +489,14 @@ struct StoreServer::Impl final : detail::StoreCore {
       connection.out += wire::tagged(tag, answer->frame);
       return;
     }
+    // Bytes received into a file go from its pages: a relay's answer to
+    // the relays below it is not copied once more for each of them.
+    if (auto received = answer->body ? answer->body : answer; received->in_file != 0) {
+      connection.out += wire::tagged_header(tag, answer->size() - wire::kFrameHeaderBytes);
+      connection.splice(std::shared_ptr<const detail::RelayedAnswer>(std::move(received)));
+      connection.out += answer->tail;
+      return;
+    }
     auto payload = answer->payload(&error);
     if (!payload) {
       connection.out += wire::tagged(
@@ -497,7 +505,6 @@ struct StoreServer::Impl final : detail::StoreCore {
                                 " bytes from its file (", error, "); ask again")));
       return;
     }
-    connection.out += wire::tagged_header(tag, answer->size() - wire::kFrameHeaderBytes);
     const std::string tail = answer->tail;
     // The answer holds the bytes (its frame or its file's mapping).
     connection.splice(StoreValue(std::move(answer), payload->view()));
@@ -676,12 +683,15 @@ struct StoreServer::Impl final : detail::StoreCore {
       if (at_splice && !splices.front().file) {
         Connection::Splice& splice = splices.front();
         const std::string_view bytes = splice.bytes.view();
-        if (splice.sent == bytes.size()) {
+        const std::size_t size = splice.from_file ? splice.from_file->in_file : bytes.size();
+        if (splice.sent == size) {
           splices.pop_front();
           continue;
         }
-        n = send(fd, bytes.data() + splice.sent, bytes.size() - splice.sent,
-                 MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = splice.from_file ? detail::send_file_part(fd, splice.from_file->file.get(), splice.sent,
+                                                      size - splice.sent)
+                             : send(fd, bytes.data() + splice.sent, size - splice.sent,
+                                    MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
           splice.sent += static_cast<std::size_t>(n);
           continue;

@@ -90,10 +90,20 @@ struct Connection {
     StoreValue bytes;      // when not a file
     std::size_t sent = 0;  // of `bytes`
     std::shared_ptr<RelayedAnswer> file;
+    // Or an answer received into its file, whose bytes go from the file's
+    // pages (send_file_part), with no mapping or copy of them here.
+    std::shared_ptr<const RelayedAnswer> from_file;
   };
   std::deque<Splice> splices;
   /// Appends `bytes` to what goes out, without a copy.
-  void splice(StoreValue bytes) { splices.push_back({out.size(), std::move(bytes), 0, nullptr}); }
+  void splice(StoreValue bytes) {
+    splices.push_back({out.size(), std::move(bytes), 0, nullptr, nullptr});
+  }
+  /// Appends the bytes of `answer`'s file (its in_file bytes), without a
+  /// copy.
+  void splice(std::shared_ptr<const RelayedAnswer> answer) {
+    splices.push_back({out.size(), {}, 0, nullptr, std::move(answer)});
+  }
   void splice(std::shared_ptr<const std::string> bytes) {
     const std::string_view view = *bytes;
     splice(StoreValue(std::move(bytes), view));
