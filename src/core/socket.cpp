@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cohort/errors.hpp>
 
@@ -80,6 +82,25 @@ bool resolve(const std::string& host, int port, Resolved* out, std::string* erro
   out->length = chosen->ai_addrlen;
   out->family = chosen->ai_family;
   freeaddrinfo(result);
+  return true;
+}
+
+// recv_into_file without a pipe (none to be had): a piece at a time
+// through a buffer that stays in the cache.
+bool recv_into_file_through_memory(int fd, int file, std::size_t size, Deadline deadline,
+                                   std::string* error, std::string* file_error) {
+  std::string piece;
+  for (std::size_t left = size; left > 0;) {
+    piece.resize(std::min<std::size_t>(left, 64 << 10));
+    if (!recv_all(fd, piece.data(), piece.size(), deadline, error)) return false;
+    left -= piece.size();
+    for (std::size_t at = 0; file_error->empty() && at < piece.size();) {
+      const ssize_t n = write(file, piece.data() + at, piece.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) *file_error = cat("writing an answer file: ", errno_text(n < 0 ? errno : EIO));
+      if (n > 0) at += static_cast<std::size_t>(n);
+    }
+  }
   return true;
 }
 
@@ -224,6 +245,56 @@ bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::stri
     } else if (errno != EINTR) {
       *error = errno == ECONNRESET ? "closed the connection" : errno_text(errno);
       return false;
+    }
+  }
+  return true;
+}
+
+bool recv_into_file(int fd, int file, std::size_t size, Deadline deadline, std::string* error,
+                    std::string* file_error) {
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0)
+    return recv_into_file_through_memory(fd, file, size, deadline, error, file_error);
+  const Fd from_pipe(ends[0]), into_pipe(ends[1]);
+  // Fewer turns for a large answer; the default (64 KiB) when refused.
+  (void)fcntl(into_pipe.get(), F_SETPIPE_SZ, 1 << 20);
+  std::string dropped;  // what the file could not take
+  while (size > 0) {
+    const ssize_t n =
+        splice(fd, nullptr, into_pipe.get(), nullptr, size, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n == 0) {
+      *error = "closed the connection";
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        *error = errno == ECONNRESET ? "closed the connection" : errno_text(errno);
+        return false;
+      }
+      if (!wait_ready(fd, POLLIN, deadline, error)) return false;
+      continue;
+    }
+    size -= static_cast<std::size_t>(n);
+    // The pipe is emptied before the next turn, so that the next splice
+    // waits only for the socket.
+    for (auto in_pipe = static_cast<std::size_t>(n); in_pipe > 0;) {
+      ssize_t m = -1;
+      if (file_error->empty()) {
+        m = splice(from_pipe.get(), nullptr, file, nullptr, in_pipe, SPLICE_F_MOVE);
+        if (m < 0 && errno == EINTR) continue;
+        if (m <= 0) *file_error = cat("writing an answer file: ", errno_text(m < 0 ? errno : EIO));
+      }
+      if (m <= 0) {
+        dropped.resize(in_pipe);
+        m = read(from_pipe.get(), dropped.data(), in_pipe);
+        if (m < 0 && errno == EINTR) continue;
+        if (m <= 0) {
+          *error = cat("reading a pipe of a large answer: ", errno_text(errno));
+          return false;
+        }
+      }
+      in_pipe -= static_cast<std::size_t>(m);
     }
   }
   return true;

@@ -51,6 +51,14 @@ bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::stri
 bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::string* error,
               std::vector<Fd>* files);
 
+/// Receives exactly `size` bytes from the socket `fd` before `deadline` and
+/// appends them to `file` at its offset, through a pipe (splice: the bytes
+/// are not copied through this process). False with `*error` set when the
+/// socket fails, as recv_all. When `file` cannot take them, the bytes are
+/// still read, and dropped, and `*file_error` says why (its first failure).
+bool recv_into_file(int fd, int file, std::size_t size, Deadline deadline, std::string* error,
+                    std::string* file_error);
+
 /// One non-blocking send of up to `size` bytes with descriptor `file`
 /// attached (SCM_RIGHTS; a Unix socket only): what send() returns. The
 /// file goes with the bytes sent, once any is.

@@ -32,6 +32,8 @@ class AnswerFileWriter {
   /// invalid(), and `*error`, when no file can be made.
   explicit AnswerFileWriter(std::string* error);
   bool valid() const noexcept { return file_.valid(); }
+  /// The file, to append to in place (recv_into_file).
+  int file() const noexcept { return file_.get(); }
   /// Appends `bytes`; false and `*error` when the file cannot take them.
   bool write(std::string_view bytes, std::string* error);
   /// The file, sealed as make_answer_file's; invalid and `*error` when it

@@ -34,8 +34,8 @@ namespace {
 // As StoreClient's: how much longer than a wait's own timeout the store may
 // take to answer "timeout" before it counts as lost.
 constexpr std::chrono::milliseconds kServerGrace{5000};
-// A large answer goes into its file through a buffer of this size, which
-// stays in the cache.
+// An answer read and dropped goes through a buffer of this size, which
+// stays in the cache; one read into memory grows 16 of them at a time.
 constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 // The large answers a relay keeps, to be told by the store that a value is
 // unchanged rather than be sent it again (GET_VERSIONED).
@@ -840,7 +840,7 @@ struct StoreRelay::Impl {
   // A connection's reader: each answer to the request its tag names.
   void run_reader(const std::shared_ptr<Link>& from) {
     std::string why = "closed the connection";
-    std::string buffer;  // a piece of a large answer on its way into a file
+    std::string buffer;  // a piece of an answer read and dropped
     const int fd = from->fd.get();
     std::optional<Pending> pending;  // the request whose answer is being read
     for (;;) {
@@ -898,7 +898,7 @@ struct StoreRelay::Impl {
           why = cat("sent an answer of ", length, " bytes to GET_VERSIONED, too short");
           break;
         }
-        answer = receive(fd, rest - 8, deadline, status, &buffer, &why);
+        answer = receive(fd, rest - 8, deadline, status, &why);
         char field[8];
         if (!answer || !recv_all(fd, field, sizeof(field), deadline, &why)) break;
         // An answer this relay could not keep (receive() made it an error)
@@ -907,7 +907,7 @@ struct StoreRelay::Impl {
           version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
         }
       } else {
-        answer = receive(fd, rest, deadline, status, &buffer, &why);
+        answer = receive(fd, rest, deadline, status, &why);
         if (!answer) break;
       }
       group_answered(*pending, std::move(answer), unchanged, version);
@@ -946,12 +946,12 @@ struct StoreRelay::Impl {
   }
 
   // The `count` bytes after an answer's `status`: a large answer into a
-  // memory file, a piece at a time (its frame then keeps only its header),
-  // else after its frame's header. Null and `*why` when the connection
-  // failed; when no file could be kept, the bytes are read and dropped and
-  // the answer is an error that says so.
+  // memory file, from the socket through a pipe (its frame then keeps only
+  // its header), else after its frame's header. Null and `*why` when the
+  // connection failed; when no file could be kept, the bytes are read and
+  // dropped and the answer is an error that says so.
   std::shared_ptr<RelayedAnswer> receive(int fd, std::size_t count, Deadline deadline, char status,
-                                         std::string* buffer, std::string* why) {
+                                         std::string* why) {
     auto answer = std::make_shared<RelayedAnswer>();
     answer->frame = wire::Writer().frame_before(count + 1);
     std::string error;  // no file: the bytes go into memory, as a small answer's
@@ -962,14 +962,11 @@ struct StoreRelay::Impl {
       if (!receive_into(fd, &answer->frame, count, deadline, why)) return nullptr;
       return answer;
     }
-    bool kept = writer->write(std::string_view(&status, 1), &error);
-    for (std::size_t left = count; left > 0;) {
-      buffer->resize(std::min(left, kPieceBytes));
-      if (!recv_all(fd, buffer->data(), buffer->size(), deadline, why)) return nullptr;
-      kept = kept && writer->write(*buffer, &error);
-      left -= buffer->size();
-    }
-    answer->file = kept ? writer->seal(&error) : Fd();
+    const bool kept = writer->write(std::string_view(&status, 1), &error);
+    std::string file_error = kept ? "" : error;  // set: the bytes are read and dropped
+    if (!recv_into_file(fd, writer->file(), count, deadline, why, &file_error)) return nullptr;
+    if (!file_error.empty()) error = file_error;
+    answer->file = file_error.empty() ? writer->seal(&error) : Fd();
     if (!answer->file.valid()) {
       answer->frame = wire::error_frame(cat("this node's relay could not keep an answer of ",
                                             count + 1, " bytes from the job's store at ", address,

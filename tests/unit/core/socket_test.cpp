@@ -1,9 +1,13 @@
-// core/socket's sends that the store server makes without MSG_NOSIGNAL's
-// help: a file's bytes from its pages, to a peer that may have gone.
+// core/socket's moves of large answers between sockets and memory files:
+// a file's bytes from its pages to a peer that may have gone (without
+// MSG_NOSIGNAL's help), and a socket's bytes into a file through a pipe.
 #include "core/socket.hpp"
 
+#include <chrono>
 #include <string>
+#include <thread>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -11,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/fd.hpp"
+#include "support/files.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -55,6 +60,73 @@ TEST(SendFilePart, APeerThatWentIsEpipeAndNoSignal) {
   pthread_sigmask(SIG_BLOCK, nullptr, &mask_after);
   EXPECT_EQ(sigismember(&mask_after, SIGPIPE), sigismember(&mask_before, SIGPIPE))
       << "the thread's signal mask is as it was";
+}
+
+// A connected pair of Unix stream sockets, non-blocking on the reader's side
+// as the relay's upstream sockets are.
+struct SocketPair {
+  SocketPair() {
+    int ends[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+    reader = Fd(ends[0]);
+    writer = Fd(ends[1]);
+    fcntl(reader.get(), F_SETFL, fcntl(reader.get(), F_GETFL) | O_NONBLOCK);
+  }
+  Fd reader, writer;
+};
+
+Deadline soon() {
+  return Clock::now() + std::chrono::seconds(10);
+}
+
+TEST(RecvIntoFile, TheBytesGoToTheFilesEndAndNoFurther) {
+  SocketPair pair;
+  const Fd file = file_of("head:");
+  const std::string body(300 << 10, 'b');  // more than a pipe's default 64 KiB
+  // Sent a piece at a time while the reader waits: it waits for the rest.
+  std::thread sender([&] {
+    for (std::size_t at = 0; at < body.size(); at += 100 << 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ASSERT_EQ(write(pair.writer.get(), body.data() + at, 100 << 10), 100 << 10);
+    }
+    ASSERT_EQ(write(pair.writer.get(), "next", 4), 4);
+  });
+  std::string error, file_error;
+  EXPECT_TRUE(
+      recv_into_file(pair.reader.get(), file.get(), body.size(), soon(), &error, &file_error))
+      << error;
+  sender.join();
+  EXPECT_EQ(file_error, "");
+  EXPECT_EQ(test::read_file("/proc/self/fd/" + std::to_string(file.get())), "head:" + body);
+  char next[4];
+  ASSERT_TRUE(recv_all(pair.reader.get(), next, sizeof(next), soon(), &error)) << error;
+  EXPECT_EQ(std::string(next, 4), "next") << "what follows stays in the socket";
+}
+
+TEST(RecvIntoFile, BytesAFileCannotTakeAreReadAndDroppedAndSaidWhy) {
+  SocketPair pair;
+  const Fd file = file_of("");
+  const Fd read_only(
+      open(("/proc/self/fd/" + std::to_string(file.get())).c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(read_only.valid());
+  ASSERT_EQ(write(pair.writer.get(), "droppednext", 11), 11);
+  std::string error, file_error;
+  EXPECT_TRUE(recv_into_file(pair.reader.get(), read_only.get(), 7, soon(), &error, &file_error))
+      << error;
+  EXPECT_NE(file_error.find("writing an answer file"), std::string::npos) << file_error;
+  char next[4];
+  ASSERT_TRUE(recv_all(pair.reader.get(), next, sizeof(next), soon(), &error)) << error;
+  EXPECT_EQ(std::string(next, 4), "next");
+}
+
+TEST(RecvIntoFile, APeerThatClosesEarlyIsAnError) {
+  SocketPair pair;
+  const Fd file = file_of("");
+  ASSERT_EQ(write(pair.writer.get(), "short", 5), 5);
+  pair.writer = Fd();
+  std::string error, file_error;
+  EXPECT_FALSE(recv_into_file(pair.reader.get(), file.get(), 100, soon(), &error, &file_error));
+  EXPECT_EQ(error, "closed the connection");
 }
 
 }  // namespace
