@@ -55,13 +55,29 @@ constexpr Window kAlways{0, SIZE_MAX};
 // MPI's own single copies had beaten the rounds in three compare_collectives
 // runs: in one job, all_gather 1.23-2.34x faster from 16 KiB to 16 MiB,
 // broadcast 1.15-2.05x from 16 KiB to 1 MiB (0.73-0.87x above); with more
-// ranks than cores they still lost. So auto takes these two windows there.
+// ranks than cores these two still lost. So auto takes these two windows there.
 constexpr Window kNever{};
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_reduce = kNever,
     .broadcast = {16 * kKiB, 1024 * kKiB},
     .gather = kNever,
     .all_gather = {16 * kKiB, SIZE_MAX},
+    .scatter = kNever,
+    .reduce_scatter = kNever,
+    .all_to_all = kNever,
+};
+// With more ranks than cores, all_reduce from 1 MiB: on 2026-12-02 the
+// rounds (each a wake-up of every descheduled rank) lost to single copies
+// beside a CPU-bound process per core, 1.25-2.84x at n = 4 from 1 MiB and
+// 1.53-2.53x at n = 3 from 2 MiB (equal at 1 MiB), and on the idle machine
+// single copies were as fast or faster from 1 MiB (n = 3: 1.08-1.70x;
+// n = 4: 0.98-1.43x), in `cohort bench allreduce -n N --backend shm` with
+// COHORT_SHM_SINGLE_COPY=off and =always in turn (docs/communicator.md).
+constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCores{
+    .all_reduce = {1024 * kKiB, SIZE_MAX},
+    .broadcast = kNever,
+    .gather = kNever,
+    .all_gather = kNever,
     .scatter = kNever,
     .reduce_scatter = kNever,
     .all_to_all = kNever,
@@ -137,9 +153,10 @@ Settings local_settings(int size, int busy, int cpus) {
   settings.single_copy = single_copy_from_env();
   if (settings.single_copy == SingleCopy::always) {
     tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
-  } else if (settings.single_copy == SingleCopy::automatic && !settings.oversubscribed) {
-    tuning.single_copies = kSingleCopiesWithACorePerRank;
-  }  // else none: off, and auto with more ranks than cores (above)
+  } else if (settings.single_copy == SingleCopy::automatic) {
+    tuning.single_copies = settings.oversubscribed ? kSingleCopiesWithMoreRanksThanCores
+                                                   : kSingleCopiesWithACorePerRank;
+  }  // else none: off
   return settings;
 }
 
