@@ -88,7 +88,7 @@ struct Connection {
   struct Splice {
     std::size_t at = 0;
     StoreValue bytes;      // when not a file
-    std::size_t sent = 0;  // of `bytes`
+    std::size_t sent = 0;  // of `bytes`, or of `from_file`'s
     std::shared_ptr<RelayedAnswer> file;
     // Or an answer received into its file, whose bytes go from the file's
     // pages (send_file_part), with no mapping or copy of them here.
