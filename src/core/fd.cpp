@@ -24,6 +24,17 @@ void set_nonblocking(int fd, const char* what) {
   }
 }
 
+int write_all(int fd, std::string_view bytes) noexcept {
+  for (std::size_t at = 0; at < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
+    at += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
 std::string errno_text(int error) {
   char buffer[256];
   // GNU strerror_r returns the message, which may or may not be `buffer`.

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace cohort::detail {
@@ -39,6 +40,10 @@ auto retry_eintr(Call call) {
     if (!(result == -1 && errno == EINTR)) return result;
   }
 }
+
+/// Writes all of `bytes` to `fd`, retrying EINTR: 0, or the errno of the
+/// write that failed (EIO for one that wrote nothing).
+int write_all(int fd, std::string_view bytes) noexcept;
 
 /// Sets O_NONBLOCK; throws cohort::Error naming `what` on failure.
 void set_nonblocking(int fd, const char* what);

@@ -94,11 +94,9 @@ bool recv_into_file_through_memory(int fd, int file, std::size_t size, Deadline 
     piece.resize(std::min<std::size_t>(left, 64 << 10));
     if (!recv_all(fd, piece.data(), piece.size(), deadline, error)) return false;
     left -= piece.size();
-    for (std::size_t at = 0; file_error->empty() && at < piece.size();) {
-      const ssize_t n = write(file, piece.data() + at, piece.size() - at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) *file_error = cat("writing an answer file: ", errno_text(n < 0 ? errno : EIO));
-      if (n > 0) at += static_cast<std::size_t>(n);
+    if (file_error->empty()) {
+      if (const int failed = write_all(file, piece); failed != 0)
+        *file_error = cat("writing an answer file: ", errno_text(failed));
     }
   }
   return true;

@@ -29,14 +29,9 @@ AnswerFileWriter::AnswerFileWriter(std::string* error)
 }
 
 bool AnswerFileWriter::write(std::string_view bytes, std::string* error) {
-  for (std::size_t at = 0; at < bytes.size();) {
-    const ssize_t n = ::write(file_.get(), bytes.data() + at, bytes.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = cat("writing an answer file: ", errno_text(errno));
-      return false;
-    }
-    at += static_cast<std::size_t>(n);
+  if (const int failed = write_all(file_.get(), bytes); failed != 0) {
+    *error = cat("writing an answer file: ", errno_text(failed));
+    return false;
   }
   return true;
 }
