@@ -6,6 +6,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "comm/copy.hpp"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -369,7 +371,7 @@ void reduce_many_typed(T* out, const T* const* inputs, int n, std::size_t count)
         group[r + 1] = inputs[first + r] + base;
       fold_any<T, Op>(block, group, more + 1, m, first + more == n ? divisor : 0);
     }
-    std::memcpy(out + base, block, m * sizeof(T));
+    copy_bytes(out + base, block, m * sizeof(T));
   }
 }
 

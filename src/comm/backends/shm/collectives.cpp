@@ -1,11 +1,11 @@
 #include "comm/backends/shm/collectives.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "comm/copy.hpp"
 #include "comm/reduce.hpp"
 
 namespace cohort::detail::shm_backend {
@@ -26,7 +26,7 @@ unsigned char* bytes_of(const Buffer& buffer, std::size_t element) {
 }
 
 void copy(void* to, const void* from, std::size_t bytes) {
-  if (to != from) std::memcpy(to, from, bytes);
+  if (to != from) copy_bytes(to, from, bytes);
 }
 
 // Elements of `type` per chunk when each rank's slot holds `parts` pieces.
@@ -60,9 +60,9 @@ void reduce_in_two_rounds(Group& group, Buffer data, ReduceOp op, bool everyone,
     // buffer: only the others' slices go through the slot.
     const std::size_t begin = slice_begin(count, n, group.rank());
     const std::size_t end = slice_begin(count, n, group.rank() + 1);
-    std::memcpy(group.next_slot(), bytes_of(data, first), begin * element);
-    std::memcpy(group.next_slot() + end * element, bytes_of(data, first + end),
-                (count - end) * element);
+    copy_bytes(group.next_slot(), bytes_of(data, first), begin * element);
+    copy_bytes(group.next_slot() + end * element, bytes_of(data, first + end),
+               (count - end) * element);
     group.arrive();
     group.wait_all(call);
     std::vector<const void*> inputs = slots_of_round(group, begin * element);
@@ -77,8 +77,7 @@ void reduce_in_two_rounds(Group& group, Buffer data, ReduceOp op, bool everyone,
       const std::size_t block = std::min(per_block, end - begin - done);
       reduce_many(data.type, op, reduced + done * element, inputs.data(), n, block);
       if (keeps)
-        std::memcpy(bytes_of(data, first + begin + done), reduced + done * element,
-                    block * element);
+        copy_bytes(bytes_of(data, first + begin + done), reduced + done * element, block * element);
       for (const void*& input : inputs)
         input = static_cast<const unsigned char*>(input) + block * element;
     }
@@ -89,8 +88,8 @@ void reduce_in_two_rounds(Group& group, Buffer data, ReduceOp op, bool everyone,
       if (r == group.rank()) continue;  // in place already
       const std::size_t from = slice_begin(count, n, r);
       const std::size_t to = slice_begin(count, n, r + 1);
-      std::memcpy(bytes_of(data, first + from), group.slot(r) + from * element,
-                  (to - from) * element);
+      copy_bytes(bytes_of(data, first + from), group.slot(r) + from * element,
+                 (to - from) * element);
     }
   }
 }
@@ -98,7 +97,7 @@ void reduce_in_two_rounds(Group& group, Buffer data, ReduceOp op, bool everyone,
 // The small protocol: one round; `everyone` false: only `root` reduces.
 void reduce_in_one_round(Group& group, Buffer data, ReduceOp op, bool everyone, int root,
                          const Call& call) {
-  std::memcpy(group.next_slot(), data.data, data.bytes());
+  copy_bytes(group.next_slot(), data.data, data.bytes());
   group.arrive();
   group.wait_all(call);
   if (!everyone && group.rank() != root) return;
@@ -308,10 +307,10 @@ void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const 
   const std::size_t per_chunk = chunk_elements(group, data.type, 1);
   for (std::size_t first = 0; first < data.count; first += per_chunk) {
     const std::size_t bytes = std::min(per_chunk, data.count - first) * element;
-    if (group.rank() == root) std::memcpy(group.next_slot(), bytes_of(data, first), bytes);
+    if (group.rank() == root) copy_bytes(group.next_slot(), bytes_of(data, first), bytes);
     group.arrive();
     group.wait_all(call);
-    if (group.rank() != root) std::memcpy(bytes_of(data, first), group.slot(root), bytes);
+    if (group.rank() != root) copy_bytes(bytes_of(data, first), group.slot(root), bytes);
   }
 }
 
@@ -337,7 +336,7 @@ void gather_rounds(Group& group, const Tuning& tuning, Window Tuning::Windows::*
   const std::size_t per_chunk = chunk_elements(group, input.type, 1);
   for (std::size_t first = 0; first < input.count; first += per_chunk) {
     const std::size_t count = std::min(per_chunk, input.count - first);
-    std::memcpy(group.next_slot(), bytes_of(input, first), count * element);
+    copy_bytes(group.next_slot(), bytes_of(input, first), count * element);
     group.arrive();
     group.wait_all(call);
     if (!collects) continue;
@@ -364,8 +363,8 @@ void exchange_rounds(Group& group, const Buffer* slices, bool keep_own, std::siz
     if (slices != nullptr) {
       for (std::size_t r = 0; r < n; ++r) {
         if (keep_own && r == static_cast<std::size_t>(group.rank())) continue;
-        std::memcpy(group.next_slot() + r * chunk * element, bytes_of(*slices, r * count + first),
-                    chunk * element);
+        copy_bytes(group.next_slot() + r * chunk * element, bytes_of(*slices, r * count + first),
+                   chunk * element);
       }
     }
     group.arrive();
@@ -401,8 +400,8 @@ void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, in
   exchange_rounds(
       group, group.rank() == root ? &input : nullptr, false, output.count, output.type,
       [&](std::size_t first, std::size_t chunk) {
-        std::memcpy(bytes_of(output, first), group.slot(root) + me * chunk * element,
-                    chunk * element);
+        copy_bytes(bytes_of(output, first), group.slot(root) + me * chunk * element,
+                   chunk * element);
       },
       call);
 }

@@ -13,6 +13,7 @@
 #include <cohort/communicator.hpp>
 #include <cohort/errors.hpp>
 
+#include "comm/copy.hpp"
 #include "core/strings.hpp"
 
 namespace cohort::detail::shm_backend {
@@ -187,7 +188,7 @@ void Group::copy_with(int rank, void* local, std::uint64_t address, std::size_t 
     // A thread of this process: the address is this process's own.
     // NOLINTNEXTLINE(performance-no-int-to-ptr)
     auto* there = reinterpret_cast<void*>(address);
-    std::memcpy(write ? there : local, write ? local : there, bytes);
+    copy_bytes(write ? there : local, write ? local : there, bytes);
     return;
   }
   auto* here = static_cast<unsigned char*>(local);
@@ -273,7 +274,7 @@ void Group::send(const void* data, std::size_t bytes, int peer, int tag, const C
     out.piece.tag = tag;
     out.piece.total = bytes;
     out.piece.bytes = piece;
-    std::memcpy(buffer, static_cast<const unsigned char*>(data) + offset, piece);
+    copy_bytes(buffer, static_cast<const unsigned char*>(data) + offset, piece);
     advance(out.sent, ++sent);
     offset += piece;
   } while (offset < bytes);
@@ -310,7 +311,7 @@ void Group::recv(void* data, std::size_t bytes, int peer, int tag, const Call& c
     }
     for (std::size_t offset = 0;;) {
       const std::size_t piece = in.piece.bytes;
-      std::memcpy(target + offset, buffer, piece);
+      copy_bytes(target + offset, buffer, piece);
       offset += piece;
       advance(in.taken, ++taken);
       if (offset >= total) break;
