@@ -55,13 +55,22 @@ constexpr Window kAlways{0, SIZE_MAX};
 // MPI's own single copies had beaten the rounds in three compare_collectives
 // runs: in one job, all_gather 1.23-2.34x faster from 16 KiB to 16 MiB,
 // broadcast 1.15-2.05x from 16 KiB to 1 MiB (0.73-0.87x above); with more
-// ranks than cores these two still lost. So auto takes these two windows there.
+// ranks than cores these two still lost. So auto took these two windows
+// there, until the rounds' copies out of the slots into buffers from malloc
+// stopped crawling (comm/copy.hpp, 2026-12-02). Then, in `cohort bench
+// allreduce -n 2 --backend shm` with COHORT_SHM_SINGLE_COPY=off and auto in
+// turn, twice, the rounds were faster for broadcast from 16 KiB to 1 MiB
+// (1.6-2.9x) and for all_gather of 16 and 32 KiB a rank (2.8-6.6x), and
+// single copies stayed ahead of Open MPI where the rounds were not, in
+// compare_collectives: all_gather of 64 KiB a rank and more (rounds 0.62-0.92x
+// of Open MPI in 5 of 12 sizes, single copies 1.03x at least). So auto takes
+// single copies for all_gather from 64 KiB a rank, and for broadcast never.
 constexpr Window kNever{};
 constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .all_reduce = kNever,
-    .broadcast = {16 * kKiB, 1024 * kKiB},
+    .broadcast = kNever,
     .gather = kNever,
-    .all_gather = {16 * kKiB, SIZE_MAX},
+    .all_gather = {64 * kKiB, SIZE_MAX},
     .scatter = kNever,
     .reduce_scatter = kNever,
     .all_to_all = kNever,
