@@ -99,5 +99,44 @@ TEST(ShmWaiting, ARankOnItsPeersCpuMovesToItsOwnAndStaysFree) {
   EXPECT_TRUE(CPU_EQUAL(&after, &before)) << "the affinity it had, not the one CPU";
 }
 
+// The CPUs this process may use, and this thread put on the first of them
+// with its affinity as it was (so that only a move takes it elsewhere).
+std::vector<int> on_first_cpu(cpu_set_t& allowed) {
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < 2) return cpus;
+  cpu_set_t first;
+  CPU_ZERO(&first);
+  CPU_SET(cpus[0], &first);
+  if (sched_setaffinity(0, sizeof(first), &first) != 0 || sched_getcpu() != cpus[0] ||
+      sched_setaffinity(0, sizeof(allowed), &allowed) != 0)
+    cpus.clear();
+  return cpus;
+}
+
+TEST(ShmWaiting, WithMoreRanksThanCoresAWaitMovesTheRankToItsSlotsCpu) {
+  cpu_set_t allowed;
+  const std::vector<int> cpus = on_first_cpu(allowed);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to move between; this process may use 1";
+  Counter counter;  // there already: only the move before the spins is tested
+  counter.value = 1;
+  WaitPolicy policy;
+  policy.own_cpu_slot = 1;
+  WaitState state;
+  wait_until(counter, 1, policy, state, [] {});
+  // Its CPU could change by the scheduler's hand: that no move was tried
+  // shows in the count of waits that looked at moving.
+  EXPECT_EQ(state.on_shared_cpu.load(), 0) << "not spread, the counter's owner elsewhere: no move";
+  policy.spread = true;
+  wait_until(counter, 1, policy, state, [] {});
+  EXPECT_EQ(sched_getcpu(), cpus[1]) << "spread: moved to slot 1's CPU";
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &allowed)) << "the affinity it had, not the one CPU";
+}
+
 }  // namespace
 }  // namespace cohort::detail::shm_backend

@@ -366,7 +366,8 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   policy.yields = static_cast<int>(bytes_from_env("COHORT_SHM_YIELDS", 64));
   policy.slow_yield = std::chrono::microseconds(
       static_cast<long long>(bytes_from_env("COHORT_SHM_SLOW_YIELD_US", 200)));
-  policy.own_cpu_slot = settings.oversubscribed ? -1 : rank;
+  policy.own_cpu_slot = rank;
+  policy.spread = settings.oversubscribed;
   auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),
                                        settings.slot_bytes, settings.channel_bytes, policy);
   if (size > 1 && settings.single_copy != SingleCopy::off) {

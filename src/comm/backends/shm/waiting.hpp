@@ -52,12 +52,20 @@ struct WaitPolicy {
   /// futex, whose wake-up puts the rank back on its core at once. 0: never.
   std::chrono::nanoseconds slow_yield{200'000};
   int waits_without_yields = 1024;
-  /// With a core per rank, this rank's index among the ranks of its
-  /// machine (else -1): a wait that finds the rank it waits for last ran on
-  /// this rank's own CPU moves this rank to its own CPU (move_to_own_cpu),
-  /// on the first such wait and every `move_every` after.
+  /// This rank's index among the ranks of its machine (-1: it never
+  /// moves). With a core per rank, a wait that finds the rank it waits for
+  /// last ran on this rank's own CPU moves this rank to its own CPU
+  /// (move_to_own_cpu), on the first such wait and every `move_every` after;
+  /// with more ranks than cores, see `spread`.
   int own_cpu_slot = -1;
   int move_every = 64;
+  /// With more ranks than cores (and own_cpu_slot set): the first wait and
+  /// every `move_every`-th after move this rank to its slot's CPU wherever
+  /// it runs, so that the ranks stay spread evenly over the CPUs. Left to
+  /// itself the scheduler kept 3 of 4 ranks on one of 2 CPUs for a whole
+  /// job in some jobs (broadcast of 4-64 KiB: 17-29 us a call against 7-15
+  /// us spread 2 and 2, taskset per rank, 2026-12-02).
+  bool spread = false;
 };
 
 /// What a rank's waits learn about its core: waits left that skip yielding,
@@ -104,7 +112,7 @@ void wait_until(Counter& counter, std::uint32_t target, const WaitPolicy& policy
                 Check&& between) {
   const int cpu = sched_getcpu();
   int spins = spins_for(counter, policy, cpu);
-  if (spins == 0 && policy.own_cpu_slot >= 0 &&
+  if ((spins == 0 || policy.spread) && policy.own_cpu_slot >= 0 &&
       state.on_shared_cpu.fetch_add(1, std::memory_order_relaxed) % policy.move_every == 0 &&
       move_to_own_cpu(cpu, policy.own_cpu_slot)) {
     // Now off the peer's CPU: a spin sees its advance without a sleep, whose
