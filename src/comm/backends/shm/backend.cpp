@@ -133,6 +133,12 @@ SingleCopy single_copy_from_env() {
 // What every rank of a group must agree on: rank 0's settings.
 struct Settings {
   bool oversubscribed = false;  // more ranks than the CPUs they may run on
+  // Whether waits keep this rank on its slot's CPU (WaitPolicy::spread): with
+  // more ranks than cores, when the ranks split evenly over the CPUs. Each
+  // rank's own choice (not agreed on). At n = 4 on 2 CPUs it took the place
+  // of 3 and 1 the scheduler kept in some jobs; at n = 3 it made broadcast
+  // of 256 KiB-4 MiB 1.3-2.7x slower (compare_collectives, 2026-12-02).
+  bool spread = false;
   std::size_t slot_bytes = kSlotBytes;
   std::size_t channel_bytes = kChannelBytes;
   SingleCopy single_copy = SingleCopy::automatic;
@@ -149,6 +155,7 @@ Settings local_settings(int size, int busy, int cpus) {
   // fewer, larger rounds win, and a spinning rank holds the core its peer
   // needs.
   settings.oversubscribed = std::max(size, busy) > cpus;
+  settings.spread = settings.oversubscribed && cpus > 0 && std::max(size, busy) % cpus == 0;
   const std::size_t slot = settings.oversubscribed ? kOversubscribedSlotBytes : kSlotBytes;
   settings.slot_bytes =
       std::max<std::size_t>(4096, bytes_from_env("COHORT_SHM_SLOT_BYTES", slot) / 64 * 64);
@@ -367,7 +374,7 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   policy.slow_yield = std::chrono::microseconds(
       static_cast<long long>(bytes_from_env("COHORT_SHM_SLOW_YIELD_US", 200)));
   policy.own_cpu_slot = rank;
-  policy.spread = settings.oversubscribed;
+  policy.spread = settings.spread;
   auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),
                                        settings.slot_bytes, settings.channel_bytes, policy);
   if (size > 1 && settings.single_copy != SingleCopy::off) {
