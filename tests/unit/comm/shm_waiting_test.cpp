@@ -72,35 +72,10 @@ TEST(ShmWaiting, NoSpinsOnTheCpuTheCounterWasLastAdvancedFrom) {
   sched_setaffinity(0, sizeof(before), &before);
 }
 
-// Two ranks on one CPU: each has its own of the CPUs it may use (its slot,
-// counted round); the one not on its own moves there, the other stays, and
-// neither is bound afterwards.
-TEST(ShmWaiting, ARankOnItsPeersCpuMovesToItsOwnAndStaysFree) {
-  cpu_set_t before;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
-  std::vector<int> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &before)) cpus.push_back(cpu);
-  }
-  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to move between; this process may use 1";
-  cpu_set_t first;
-  CPU_ZERO(&first);
-  CPU_SET(cpus[0], &first);
-  ASSERT_EQ(sched_setaffinity(0, sizeof(first), &first), 0);
-  ASSERT_EQ(sched_getcpu(), cpus[0]);
-  ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);  // free again, still there
-  EXPECT_FALSE(move_to_own_cpu(cpus[0], 0)) << "slot 0 is the first CPU: stays";
-  EXPECT_FALSE(move_to_own_cpu(cpus[0], static_cast<int>(cpus.size()))) << "counted round";
-  EXPECT_FALSE(move_to_own_cpu(cpus[0], -1)) << "no slot: never moves";
-  EXPECT_TRUE(move_to_own_cpu(cpus[0], 1));
-  EXPECT_EQ(sched_getcpu(), cpus[1]);
-  cpu_set_t after;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
-  EXPECT_TRUE(CPU_EQUAL(&after, &before)) << "the affinity it had, not the one CPU";
-}
-
 // The CPUs this process may use, and this thread put on the first of them
-// with its affinity as it was (so that only a move takes it elsewhere).
+// with its affinity as it was (so that only a move takes it elsewhere):
+// one CPU when there is only one, none when the affinity could not be read
+// or set.
 std::vector<int> on_first_cpu(cpu_set_t& allowed) {
   std::vector<int> cpus;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return cpus;
@@ -117,10 +92,29 @@ std::vector<int> on_first_cpu(cpu_set_t& allowed) {
   return cpus;
 }
 
+// Two ranks on one CPU: each has its own of the CPUs it may use (its slot,
+// counted round); the one not on its own moves there, the other stays, and
+// neither is bound afterwards.
+TEST(ShmWaiting, ARankOnItsPeersCpuMovesToItsOwnAndStaysFree) {
+  cpu_set_t before;
+  const std::vector<int> cpus = on_first_cpu(before);
+  if (cpus.size() == 1) GTEST_SKIP() << "needs 2 CPUs to move between; this process may use 1";
+  ASSERT_GE(cpus.size(), 2U) << "could not read this thread's affinity or put it on a CPU";
+  EXPECT_FALSE(move_to_own_cpu(cpus[0], 0)) << "slot 0 is the first CPU: stays";
+  EXPECT_FALSE(move_to_own_cpu(cpus[0], static_cast<int>(cpus.size()))) << "counted round";
+  EXPECT_FALSE(move_to_own_cpu(cpus[0], -1)) << "no slot: never moves";
+  EXPECT_TRUE(move_to_own_cpu(cpus[0], 1));
+  EXPECT_EQ(sched_getcpu(), cpus[1]);
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &before)) << "the affinity it had, not the one CPU";
+}
+
 TEST(ShmWaiting, WithMoreRanksThanCoresAWaitMovesTheRankToItsSlotsCpu) {
   cpu_set_t allowed;
   const std::vector<int> cpus = on_first_cpu(allowed);
-  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs to move between; this process may use 1";
+  if (cpus.size() == 1) GTEST_SKIP() << "needs 2 CPUs to move between; this process may use 1";
+  ASSERT_GE(cpus.size(), 2U) << "could not read this thread's affinity or put it on a CPU";
   Counter counter;  // there already: only the move before the spins is tested
   counter.value = 1;
   WaitPolicy policy;
