@@ -402,6 +402,10 @@ struct StoreRelay::Impl {
   // dies while it moves has them said by one end or the other.
   std::shared_ptr<Link> handing_over;
   bool connected_once = false;
+  // A relay between here and the store was lost: connect to the next hop
+  // now, not at the next request, so that this process's last words are
+  // held upstream again (its agent may die before it asks anything).
+  bool reconnect = false;
   int opening = -1;  // a connection in its handshake, shut down by the relay's end
   std::thread sender;
 
@@ -414,7 +418,8 @@ struct StoreRelay::Impl {
   // Whether the sender has something to do (under `mutex`).
   bool has_work() const {
     return (!batch.empty() && !batch_out) || (batch_out && !batch_out->to_send.empty()) ||
-           !ready.empty() || ((rerouted || (link && link->leaving)) && !batch_out);
+           !ready.empty() || ((rerouted || (link && link->leaving)) && !batch_out) ||
+           (reconnect && !link);
   }
 
   // The sender: connects, and sends what is ready, one batch out at a time.
@@ -647,6 +652,7 @@ struct StoreRelay::Impl {
   // connecting). False when none did: the work waiting is then answered
   // with why (the store unreachable within the upstream timeout).
   bool connect(std::unique_lock<std::mutex>& lock) {
+    reconnect = false;
     while (!stopping) {
       const std::size_t at = std::min(hop, hops.size() - 1);
       const StoreServer::Hop target = hops[at];
@@ -771,6 +777,7 @@ struct StoreRelay::Impl {
               next.port));
       take_back(*lost, lost_with);
       hop = lost->hop + 1;
+      reconnect = true;
     }
     work.notify_one();
   }

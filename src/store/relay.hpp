@@ -39,7 +39,9 @@
 // while it moves has them said by one or the other (or both).
 //
 // When a hop that is a relay is lost, the relay goes on through the next
-// one of its path (the parent's parent, ..., the job's store): its waiting
+// one of its path (the parent's parent, ..., the job's store) at once,
+// whether or not a request is out, so that its in-process clients' last
+// words are held there before they ask anything again: its waiting
 // requests, and those of its quick ones that mean the same when carried out
 // twice, go up again there; the others out at that moment (an ADD, APPEND,
 // QUEUE_PUSH or QUEUE_POP) are answered with an error that says they may

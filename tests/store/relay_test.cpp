@@ -574,6 +574,13 @@ class StoreRelayTreeTest : public StoreRelayTest {
     b_ = relay_under({hop(*relay_)});
     c_ = relay_under({hop(*b_), hop(*relay_)});
   }
+  // C under B, and A the next hop of C's path, while B is under the store
+  // itself: A holds no connection until C goes on through it, so that its
+  // count says when C did.
+  void grow_beside() {
+    b_ = relay_under({});
+    c_ = relay_under({hop(*b_), hop(*relay_)});
+  }
   std::unique_ptr<StoreServer> b_;
   std::unique_ptr<StoreServer> c_;
 };
@@ -648,7 +655,7 @@ TEST_F(StoreRelayTreeTest, AChildsLastWordsAreSaidByItsParent) {
 // C goes on through A, where its ranks' waits go up again and its agent's
 // words are registered again.
 TEST_F(StoreRelayTreeTest, ALostRelayIsPassedOverForTheNextHop) {
-  grow();
+  grow_beside();
   auto direct = client_of(*store_);
   auto agent = c_->connect_in_process(10s);
   agent->set_on_close("c/gone", "");
@@ -661,6 +668,25 @@ TEST_F(StoreRelayTreeTest, ALostRelayIsPassedOverForTheNextHop) {
   direct->set("later", "");
   rank.join();
   EXPECT_EQ(waited, "ok");
+  EXPECT_FALSE(direct->check({"c/gone"})) << "C lives";
+  c_.reset();
+  direct->wait({"c/gone"}, 10s);
+}
+
+// B is lost while nothing of C's is out: C goes on through A at once, not
+// at its next request, so that its agent's last words are held again (an
+// agent that dies before it asks anything is still named).
+TEST_F(StoreRelayTreeTest, ARelayWithNothingOutGoesOnAtOnceWhenItsParentIsLost) {
+  grow_beside();
+  auto agent = c_->connect_in_process(10s);
+  agent->set_on_close("c/gone", "");
+  ASSERT_TRUE(becomes([&] { return b_->connection_count(); }, 1)) << "C, under B";
+  ASSERT_EQ(relay_->connection_count(), 0u);
+  b_.reset();  // C's parent killed
+  ASSERT_TRUE(becomes([&] { return relay_->connection_count(); }, 1)) << "C, now under A";
+  // A round trip on C's new connection, after the words it registers there.
+  EXPECT_EQ(agent->add("counted", 1), 1);
+  auto direct = client_of(*store_);
   EXPECT_FALSE(direct->check({"c/gone"})) << "C lives";
   c_.reset();
   direct->wait({"c/gone"}, 10s);
