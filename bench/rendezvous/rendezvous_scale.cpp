@@ -24,6 +24,7 @@
 //
 //   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE] [--cold]
+//                    [--phases]
 //
 // With --ranks-per-node L, cohort's ranks meet through their nodes' relays
 // as `cohort run`'s workers do: on socket pairs that take large answers as
@@ -35,6 +36,12 @@
 // Before each run of a table pattern it touches as much memory as the run's
 // copies of the table take, and frees it (warm_memory: a virtual machine's
 // host backs memory left free anew at its next touch); --cold does not.
+//
+// --phases: through relays, each process that drives ranks also prints
+// when, in a table pattern's run, its requests were all sent, the count
+// was complete (the completer's process), the completer had every entry
+// and sent the table, and its first and last rank had the table: the
+// fan-in and the fan-out apart.
 //
 // Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
 // columns are "-" when its interpreter cannot import torch, or when an answer
@@ -129,6 +136,9 @@ Fd connect_or_die(int port) {
   }
   return fd;
 }
+
+// --phases (above).
+bool print_phases = false;
 
 // One wire protocol: how to open a connection, the requests, and the size
 // of their answers.
@@ -502,6 +512,11 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
   };
   const auto start = Clock::now();
   const auto first = static_cast<std::size_t>(slice.first);
+  const auto phase = [&](const char* what) {
+    if (!print_phases || !slice.files) return;
+    std::fprintf(stderr, "phase: ranks %zu-%zu: %s at %.3f s\n", first, first + ranks.size() - 1,
+                 what, std::chrono::duration<double>(Clock::now() - start).count());
+  };
   // Says which answer did not come, so that a "-" in the table has a reason.
   const auto missing = [&](const char* what, std::size_t r) -> std::optional<double> {
     std::fprintf(stderr, "rendezvous_scale: %s of rank %zu: no answer within %lld s\n", what,
@@ -513,6 +528,7 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
                 protocol.set("node/" + std::to_string(first + r), entry_of(first + r)) +
                     protocol.add("arrived"));
   }
+  phase("every SET and ADD sent");
   std::size_t last = ranks.size();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     if (protocol.set_answer_bytes() > 0 &&
@@ -523,6 +539,7 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
     if (!answer) return missing("the ADD", r);
     if (protocol.sum_of(*answer) == n) {
       last = r;
+      phase("the count complete");
     } else if (slice.files) {
       send_or_die(ranks[r].get(),
                   protocol.get("table"));  // as exchange.cpp asks: answered once set
@@ -539,14 +556,18 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
     if (!protocol.read_all(ranks[last].get(), names.size(), limit)) {
       return missing("the completer's read of every entry", last);
     }
+    phase("the completer had every entry");
     send_or_die(setter.get(), protocol.set("table", table_of(n, ranks_per_entry)));
+    phase("the table sent");
   }
   if (slice.files) {
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       if (r != last && !protocol.read_value(ranks[r].get(), limit)) {
         return missing("the GET of the table", r);
       }
+      if (r == 0) phase("its first rank had the table");
     }
+    phase("its last rank had the table");
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
   // Else the ranks GET the table as they learn it is there, kTableWindow at
@@ -829,7 +850,7 @@ int main(int argc, char** argv) {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
         "                 [--ranks-per-node L] [--tree-width 32] [--wait-all-max 4096]\n"
-        "                 [--torch-max 16384] [--cold]\n"
+        "                 [--torch-max 16384] [--cold] [--phases]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
         "N simulated ranks against cohort's store and PyTorch's TCPStore; bench/README.md\n");
   };
@@ -839,8 +860,8 @@ int main(int argc, char** argv) {
       usage();
       return 0;
     }
-    if (flag == "--cold") {
-      cold = true;
+    if (flag == "--cold" || flag == "--phases") {
+      (flag == "--cold" ? cold : print_phases) = true;
       --i;  // takes no value
       continue;
     }

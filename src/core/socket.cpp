@@ -1,5 +1,8 @@
 #include "core/socket.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include <arpa/inet.h>
@@ -102,6 +105,33 @@ bool recv_into_file_through_memory(int fd, int file, std::size_t size, Deadline 
   return true;
 }
 
+// net.core.rmem_max: the most SO_RCVBUF may ask for (0 when unreadable).
+std::size_t receive_buffer_limit() {
+  static const std::size_t limit = [] {
+    std::size_t value = 0;
+    if (FILE* file = std::fopen("/proc/sys/net/core/rmem_max", "re")) {
+      if (std::fscanf(file, "%zu", &value) != 1) value = 0;
+      std::fclose(file);
+    }
+    return value;
+  }();
+  return limit;
+}
+
+// Sets SO_RCVBUF to `wanted` (as far as rmem_max allows) where that is
+// more than the socket has: setting it ends the kernel's tuning of the
+// buffer, so never to less.
+void raise_receive_buffer(int fd, std::size_t wanted) {
+  const std::size_t allowed = std::min(wanted, receive_buffer_limit());
+  int current = 0;
+  socklen_t length = sizeof(current);
+  if (allowed == 0 || getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &current, &length) != 0) return;
+  // The kernel reports, and gives, twice what is asked (its bookkeeping).
+  if (2 * allowed <= static_cast<std::size_t>(current)) return;
+  const int size = static_cast<int>(std::min<std::size_t>(allowed, INT32_MAX / 2));
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+}
+
 }  // namespace
 
 Deadline deadline_after(std::chrono::milliseconds timeout) noexcept {
@@ -156,7 +186,8 @@ Listener listen_tcp(const std::string& host, int port, int backlog) {
   return {std::move(fd), bound_port};
 }
 
-Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string* error) {
+Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string* error,
+               std::size_t receive_buffer) {
   Resolved resolved;
   if (!resolve(host, port, &resolved, error)) return Fd();
   Fd fd(socket(resolved.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -164,6 +195,7 @@ Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string
     *error = "socket() failed: " + errno_text(errno);
     return Fd();
   }
+  if (receive_buffer > 0) raise_receive_buffer(fd.get(), receive_buffer);
   if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&resolved.address), resolved.length) !=
       0) {
     if (errno != EINPROGRESS) {

@@ -35,7 +35,15 @@ Listener listen_tcp(const std::string& host, int port, int backlog = 4096);
 /// One connection attempt to host:port that gives up at `deadline`. On
 /// failure returns an invalid Fd and describes why in `*error`
 /// ("connection refused", "n1 does not resolve: ...").
-Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string* error);
+///
+/// `receive_buffer`, when larger than the socket's default: its receive
+/// buffer (SO_RCVBUF, set before the handshake so that the window scale
+/// allows it; the kernel caps it at net.core.rmem_max). For a connection
+/// that receives large values whole: the default window (64 KiB from
+/// tcp_rmem's 128 KiB) grows only as data arrives, a round trip and a
+/// wake-up of the sender at a time.
+Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string* error,
+               std::size_t receive_buffer = 0);
 
 /// Sends every byte before `deadline` (MSG_NOSIGNAL: a closed peer is an
 /// error, not a SIGPIPE). False with `*error` set on failure.

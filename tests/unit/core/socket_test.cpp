@@ -1,9 +1,12 @@
 // core/socket's moves of large answers between sockets and memory files:
 // a file's bytes from its pages to a peer that may have gone (without
-// MSG_NOSIGNAL's help), and a socket's bytes into a file through a pipe.
+// MSG_NOSIGNAL's help), and a socket's bytes into a file through a pipe;
+// and a connection's receive buffer made for large answers.
 #include "core/socket.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -127,6 +130,33 @@ TEST(RecvIntoFile, APeerThatClosesEarlyIsAnError) {
   std::string error, file_error;
   EXPECT_FALSE(recv_into_file(pair.reader.get(), file.get(), 100, soon(), &error, &file_error));
   EXPECT_EQ(error, "closed the connection");
+}
+
+int receive_buffer_of(const Fd& fd) {
+  int size = 0;
+  socklen_t length = sizeof(size);
+  EXPECT_EQ(getsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &size, &length), 0);
+  return size;
+}
+
+// As far as net.core.rmem_max allows (the kernel gives twice what is asked),
+// and never less than a connection has without asking.
+TEST(ConnectTcp, RaisesTheReceiveBufferAsFarAsTheSystemAllows) {
+  const Listener listener = listen_tcp("127.0.0.1", 0);
+  std::string error;
+  const Fd plain = connect_tcp("127.0.0.1", listener.port, soon(), &error);
+  ASSERT_TRUE(plain.valid()) << error;
+  const int by_default = receive_buffer_of(plain);
+  long limit = 0;
+  std::ifstream("/proc/sys/net/core/rmem_max") >> limit;
+  ASSERT_GT(limit, 0) << "/proc/sys/net/core/rmem_max";
+  const Fd large = connect_tcp("127.0.0.1", listener.port, soon(), &error, 4 << 20);
+  ASSERT_TRUE(large.valid()) << error;
+  EXPECT_EQ(receive_buffer_of(large),
+            std::max<long>(by_default, 2 * std::min<long>(limit, 4 << 20)));
+  const Fd small = connect_tcp("127.0.0.1", listener.port, soon(), &error, 1);
+  ASSERT_TRUE(small.valid()) << error;
+  EXPECT_EQ(receive_buffer_of(small), by_default) << "not lowered";
 }
 
 }  // namespace
