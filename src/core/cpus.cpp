@@ -7,6 +7,10 @@
 
 #include <sched.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "core/strings.hpp"
 
 namespace cohort::detail {
@@ -100,6 +104,17 @@ std::vector<int> affinity_cpus() {
       cpus.push_back(cpu);
   }
   return cpus;
+}
+
+std::string cpu_vendor() {
+#if defined(__x86_64__)
+  unsigned int highest = 0;
+  unsigned int vendor[3] = {};  // EBX, EDX, ECX: the name's three parts in order
+  if (__get_cpuid(0, &highest, &vendor[0], &vendor[2], &vendor[1]) != 0) {
+    return std::string(reinterpret_cast<const char*>(vendor), sizeof(vendor));
+  }
+#endif
+  return "";
 }
 
 }  // namespace cohort::detail

@@ -33,4 +33,9 @@ std::string format_cpu_list(const std::vector<int>& cpus);
 /// This process's affinity mask as CPU numbers, ascending.
 std::vector<int> affinity_cpus();
 
+/// The CPU's vendor as CPUID names it ("GenuineIntel", "AuthenticAMD"); ""
+/// where there is no CPUID (not x86-64). For tunings measured to differ by
+/// vendor (the shm backend's single copies).
+std::string cpu_vendor();
+
 }  // namespace cohort::detail

@@ -55,9 +55,11 @@ constexpr std::chrono::milliseconds kHopConnect{1000};
 // that does not listen yet).
 constexpr std::chrono::milliseconds kStoreReconnect{5000};
 // The receive buffer of the connection upstream, where a job's tables come
-// whole (4.4 MB at 100,000 ranks): with the default one the table pattern
-// at 16,384 ranks took 1.14-1.24 s in rendezvous_scale, with 4 MiB
-// 0.95-1.00 s (docs/rendezvous.md).
+// (4.4 MB at 100,000 ranks): with the default one a table arrives in a
+// window grown a round trip at a time (in rendezvous_scale, the table
+// pattern at 16,384 ranks took a median of 1.43 s in six runs, against
+// 1.22 s with this one in six runs alternating with them:
+// docs/rendezvous.md).
 constexpr std::size_t kUpstreamReceiveBuffer = std::size_t{4} << 20;
 // How often a connection's reader looks at its requests' deadlines while
 // nothing arrives.

@@ -75,6 +75,25 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
     .reduce_scatter = kNever,
     .all_to_all = kNever,
 };
+// On an Intel Xeon (this project's machine on 2026-12-03: 2 vCPUs, 2 MiB of
+// L2 each), with a core per rank, single copies of all_reduce were faster
+// than the rounds from 32 KiB: in one job of settings_in_one_job (n = 2,
+// shm:COHORT_SHM_SINGLE_COPY=off beside =always, 9 and 11 shuffled
+// rounds), 1.37-2.28x from 32 KiB to 16 MiB and 1.07-1.35x to 256 MiB,
+// 0.94-1.02x at 16 KiB, 0.47-0.76x below; the rounds had lost to Open MPI
+// at 2-16 MiB in compare_allreduce (0.73-0.77x), single copies won there
+// (1.42-1.61x). The AMD EPYC machine of the measurements above had them
+// slower at every size (its copies at some distances between addresses
+// crawl: comm/copy.hpp), so the window is the vendor's.
+constexpr Tuning::Windows kSingleCopiesWithACorePerRankOnIntel{
+    .all_reduce = {32 * kKiB, SIZE_MAX},
+    .broadcast = kNever,
+    .gather = kNever,
+    .all_gather = {64 * kKiB, SIZE_MAX},
+    .scatter = kNever,
+    .reduce_scatter = kNever,
+    .all_to_all = kNever,
+};
 // With more ranks than cores, all_reduce from 1 MiB: on 2026-12-02 the
 // rounds (each a wake-up of every descheduled rank) lost to single copies
 // beside a CPU-bound process per core, 1.25-2.84x at n = 4 from 1 MiB and
@@ -170,8 +189,9 @@ Settings local_settings(int size, int busy, int cpus) {
   if (settings.single_copy == SingleCopy::always) {
     tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
   } else if (settings.single_copy == SingleCopy::automatic) {
-    tuning.single_copies = settings.oversubscribed ? kSingleCopiesWithMoreRanksThanCores
-                                                   : kSingleCopiesWithACorePerRank;
+    tuning.single_copies = settings.oversubscribed          ? kSingleCopiesWithMoreRanksThanCores
+                           : cpu_vendor() == "GenuineIntel" ? kSingleCopiesWithACorePerRankOnIntel
+                                                            : kSingleCopiesWithACorePerRank;
   }  // else none: off
   return settings;
 }
