@@ -84,12 +84,14 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
 // at 2-16 MiB in compare_allreduce (0.73-0.77x), single copies won there
 // (1.42-1.61x). The AMD EPYC machine of the measurements above had them
 // slower at every size (its copies at some distances between addresses
-// crawl: comm/copy.hpp), so the window is the vendor's.
+// crawl: comm/copy.hpp), so the window is the vendor's. The same job for
+// broadcast: 1.08-1.73x from 64 KiB to 1 MiB, 0.72-0.88x above, 0.40-0.95x
+// below; all_gather 1.28-2.47x from 16 KiB a rank up (0.96x at 8 KiB).
 constexpr Tuning::Windows kSingleCopiesWithACorePerRankOnIntel{
     .all_reduce = {32 * kKiB, SIZE_MAX},
-    .broadcast = kNever,
+    .broadcast = {64 * kKiB, 1024 * kKiB},
     .gather = kNever,
-    .all_gather = {64 * kKiB, SIZE_MAX},
+    .all_gather = {16 * kKiB, SIZE_MAX},
     .scatter = kNever,
     .reduce_scatter = kNever,
     .all_to_all = kNever,
