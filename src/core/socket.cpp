@@ -107,7 +107,7 @@ bool recv_into_file_through_memory(int fd, int file, std::size_t size, Deadline 
 
 // net.core.rmem_max: the most SO_RCVBUF may ask for (0 when unreadable).
 std::size_t receive_buffer_limit() {
-  static const std::size_t limit = [] {
+  static const std::size_t kLimit = [] {
     std::size_t value = 0;
     if (FILE* file = std::fopen("/proc/sys/net/core/rmem_max", "re")) {
       if (std::fscanf(file, "%zu", &value) != 1) value = 0;
@@ -115,7 +115,7 @@ std::size_t receive_buffer_limit() {
     }
     return value;
   }();
-  return limit;
+  return kLimit;
 }
 
 // Sets SO_RCVBUF to `wanted` (as far as rmem_max allows) where that is
