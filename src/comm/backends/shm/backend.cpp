@@ -112,6 +112,26 @@ constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCores{
     .reduce_scatter = kNever,
     .all_to_all = kNever,
 };
+// The same Intel Xeon, more ranks than cores (n = 3 and 4 on 2 vCPUs,
+// 2026-12-03): all_gather of 1 MiB a rank and more went faster in single
+// copies than in the rounds, which had lost to Open MPI there in
+// compare_collectives (n = 4: 0.48-0.92x from 1 MiB a rank). In `cohort
+// bench allreduce --op all_gather --backend shm` with COHORT_SHM_SINGLE_COPY=auto
+// and =always in turn, twice: n = 4 1.04-2.70x from 2 MiB a rank (0.96-1.38x
+// at 1 MiB), n = 3 1.01-1.51x from 1.3 to 21 MiB a rank (0.97x at 43 and
+// 85 MiB, one run), single copies faster than Open MPI in all but one of
+// these cells (n = 4, 4 MiB a rank: 0.94x); in one job of
+// settings_in_one_job, n = 3 1.06-1.35x and n = 4 0.99-1.25x from 2 MiB a
+// rank. Broadcast: see automatic_single_copies.
+constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCoresOnIntel{
+    .all_reduce = {1024 * kKiB, SIZE_MAX},
+    .broadcast = kNever,
+    .gather = kNever,
+    .all_gather = {1024 * kKiB, SIZE_MAX},
+    .scatter = kNever,
+    .reduce_scatter = kNever,
+    .all_to_all = kNever,
+};
 // Buffers in shared memory (Communicator::allocate): where they were faster
 // than the protocols above in one job (docs/communicator.md, "Buffers in
 // shared memory"). Below these sizes the round that compares places and the
@@ -166,6 +186,23 @@ struct Settings {
   Tuning tuning;
 };
 
+// Where COHORT_SHM_SINGLE_COPY=auto takes single copies: the windows
+// measured on this CPU's vendor, with a core per rank or more ranks than
+// cores. With more ranks than cores on Intel that do not split evenly over
+// the CPUs (n = 3 on 2), broadcast too from 8 MiB: in one job of
+// settings_in_one_job the rounds took 1.7-2.7x as long as single copies
+// from 8 to 64 MiB (0.99x at 4 MiB), and Open MPI as long as single copies;
+// at n = 4, split 2 and 2, the rounds were as fast or faster at every size.
+Tuning::Windows automatic_single_copies(const Settings& settings) {
+  const bool intel = cpu_vendor() == "GenuineIntel";
+  if (!settings.oversubscribed)
+    return intel ? kSingleCopiesWithACorePerRankOnIntel : kSingleCopiesWithACorePerRank;
+  if (!intel) return kSingleCopiesWithMoreRanksThanCores;
+  Tuning::Windows chosen = kSingleCopiesWithMoreRanksThanCoresOnIntel;
+  if (!settings.spread) chosen.broadcast = {8 * kKiB * kKiB, SIZE_MAX};
+  return chosen;
+}
+
 // This rank's settings from its environment, for a group of `size` ranks
 // that may run on `cpus` CPUs together, beside which `busy` ranks of the job
 // run there in all (hier's host group on one machine's namespaces: the
@@ -191,9 +228,7 @@ Settings local_settings(int size, int busy, int cpus) {
   if (settings.single_copy == SingleCopy::always) {
     tuning.single_copies = {kAlways, kAlways, kAlways, kAlways, kAlways, kAlways, kAlways};
   } else if (settings.single_copy == SingleCopy::automatic) {
-    tuning.single_copies = settings.oversubscribed          ? kSingleCopiesWithMoreRanksThanCores
-                           : cpu_vendor() == "GenuineIntel" ? kSingleCopiesWithACorePerRankOnIntel
-                                                            : kSingleCopiesWithACorePerRank;
+    tuning.single_copies = automatic_single_copies(settings);
   }  // else none: off
   return settings;
 }
