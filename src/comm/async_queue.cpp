@@ -1,5 +1,7 @@
 #include "comm/async_queue.hpp"
 
+#include "core/thread_name.hpp"
+
 namespace cohort {
 
 void Work::wait() {
@@ -33,7 +35,12 @@ Work AsyncQueue::push(std::function<void()> operation) {
   {
     std::lock_guard lock(mutex_);
     tasks_.push_back({std::move(operation), state});
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] {
+        detail::name_this_thread("cohort-async");
+        run();
+      });
+    }
   }
   changed_.notify_all();
   return Work(state);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/strings.hpp"
+#include "core/thread_name.hpp"
 #include "launch/output.hpp"
 
 namespace cohort::detail {
@@ -60,7 +61,10 @@ class Console {
     stream.bytes += text.size();
     if (!started_[index]) {
       started_[index] = true;
-      std::thread([this, index] { run(streams_[index]); }).detach();
+      std::thread([this, index] {
+        name_this_thread("cohort-console");
+        run(streams_[index]);
+      }).detach();
     }
     wake_.notify_all();
   }

@@ -11,6 +11,7 @@
 
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "core/thread_name.hpp"
 #include "launch/heartbeats.hpp"
 #include "launch/node_group.hpp"
 #include "launch/node_group_keys.hpp"
@@ -25,6 +26,7 @@ using namespace node_keys;  // this part's own keys
 // wakes early when its wake key is set (a stop, every node done, an agent's
 // connection closed).
 void NodeGroup::watch() {
+  name_this_thread("cohort-beats");
   const bool coordinator = server_ != nullptr || options_.node_rank < 0;
   const std::string wake = coordinator ? std::string(kCoordinatorWake) : wake_key(id_);
   HeartbeatWatch beats(options_.heartbeat_timeout);  // by node rank in the attempt

@@ -21,6 +21,7 @@
 #include "core/log.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "core/thread_name.hpp"
 #include "store/client_handshake.hpp"
 #include "store/file_answer.hpp"
 #include "store/store_protocol.hpp"
@@ -620,7 +621,10 @@ struct StoreRelay::Impl {
         words +=
             tagged(*made, frame, Pending::of(Pending::Kind::own, deadline_after(upstream.timeout)));
     }
-    made->reader = std::thread([this, made] { run_reader(made); });
+    made->reader = std::thread([this, made] {
+      name_this_thread("cohort-relay-up");
+      run_reader(made);
+    });
     std::string why;  // sent before any request: a relay's clients' words hold from the start
     if (!words.empty() && !send_all(made->fd.get(), words.data(), words.size(),
                                     deadline_after(upstream.timeout), &why)) {
@@ -1179,7 +1183,10 @@ StoreRelay::StoreRelay(StoreServer::Options::Upstream upstream, std::string toke
   impl_->upstream = std::move(upstream);
   impl_->token = std::move(token);
   impl_->deliver = std::move(deliver);
-  impl_->sender = std::thread([this] { impl_->run_sender(); });
+  impl_->sender = std::thread([this] {
+    name_this_thread("cohort-relay-tx");
+    impl_->run_sender();
+  });
 }
 
 StoreRelay::~StoreRelay() {

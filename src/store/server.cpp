@@ -31,6 +31,7 @@
 #include "core/peer_owner.hpp"
 #include "core/socket.hpp"
 #include "core/strings.hpp"
+#include "core/thread_name.hpp"
 #include "store/admission.hpp"
 #include "store/cohort_protocol.hpp"
 #include "store/file_answer.hpp"
@@ -173,6 +174,7 @@ struct StoreServer::Impl final : detail::StoreCore {
           });
     }
     thread = std::thread([this] {
+      detail::name_this_thread(relay_to ? "cohort-relay" : "cohort-store");
       if (server_options.prepare_handshakes_at_start) detail::store_proof::warm_up();
       run();
       detail::store_proof::forget_thread_state();  // its nonces' generators

@@ -8,6 +8,9 @@
 // over for the next hop.
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -122,6 +125,19 @@ TEST_F(StoreRelayTest, ARelayConnectsToTheStoreAsItStarts) {
   // store counts it from its accept, the relay once the handshake is over).
   ASSERT_TRUE(becomes([&] { return store_->connection_count(); }, 1));
   EXPECT_TRUE(becomes([&] { return relay_->upstream_connection_count(); }, 1));
+}
+
+// A user's `top -H` or gdb tells the store's threads from the program's.
+TEST_F(StoreRelayTest, TheStoresAndTheRelaysThreadsAreNamed) {
+  ASSERT_TRUE(becomes([&] { return relay_->upstream_connection_count(); }, 1));
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  for (const char* name : {"cohort-store", "cohort-relay", "cohort-relay-tx", "cohort-relay-up"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
 }
 
 TEST_F(StoreRelayTest, ARelayNotToConnectAtStartConnectsAtItsFirstRequest) {
