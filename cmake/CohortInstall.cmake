@@ -12,10 +12,11 @@ set(_cohort_parts cohort_core cohort_env cohort_store cohort_bootstrap cohort_co
 if(COHORT_WITH_TORCH)
   list(APPEND _cohort_parts cohort_torch)
 endif()
-# Libraries find each other beside themselves, the CLI finds them from bin/.
-file(RELATIVE_PATH _cohort_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+# Libraries find each other beside themselves, cohort-comm finds them from
+# libexec/cohort. `cohort` links the parts' code in (src/cli/CMakeLists.txt)
+# and needs no path: with one, the loader looked for libm and libc in 20
+# subdirectories of it first, 40 failed system calls at every start.
 set_target_properties(${_cohort_parts} PROPERTIES INSTALL_RPATH "$ORIGIN")
-set_target_properties(cohort_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_cohort_bin_to_lib}")
 file(RELATIVE_PATH _cohort_tools_to_lib ${CMAKE_INSTALL_FULL_LIBEXECDIR}/cohort
      ${CMAKE_INSTALL_FULL_LIBDIR})
 set_target_properties(cohort_comm_tools PROPERTIES INSTALL_RPATH "$ORIGIN/${_cohort_tools_to_lib}")

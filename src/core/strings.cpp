@@ -1,7 +1,11 @@
 #include "core/strings.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <random>
+#include <vector>
+
+#include <sys/random.h>
 
 namespace cohort::detail {
 
@@ -45,10 +49,24 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
 }
 
 std::string random_hex(std::size_t bytes) {
-  std::random_device device;
+  std::vector<unsigned char> random(bytes);
+  std::size_t got = 0;
+  while (got < bytes) {  // the kernel's generator: no CPUID (std::random_device's first call)
+    const ssize_t more = getrandom(random.data() + got, bytes - got, 0);
+    if (more > 0) got += static_cast<std::size_t>(more);
+    if (more < 0 && errno != EINTR) break;
+  }
+  if (got < bytes) {  // no getrandom (a kernel before 3.17)
+    std::random_device device;
+    for (std::size_t i = got; i < bytes; ++i)
+      random[i] = static_cast<unsigned char>(device());
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (std::size_t i = 0; i < bytes; ++i)
-    out += cat(std::hex, (device() & 0xff) | 0x100).substr(1);
+  for (const unsigned char byte : random) {
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  }
   return out;
 }
 

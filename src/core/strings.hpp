@@ -34,8 +34,8 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
 /// {"a", "", "b"}, "" is {""}.
 std::vector<std::string> split_at(std::string_view text, char separator);
 
-/// `bytes` random bytes from std::random_device, as 2 * bytes hex digits
-/// (run ids, job tokens).
+/// `bytes` random bytes from the kernel (getrandom), as 2 * bytes hex
+/// digits (run ids, job tokens).
 std::string random_hex(std::size_t bytes);
 
 }  // namespace cohort::detail

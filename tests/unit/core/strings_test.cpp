@@ -36,5 +36,19 @@ TEST(Join, PutsTheSeparatorBetween) {
   EXPECT_EQ(join({}, ","), "");
 }
 
+TEST(RandomHex, GivesTwoHexDigitsPerByteAndNeverTheSameTwice) {
+  const std::string one = random_hex(16);
+  const std::string two = random_hex(16);
+  EXPECT_EQ(one.size(), 32u);
+  EXPECT_EQ(one.find_first_not_of("0123456789abcdef"), std::string::npos) << one;
+  EXPECT_NE(one, two);
+  EXPECT_EQ(random_hex(0), "");
+  // Every digit turns up over enough bytes (a generator stuck on a few
+  // values, or a nibble lost, would not).
+  const std::string many = random_hex(4096);
+  for (const char digit : std::string("0123456789abcdef"))
+    EXPECT_NE(many.find(digit), std::string::npos) << digit;
+}
+
 }  // namespace
 }  // namespace cohort::detail
