@@ -29,17 +29,28 @@ struct Crypto {
   decltype(EVP_sha256)* sha256 = COHORT_LIBRARY_FUNCTION(library, EVP_sha256);
   decltype(OPENSSL_thread_stop)* thread_stop =
       COHORT_LIBRARY_FUNCTION(library, OPENSSL_thread_stop);
+  decltype(OPENSSL_init_crypto)* init = COHORT_LIBRARY_FUNCTION(library, OPENSSL_init_crypto);
 #else
   decltype(HMAC)* hmac = HMAC;
   decltype(EVP_sha256)* sha256 = EVP_sha256;
   decltype(OPENSSL_thread_stop)* thread_stop = OPENSSL_thread_stop;
+  decltype(OPENSSL_init_crypto)* init = OPENSSL_init_crypto;
 #endif
 };
 
 std::atomic<const Crypto*> loaded{nullptr};
+std::atomic<bool> lean{false};
 
 const Crypto& crypto() {
-  static const Crypto kCrypto;
+  static const Crypto kCrypto = [] {
+    Crypto made;
+    // Before libcrypto's own set-up: the configuration is still read (a
+    // FIPS provider named there still serves), its legacy name tables of
+    // every cipher and digest are not filled.
+    if (lean.load(std::memory_order_relaxed))
+      made.init(OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS, nullptr);
+    return made;
+  }();
   loaded.store(&kCrypto, std::memory_order_release);
   return kCrypto;
 }
@@ -92,6 +103,10 @@ std::string client_proof(std::string_view token, std::string_view client_nonce,
 std::string server_munge_payload(std::string_view client_nonce) {
   std::string payload("cohort store: the server runs as this user\n");
   return payload.append(client_nonce);
+}
+
+void set_up_lean() noexcept {
+  lean.store(true, std::memory_order_relaxed);
 }
 
 void warm_up() {
