@@ -17,7 +17,9 @@ inline constexpr const char* kMakeASecret = "head -c 16 /dev/urandom | od -An -t
 /// Why `secret` can be guessed, "" when it carries at least 16 bytes of
 /// entropy as far as its characters can tell: 32 characters when all are
 /// hex digits (4 bits each), 22 of a wider alphabet (6 bits each, as
-/// base64), and no character in more than a quarter of the places.
+/// base64), no character in more than half of the places and at least 8
+/// different characters (a secret drawn at random passes but about once in
+/// 10^12).
 std::string weak_secret(std::string_view secret);
 /// A secret is one short line; a longer first line is refused.
 inline constexpr std::size_t kMaxSecretLength = 4096;
