@@ -2,10 +2,12 @@
 
 #include <cerrno>
 #include <charconv>
-#include <random>
-#include <vector>
 
 #include <sys/random.h>
+
+#include <cohort/errors.hpp>
+
+#include "core/fd.hpp"
 
 namespace cohort::detail {
 
@@ -48,22 +50,22 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
   return out;
 }
 
+std::string random_bytes(std::size_t bytes) {
+  std::string out(bytes, '\0');
+  for (std::size_t drawn = 0; drawn < bytes;) {
+    const ssize_t got = getrandom(out.data() + drawn, bytes - drawn, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw Error(cat("could not draw random bytes (getrandom: ", errno_text(errno), ")"));
+    drawn += static_cast<std::size_t>(got);
+  }
+  return out;
+}
+
 std::string random_hex(std::size_t bytes) {
-  std::vector<unsigned char> random(bytes);
-  std::size_t got = 0;
-  while (got < bytes) {  // the kernel's generator: no CPUID (std::random_device's first call)
-    const ssize_t more = getrandom(random.data() + got, bytes - got, 0);
-    if (more > 0) got += static_cast<std::size_t>(more);
-    if (more < 0 && errno != EINTR) break;
-  }
-  if (got < bytes) {  // no getrandom (a kernel before 3.17)
-    std::random_device device;
-    for (std::size_t i = got; i < bytes; ++i)
-      random[i] = static_cast<unsigned char>(device());
-  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (const unsigned char byte : random) {
+  for (const unsigned char byte : random_bytes(bytes)) {
     out += kHex[byte >> 4];
     out += kHex[byte & 15];
   }

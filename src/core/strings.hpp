@@ -34,8 +34,12 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
 /// {"a", "", "b"}, "" is {""}.
 std::vector<std::string> split_at(std::string_view text, char separator);
 
-/// `bytes` random bytes from the kernel (getrandom), as 2 * bytes hex
-/// digits (run ids, job tokens).
+/// `bytes` random bytes from the kernel's generator (getrandom: no CPUID,
+/// as std::random_device's first call makes, and no set-up, as OpenSSL's
+/// RAND_bytes makes). Throws cohort::Error when the kernel has none.
+std::string random_bytes(std::size_t bytes);
+
+/// random_bytes(bytes) as 2 * bytes hex digits (run ids, job tokens).
 std::string random_hex(std::size_t bytes);
 
 }  // namespace cohort::detail

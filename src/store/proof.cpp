@@ -1,16 +1,13 @@
 #include "store/proof.hpp"
 
 #include <atomic>
-#include <cerrno>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/random.h>
 
 #include <cohort/errors.hpp>
 
-#include "core/fd.hpp"
 #include "core/strings.hpp"
 #if defined(COHORT_CRYPTO_LIBRARY)
 #include "core/shared_library.hpp"
@@ -77,17 +74,11 @@ std::string hmac(std::string_view label, std::string_view token, std::string_vie
 // The kernel's generator, not OpenSSL's: RAND_bytes sets up its own
 // generators on first use, about 1 ms in every process that connects.
 std::string nonce() {
-  std::string bytes(kNonceBytes, '\0');
-  for (std::size_t drawn = 0; drawn < bytes.size();) {
-    const ssize_t got = getrandom(bytes.data() + drawn, bytes.size() - drawn, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      throw StoreError(cat(
-          "the store handshake could not draw random bytes (getrandom: ", errno_text(errno), ")"));
-    }
-    drawn += static_cast<std::size_t>(got);
+  try {
+    return random_bytes(kNonceBytes);
+  } catch (const Error& failed) {
+    throw StoreError(cat("the store handshake ", failed.what()));
   }
-  return bytes;
 }
 
 std::string server_proof(std::string_view token, std::string_view client_nonce,

@@ -36,6 +36,12 @@ TEST(Join, PutsTheSeparatorBetween) {
   EXPECT_EQ(join({}, ","), "");
 }
 
+TEST(RandomBytes, GivesAsManyAsAskedAndNeverTheSameTwice) {
+  EXPECT_EQ(random_bytes(32).size(), 32u);
+  EXPECT_NE(random_bytes(32), random_bytes(32));
+  EXPECT_EQ(random_bytes(0), "");
+}
+
 TEST(RandomHex, GivesTwoHexDigitsPerByteAndNeverTheSameTwice) {
   const std::string one = random_hex(16);
   const std::string two = random_hex(16);

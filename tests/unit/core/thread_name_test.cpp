@@ -12,29 +12,23 @@
 namespace cohort::detail {
 namespace {
 
-std::string name_of(pid_t thread) {
-  std::ifstream comm("/proc/self/task/" + std::to_string(thread) + "/comm");
-  std::string name;
-  std::getline(comm, name);
-  return name;
+// The name /proc shows for a new thread that named itself `name`.
+std::string shown_after_naming(const char* name) {
+  std::string shown;
+  std::thread([&] {
+    name_this_thread(name);
+    std::ifstream comm("/proc/self/task/" + std::to_string(gettid()) + "/comm");
+    std::getline(comm, shown);
+  }).join();
+  return shown;
 }
 
 TEST(ThreadName, AThreadIsShownUnderItsName) {
-  std::string seen;
-  std::thread([&] {
-    name_this_thread("cohort-test");
-    seen = name_of(gettid());
-  }).join();
-  EXPECT_EQ(seen, "cohort-test");
+  EXPECT_EQ(shown_after_naming("cohort-test"), "cohort-test");
 }
 
 TEST(ThreadName, ANameLongerThanTheKernelKeepsIsCut) {
-  std::string seen;
-  std::thread([&] {
-    name_this_thread("cohort-a-name-of-thirty-bytes");
-    seen = name_of(gettid());
-  }).join();
-  EXPECT_EQ(seen, "cohort-a-name-o");
+  EXPECT_EQ(shown_after_naming("cohort-a-name-of-thirty-bytes"), "cohort-a-name-o");
 }
 
 }  // namespace

@@ -124,7 +124,7 @@ constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCores{
 // settings_in_one_job, n = 3 1.06-1.35x and n = 4 0.99-1.25x from 2 MiB a
 // rank. Broadcast: see automatic_single_copies. all_reduce from 512 KiB
 // (1 MiB before, as on AMD): in 6 jobs of settings_in_one_job (n = 3 and 4,
-// 2026-12-03, 14:35 UTC) single copies took 1.15-1.50x less time than the
+// 2026-12-03, 14:35 UTC) single copies were 1.15-1.50x as fast as the
 // rounds at 512 KiB in every one, at 256 KiB 0.83-1.52x, at 128 KiB
 // 1.02-1.22x, 64 KiB 0.78-0.99x; the rounds at 512 KiB of n = 4 had lost to
 // Open MPI in compare_allreduce (0.84x).

@@ -1,12 +1,10 @@
 #include "comm/backends/shm/segment.hpp"
 
 #include <cstring>
-#include <random>
 #include <utility>
 
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -33,19 +31,7 @@ sockaddr_un abstract_address(const std::string& name, socklen_t& length) {
 }
 
 std::string random_name() {
-  unsigned char bytes[16];
-  if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
-    std::random_device device;
-    for (unsigned char& byte : bytes)
-      byte = static_cast<unsigned char>(device());
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string name = cat("cohort-shm-", ::getpid(), "-");
-  for (unsigned char byte : bytes) {
-    name += kHex[byte >> 4];
-    name += kHex[byte & 15];
-  }
-  return name;
+  return cat("cohort-shm-", ::getpid(), "-", random_hex(16));
 }
 
 // Waits until `fd` is readable (or, with `out`, writable) before `deadline`.
