@@ -19,8 +19,9 @@
 //             3.7 GB, so sizes above --wait-all-max are left out.
 //
 // Per pattern and N: seconds from the first request sent to the last answer
-// received, the server's open descriptors with every rank connected, and
-// its resident memory grown from before the ranks connected to its peak.
+// received, the most descriptors the server held open (through relays,
+// sampled while the agents' tree forms too), and its resident memory grown
+// from before the ranks connected to its peak.
 //
 //   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE] [--cold]
@@ -31,7 +32,10 @@
 // files, read in place as Store::get_shared reads them (docs/rendezvous.md);
 // and the relays form the agents' tree of --tree-width W (32, as cohort
 // run's; 0: every relay connects to the store itself), each under its
-// parent as launch/agent_tree.hpp places them.
+// parent as launch/agent_tree.hpp places them: connected there from the
+// start, as where cohort run knows every node's rank and host before the
+// rendezvous (Slurm, --hosts), or, with --tree-at-join, first to the store
+// and moved once every relay is named, as where it does not.
 //
 // Before each run of a table pattern it touches as much memory as the run's
 // copies of the table take, and frees it (warm_memory: a virtual machine's
@@ -47,6 +51,7 @@
 // columns are "-" when its interpreter cannot import torch, or when an answer
 // did not come within the limit.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -622,18 +627,33 @@ Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern,
   return result;
 }
 
+// Simulated node i's own loopback address, as its host's: 127.1.0.0 on
+// (127.0.0.1 is the store's).
+std::string loopback_of(int node) {
+  const unsigned at = 0x7f010000u + static_cast<unsigned>(node);
+  return cohort::detail::cat(at >> 24, ".", (at >> 16) & 255, ".", (at >> 8) & 255, ".", at & 255);
+}
+
 // The ranks through their nodes' relays (StoreServer::Options::relay_to),
 // `per_node` ranks to a node: `shards` processes each run the relays of
 // their nodes (threads, as agents run them) and drive those nodes' ranks,
 // all starting at one moment. Seconds from then to the last answer of any.
 // Several processes, as a job's ranks are on many machines: one process
 // here may not hold 2 descriptors for each of 100,000 ranks.
+//
+// In a tree (tree_width > 0), node i's relay listens on the store's port at
+// a loopback address of its own (loopback_of), as an agent's listens on
+// the job's port at its host's, and connects to its parent's there from
+// the start, as where cohort run knows every node's rank and host ahead of
+// the rendezvous; with `at_join`, it connects to the store, and moves under
+// its parent once every relay is named, as where it does not.
 Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int per_node,
-                              int shards, int tree_width, std::chrono::seconds limit,
+                              int shards, int tree_width, bool at_join, std::chrono::seconds limit,
                               std::size_t warm_bytes) {
   Result result;
   if (server.port() <= 0) return result;
   const int nodes = (n + per_node - 1) / per_node;
+
   struct Shard {
     pid_t pid = -1;
     Fd go;       // every relay's port, a line; then a byte: start; end of file: exit
@@ -668,6 +688,16 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
         options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", server.port(), false,
                                                                   "", std::chrono::minutes(10)};
         options.relay_to->connect_at_start = true;  // as an agent's
+        if (tree_width > 0 && !at_join) {
+          options.host = loopback_of(node);
+          options.port = server.port();
+          options.name = cohort::detail::cat("node ", node);
+          const int parent = cohort::detail::tree_parent_ahead(node, nodes, -1, tree_width);
+          if (parent >= 0) {
+            options.relay_to->through = {
+                {loopback_of(parent), server.port(), cohort::detail::cat("node ", parent)}};
+          }
+        }
         relays.push_back(std::make_unique<cohort::StoreServer>(options));
       }
       std::string ports;
@@ -682,7 +712,7 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
       for (int port = 0; all >> port;)
         every_port.push_back(port);
       if (static_cast<int>(every_port.size()) != nodes) _exit(1);
-      if (tree_width > 0) {
+      if (tree_width > 0 && at_join) {
         for (int node = first_node; node < end_node; ++node) {
           std::vector<cohort::StoreServer::Hop> path;
           for (const std::size_t place :
@@ -691,9 +721,10 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
           }
           relays[static_cast<std::size_t>(node - first_node)]->route_through(std::move(path));
         }
-        for (const auto& relay : relays)
-          (void)relay->connect_in_process(std::chrono::minutes(1))->num_keys();
       }
+      // Every relay connected (a parent in another shard listens by now).
+      for (const auto& relay : relays)
+        (void)relay->connect_in_process(std::chrono::minutes(1))->num_keys();
       const CohortProtocol protocol;
       std::vector<Fd> ranks;
       const int first = first_node * per_node;
@@ -726,6 +757,16 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
     close(answers[1]);
     running.push_back({pid, Fd(go[1]), Fd(answers[0])});
   }
+  // The store's descriptors, sampled while the relays connect and the tree
+  // forms (from here: no fork after this thread starts): the most it held,
+  // not only what it holds once formed.
+  std::atomic<bool> formed{false};
+  std::thread sampler([&] {
+    while (!formed) {
+      result.descriptors = std::max(result.descriptors, server.descriptors());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   std::string every_port;
   for (Shard& shard : running)
     every_port += line_of(shard.answers.get());
@@ -735,7 +776,9 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
   bool answered = true;
   for (Shard& shard : running)
     answered = line_of(shard.answers.get()) == "ready" && answered;
-  result.descriptors = server.descriptors();
+  formed = true;
+  sampler.join();
+  result.descriptors = std::max(result.descriptors, server.descriptors());
   result.warm_seconds = warm_memory(warm_bytes);
   const auto start = Clock::now();
   for (Shard& shard : running)
@@ -861,10 +904,12 @@ int main(int argc, char** argv) {
   std::string python = "/usr/bin/python3";
   std::string json;
   bool cold = false;
+  bool tree_at_join = false;
   const auto usage = [] {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
-        "                 [--ranks-per-node L] [--tree-width 32] [--wait-all-max 4096]\n"
+        "                 [--ranks-per-node L] [--tree-width 32] [--tree-at-join]\n"
+        "                 [--wait-all-max 4096]\n"
         "                 [--torch-max 16384] [--cold] [--phases]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
         "N simulated ranks against cohort's store and PyTorch's TCPStore; bench/README.md\n");
@@ -875,8 +920,8 @@ int main(int argc, char** argv) {
       usage();
       return 0;
     }
-    if (flag == "--cold" || flag == "--phases") {
-      (flag == "--cold" ? cold : print_phases) = true;
+    if (flag == "--cold" || flag == "--phases" || flag == "--tree-at-join") {
+      (flag == "--cold" ? cold : flag == "--phases" ? print_phases : tree_at_join) = true;
       --i;  // takes no value
       continue;
     }
@@ -936,8 +981,15 @@ int main(int argc, char** argv) {
         "threads, as agents run them, of processes that also drive their nodes' ranks), %s; "
         "TCPStore: every rank connects to it\n",
         ranks_per_node,
-        tree_width > 0 ? cohort::detail::cat("the relays in a tree of width ", tree_width).c_str()
-                       : "every relay connected to the store");
+        tree_width == 0 ? "every relay connected to the store"
+        : tree_at_join
+            ? cohort::detail::cat("the relays in a tree of width ", tree_width,
+                                  ", formed at the rendezvous (each first connected to the store)")
+                  .c_str()
+            : cohort::detail::cat("the relays in a tree of width ", tree_width,
+                                  ", formed before the rendezvous (each connected to its parent "
+                                  "from the start)")
+                  .c_str());
   }
   const auto limit = std::chrono::seconds(120);
   std::printf("%-9s %6s  %10s %10s %9s  %10s %10s %9s  %8s  %8s  %9s\n", "pattern", "N", "cohort s",
@@ -983,7 +1035,7 @@ int main(int argc, char** argv) {
           const long per_shard = std::max(1000L, files - 1024);
           const int shards = static_cast<int>((descriptors + per_shard - 1) / per_shard);
           ours = measure_through_relays(server, pattern, n, ranks_per_node, shards, tree_width,
-                                        limit, warm_bytes);
+                                        tree_at_join, limit, warm_bytes);
         } else {
           ours = measure(server, CohortProtocol(), pattern, n, limit, warm_bytes);
         }
@@ -1026,8 +1078,9 @@ int main(int argc, char** argv) {
   }
   if (out) out << "]\n";
   std::printf(
-      "ratio: TCPStore's time over cohort's (above 1: cohort is faster); fds: the server's open "
-      "descriptors with every rank connected; grew: its peak resident memory over before; floor: "
+      "ratio: TCPStore's time over cohort's (above 1: cohort is faster); fds: the most open "
+      "descriptors the server held (through relays: sampled from their first connections on, "
+      "the tree's forming included); grew: its peak resident memory over before; floor: "
       "through relays, the time this machine takes only to write every simulated node's copy "
       "of the table into a memory file of its own, on all cores (no request, socket or store); "
       "cold: the floor again after %lld s of idle, its memory not warmed, where the copies take "

@@ -118,6 +118,12 @@ class StoreServer {
   struct Hop {
     std::string host;
     int port = 0;
+    /// The relay expected there (its Options::name), for a hop placed
+    /// before the rendezvous from node ranks and host names alone: another
+    /// server that answers there is passed over, and one that does not
+    /// answer yet is waited for a while (its node's agent may start later).
+    /// Empty: whoever proves the token.
+    std::string name{};
   };
   struct Options {
     std::string host = "127.0.0.1";  ///< address to listen on
@@ -129,6 +135,9 @@ class StoreServer {
     /// Peers on other hosts that present a MUNGE credential of this user,
     /// made for `token`, are let in (under Slurm: the cluster's own trust).
     bool munge = false;
+    /// What a relay answers to (its node: "node 17"), for relays below it
+    /// that connect expecting it (Hop::name).
+    std::string name{};
     std::uint32_t max_frame_bytes = 64u << 20;  ///< largest request accepted
     /// A client that has not finished its handshake by then is closed.
     std::chrono::milliseconds handshake_timeout{5000};
@@ -178,6 +187,10 @@ class StoreServer {
       /// a relay whose clients will use it: idle, it holds one of the
       /// store's connections.
       bool connect_at_start = false;
+      /// Relays on the way to this store from the start, nearest first (as
+      /// route_through() gives them later): the agents' tree, where it is
+      /// known before the rendezvous (docs/rendezvous.md).
+      std::vector<Hop> through{};
     };
     /// Relay mode: this server keeps no keys of its own; every request of
     /// cohort's protocol goes to `relay_to` (or through the relays that

@@ -22,6 +22,17 @@ std::vector<std::string> tree_path(int id, const std::vector<TreeMember>& member
   return path;
 }
 
+int tree_parent_ahead(int id, int nnodes, int store_node, int width) {
+  if (id < 0 || id >= nnodes || id == store_node) return -1;
+  // The relays in order of their ids are every node rank but the store's.
+  const bool skips = store_node >= 0;
+  const int index = id - (skips && id > store_node ? 1 : 0);
+  const std::vector<std::size_t> above = tree_ancestors(static_cast<std::size_t>(index) + 1, width);
+  if (above.empty()) return -1;
+  const int parent = static_cast<int>(above.front()) - 1;
+  return parent + (skips && parent >= store_node ? 1 : 0);
+}
+
 std::vector<std::size_t> tree_ancestors(std::size_t place, int width) {
   std::vector<std::size_t> above;
   if (width < 1) return above;

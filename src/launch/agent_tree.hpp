@@ -38,6 +38,14 @@ struct TreeMember {
 /// parent is the store (or `id` has no relay). `members` in any order.
 std::vector<std::string> tree_path(int id, const std::vector<TreeMember>& members, int width);
 
+/// Before the rendezvous, in a job whose node ranks are known from the
+/// start: the node rank of agent `id`'s parent, as tree_path() will place
+/// it once every agent of nodes 0 .. nnodes - 1 but the store's joined
+/// with a relay; `store_node` is the node rank whose agent serves the
+/// store, -1 where none does (the launcher). -1 when the parent is the
+/// store, or `id` has no relay.
+int tree_parent_ahead(int id, int nnodes, int store_node, int width);
+
 /// The places above `place` (1: the first relay), nearest first, without
 /// the store's (0).
 std::vector<std::size_t> tree_ancestors(std::size_t place, int width);

@@ -115,7 +115,14 @@ void NodeGroup::start_relay() {
   // beyond this node's own processes does.
   relay.host = "127.0.0.1";
   bool reachable = false;  // by other nodes' relays: where this node reaches the store from
-  if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
+  const std::optional<TreeAhead> ahead = tree_ahead();
+  if (ahead) {
+    // Where the relays below find it before the rendezvous; should the
+    // job's port be taken there, they find it after (below).
+    relay.host = ahead->address;
+    relay.port = port_;
+    relay.name = cat("node ", options_.node_rank);
+  } else if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
     const Route route = route_to(options_.store_host);
     reachable = route.found && !route.source_address.empty();
     if (reachable) relay.host = route.source_address;
@@ -130,10 +137,64 @@ void NodeGroup::start_relay() {
   // A parent in the agents' tree cut off from the network is passed over
   // well before the coordinator would count this node's heartbeats gone.
   relay.relay_to->hop_timeout = options_.heartbeat_timeout / 2;
+  if (ahead && ahead->parent) relay.relay_to->through = {*ahead->parent};
+  if (ahead) {
+    try {
+      relay_ = std::make_unique<StoreServer>(relay);
+      relay_address_ = cat(relay.host, ":", relay_->port());
+      return;
+    } catch (const Error& error) {
+      log(LogLevel::info, "node",
+          cat("this node's relay cannot listen on the job's port at ", relay.host, ":", port_, " (",
+              error.what(),
+              "): the relays under it in the agents' tree find it after "
+              "the rendezvous, on another port"));
+      const Route route = route_to(options_.store_host);
+      reachable = route.found && !route.source_address.empty();
+      relay.host = reachable ? route.source_address : "127.0.0.1";
+      relay.port = 0;
+    }
+  }
   const std::string host = relay.host;
   relay_ = std::make_unique<StoreServer>(std::move(relay));
   // Not reachable: no relay is put under this one (agent_tree.hpp).
   if (reachable) relay_address_ = cat(host, ":", relay_->port());
+}
+
+std::optional<NodeGroup::TreeAhead> NodeGroup::tree_ahead() const {
+  const int id = options_.node_rank;
+  if (!options_.store_node || id < 0 || elastic() || port_ <= 0 ||
+      !tree_has_inner_nodes(options_.nnodes, options_.tree_width) ||
+      options_.node_hosts.size() != static_cast<std::size_t>(options_.nnodes)) {
+    return std::nullopt;
+  }
+  std::string why;
+  TreeAhead ahead;
+  // Its own host's name, resolved to one of this machine's addresses: where
+  // the relays below, which know only that name, connect.
+  ahead.address = listen_address_for(options_.node_hosts[static_cast<std::size_t>(id)], &why);
+  // A name that resolves to loopback here (Debian gives a host's own name
+  // 127.0.1.1) is not where other hosts reach it, unless the store too is
+  // on loopback (every node on this machine).
+  if (!ahead.address.empty() && ahead.address.rfind("127.", 0) == 0 &&
+      route_to(options_.store_host).host_address.rfind("127.", 0) != 0) {
+    why = cat(options_.node_hosts[static_cast<std::size_t>(id)], " resolves to ", ahead.address,
+              " here, a loopback address");
+    ahead.address.clear();
+  }
+  if (ahead.address.empty()) {
+    log(LogLevel::debug, "node", cat("the agents' tree forms at the rendezvous: ", why));
+    return std::nullopt;
+  }
+  const int parent =
+      tree_parent_ahead(id, options_.nnodes, *options_.store_node, options_.tree_width);
+  if (parent >= 0) {
+    const Route route = route_to(options_.node_hosts[static_cast<std::size_t>(parent)]);
+    // Unresolved, it is found at the rendezvous.
+    if (route.found)
+      ahead.parent = StoreServer::Hop{route.host_address, port_, cat("node ", parent)};
+  }
+  return ahead;
 }
 
 void NodeGroup::route_relay(const std::vector<int>& ids, const std::vector<std::string>& entries) {

@@ -74,6 +74,13 @@ struct NodeGroupOptions {
   /// docs/rendezvous.md.
   bool relay = false;
   int tree_width = kDefaultTreeWidth;
+  /// The node rank whose agent serves the store (-1: the launcher does),
+  /// where that is known before the rendezvous. With `node_hosts` for every
+  /// node, a known `node_rank` and `store_port`, and a job that is not
+  /// elastic, the agents' tree then forms before the rendezvous: each relay
+  /// listens on the job's port at its own host's address and connects to
+  /// its parent's there (docs/rendezvous.md, "The agents' tree").
+  std::optional<int> store_node;
   /// The relay's TCPStore port for Python's workers, on 127.0.0.1: -1 none,
   /// 0 a free one.
   int relay_torch_port = -1;
@@ -285,6 +292,13 @@ class NodeGroup {
   void await_every_node_ended(std::chrono::milliseconds bound);
   bool start_server(bool required);
   void start_relay();
+  // Where the agents' tree is known before the rendezvous (store_node): the
+  // address this node's relay listens at, and its parent's relay, if any.
+  struct TreeAhead {
+    std::string address;
+    std::optional<StoreServer::Hop> parent;
+  };
+  std::optional<TreeAhead> tree_ahead() const;
   // Moves the relay under its parent in the round of `ids` and their entries.
   void route_relay(const std::vector<int>& ids, const std::vector<std::string>& entries);
   // Runs `reach`, the first calls to the store, saying what to check when

@@ -147,8 +147,10 @@ void plan_under_launcher(AgentPlan& plan, const RunOptions& options, const Launc
               group.store_host.empty() ? outer.master_addr.source : outer.master_port.source));
     }
     group.bind_host = listen_address(group.store_host);
+    group.store_node = 0;
     if (!options.rdzv_host.empty()) {
       // --rdzv-endpoint names the host: whichever agent runs there serves.
+      group.store_node.reset();
       group.serve_store = false;
       group.bind_host = resolve_ipv4(options.rdzv_host);
       group.serve_if_bindable = !group.bind_host.empty();
@@ -277,6 +279,7 @@ AgentPlan plan_agent(const RunOptions& options, const AgentRole& role, const Lau
     // agents does: --hostfile), and its address is everyone's MASTER_ADDR.
     group.node_rank = options.node_rank;
     group.serve_store = options.node_rank == 0 && !role.store_served_elsewhere;
+    group.store_node = role.store_served_elsewhere ? -1 : 0;
     group.bind_host = listen_address(group.store_host);
     plan.master_addr = options.master_addr;
     return plan;

@@ -11,7 +11,7 @@
 
 namespace cohort::detail::store_protocol {
 
-inline constexpr std::uint8_t kVersion = 6;
+inline constexpr std::uint8_t kVersion = 7;
 inline constexpr std::string_view kMagic = "COHS";
 /// How a rejection for a wrong job token begins: a client that used the
 /// per-user secret says then what to do.
@@ -65,7 +65,9 @@ enum class Op : std::uint8_t {
   /// carries a u32 tag first (kTagBytes), a request's answer the request's
   /// tag; a request that waits holds none behind it, so answers may come in
   /// any order. A node's relay speaks it to its upstream, one connection
-  /// for all its clients (docs/store-protocol.md). No files on it.
+  /// for all its clients (docs/store-protocol.md). No files on it. Since
+  /// version 7 it may name the relay its client means to reach (bytes,
+  /// StoreServer::Options::name): any other server answers Status::error.
   multiplex = 20,
 };
 
@@ -129,6 +131,8 @@ class Reader {
   std::vector<std::string> strings();
   /// Throws ProtocolError when bytes are left over.
   void expect_end() const;
+  /// Whether every byte was read.
+  bool at_end() const noexcept { return position_ == data_.size(); }
 
  private:
   std::string_view take(std::size_t size);

@@ -51,6 +51,13 @@ constexpr std::chrono::milliseconds kConnectAttempt{1000};
 // address before the job's rendezvous ended: one that does not take a
 // connection within this is passed over for the next.
 constexpr std::chrono::milliseconds kHopConnect{1000};
+// A hop placed before the rendezvous by its node's name (Hop::name) may not
+// listen yet: its agent starts when Slurm or ssh gets to it, maybe after
+// this one. Waited for this long, then passed over for the next (the store:
+// the relay moves under its parent once the rendezvous names it). A short
+// wait, since a parent that listens elsewhere (the job's port was taken on
+// its host) costs each of its children this much.
+constexpr std::chrono::milliseconds kNamedHopPatience{2000};
 // Once connected, a store that refuses a new connection for this long is
 // gone (only the first connection waits the upstream timeout for a store
 // that does not listen yet).
@@ -591,15 +598,24 @@ struct StoreRelay::Impl {
       }
     } opened{*this};
     authenticate_to_store(fd.get(), at, expected(to_store), deadline);
-    const std::string request =
-        wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::multiplex)).frame();
+    wire::Writer multiplex;
+    multiplex.u8(static_cast<std::uint8_t>(wire::Op::multiplex));
+    if (!target.name.empty()) multiplex.bytes(target.name);
+    const std::string request = multiplex.frame();
     std::string answer;
     if (!send_all(fd.get(), request.data(), request.size(), deadline, &error) ||
         !recv_frame(fd.get(), &answer, wire::kMaxHandshakeBytes, deadline, &error)) {
       throw StoreError(cat("store at ", at, ": ", error));
     }
     if (answer.empty() || static_cast<wire::Status>(answer[0]) != wire::Status::ok) {
-      throw StoreError(cat("store at ", at, " refused a multiplexed connection"));
+      std::string why = "refused a multiplexed connection";
+      if (answer.size() > 1) {
+        try {
+          why = wire::Reader(std::string_view(answer).substr(1)).bytes();
+        } catch (const wire::ProtocolError&) {
+        }
+      }
+      throw StoreError(cat("store at ", at, ": ", why));
     }
     return fd;
   }
@@ -612,6 +628,10 @@ struct StoreRelay::Impl {
     made->hop = at;
     made->to_store = to_store;
     made->address = cat(hops[at].host, ":", hops[at].port);
+    log(LogLevel::debug, "store",
+        to_store ? cat("this node's relay is connected to the job's store at ", made->address)
+                 : cat("this node's relay reaches the job's store through the relay at ",
+                       made->address, hops[at].name.empty() ? "" : cat(" (", hops[at].name, ")")));
     link = made;
     ++connections;
     connected_once = true;
@@ -670,7 +690,8 @@ struct StoreRelay::Impl {
       const StoreServer::Hop target = hops[at];
       const bool to_store = at + 1 == hops.size();
       const std::size_t generation = reroutes;
-      const std::chrono::milliseconds timeout = !to_store ? kHopConnect
+      const std::chrono::milliseconds timeout = !target.name.empty() ? kNamedHopPatience
+                                                : !to_store          ? kHopConnect
                                                 : connected_once
                                                     ? std::min(upstream.timeout, kStoreReconnect)
                                                     : upstream.timeout;
@@ -693,8 +714,11 @@ struct StoreRelay::Impl {
         fail_all(wire::error_frame(cat(failure, " (through this node's relay)")));
         return false;
       }
-      log(LogLevel::warn, "store",
+      // A hop placed by name alone that is not there is no surprise (the
+      // rendezvous places the relay again).
+      log(target.name.empty() ? LogLevel::warn : LogLevel::debug, "store",
           cat("this node's relay could not reach the relay at ", target.host, ":", target.port,
+              target.name.empty() ? "" : cat(" (", target.name, "'s, by its host's name)"),
               " on its way to the job's store (", failure, "); going on through the next"));
       hop = at + 1;
     }
@@ -1179,7 +1203,8 @@ struct StoreRelay::Impl {
 StoreRelay::StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver)
     : impl_(std::make_unique<Impl>()) {
   impl_->address = cat(upstream.host, ":", upstream.port);
-  impl_->hops.push_back({upstream.host, upstream.port});
+  impl_->hops = upstream.through;
+  impl_->hops.push_back({upstream.host, upstream.port, ""});
   impl_->upstream = std::move(upstream);
   impl_->token = std::move(token);
   impl_->deliver = std::move(deliver);

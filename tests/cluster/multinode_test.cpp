@@ -1065,6 +1065,72 @@ TEST_F(MultiNode, InATreeOfRelaysAKilledAgentIsNoticedAtOnceWhereverItIs) {
   }
 }
 
+// Each relay's first connection, by process: the first of the lines a
+// relay writes under COHORT_LOG=debug when it connects ("is connected to
+// the job's store at ...", "reaches the job's store through the relay at
+// ... (node N)"), for each "cohort[PID]" that wrote one.
+std::map<std::string, std::string> first_connections(const std::string& log) {
+  std::map<std::string, std::string> first;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t said = line.find("] store: this node's relay ");
+    if (line.rfind("cohort[", 0) != 0 || said == std::string::npos) continue;
+    if (line.find("connected to the job's store") == std::string::npos &&
+        line.find("reaches the job's store through") == std::string::npos) {
+      continue;
+    }
+    first.emplace(line.substr(7, said - 7), line.substr(said + 9));  // from "this node's"
+  }
+  return first;
+}
+
+// Where every node's rank and host are known before the rendezvous (Slurm's
+// node list, --hosts), the agents' tree forms before it: each relay
+// connects to its parent's on the job's port at the parent's host from the
+// start, and only the store's own children ever connect to it.
+TEST_F(MultiNode, WhereHostsAreKnownTheRelaysMeetTheirParentsBeforeTheRendezvous) {
+  env_["COHORT_TREE_WIDTH"] = "2";
+  env_["COHORT_LOG"] = "debug";
+  // Under Slurm node 0 serves: nodes 1 and 2 under it, node 3 under node 1 (n2).
+  auto result = on("head", srun_to_files({"srun", "-N4", "--ntasks-per-node=1", kCohort, "run",
+                                          "-n", "2", kReduction}));
+  std::vector<std::string> firsts;
+  for (int task = 1; task <= 3; ++task) {
+    const auto connections =
+        first_connections(test::read_file(temp_.path() / ("task" + std::to_string(task) + ".err")));
+    firsts.push_back(connections.size() == 1 ? connections.begin()->second : "");
+  }
+  result = with_task_output(std::move(result));
+  EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+  for (int node : {1, 2}) {
+    EXPECT_EQ(firsts[node - 1].rfind("this node's relay is connected to the job's store at n1:", 0),
+              0U)
+        << firsts[node - 1];
+  }
+  EXPECT_EQ(firsts[2].rfind(
+                "this node's relay reaches the job's store through the relay at 10.77.0.12:", 0),
+            0U)
+      << firsts[2];
+  EXPECT_NE(firsts[2].find(" (node 1)"), std::string::npos) << firsts[2];
+
+  // Over ssh the launcher (on head) serves: nodes 0 and 1 under it, 2 and 3
+  // under node 0 (n1).
+  const auto over_ssh = on("head", {kCohort, "run", "--hosts", "n1:1,n2:1,n3:1,n4:1", "--ssh",
+                                    ssh(), "--env", "COHORT_LOG", kReduction});
+  EXPECT_EQ(over_ssh.exit_code, 0) << test::describe(over_ssh);
+  std::map<std::string, int> counted;
+  for (const auto& [pid, first] : first_connections(over_ssh.err)) {
+    ++counted[first.find("connected to the job's store at 10.77.0.1:") != std::string::npos
+                  ? "store"
+              : first.find("through the relay at 10.77.0.11:") != std::string::npos &&
+                      first.find(" (node 0)") != std::string::npos
+                  ? "node 0"
+                  : first];
+  }
+  const std::map<std::string, int> expected{{"node 0", 2}, {"store", 2}};
+  EXPECT_EQ(counted, expected) << over_ssh.err;
+}
+
 // "world W rank R host H" lines of an elastic job -> rank -> host, for world W.
 std::map<int, std::string> ranks_in_world(const std::string& out, int world) {
   std::map<int, std::string> ranks;

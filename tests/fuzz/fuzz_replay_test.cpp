@@ -171,7 +171,9 @@ TEST(FuzzReplay, StoreServer) {
        std::string(1, '\0') + request(wire::Op::set_on_close).bytes("gone").bytes("1").frame() +
            request(wire::Op::clear_on_close).frame() +
            request(wire::Op::set_on_close).bytes("gone").bytes("2").frame(),
-       [&request] {
+       // MULTIPLEX naming a relay this server is not, then one with trailing bytes.
+       std::string(1, '\0') + request(wire::Op::multiplex).bytes("node 7").frame(),
+       std::string(1, '\0') + request(wire::Op::multiplex).bytes("").u8(1).frame(), [&request] {
          std::string many(1, '\0');
          for (std::size_t i = 0; i <= wire::kMaxOnCloseSets; ++i)
            many += request(wire::Op::set_on_close).bytes("k").bytes("v").frame();

@@ -61,5 +61,34 @@ TEST(AgentTree, AMemberMissingFromTheRoundMovesTheOthersUpAndTheServerIsNoPlace)
   EXPECT_EQ(tree_path(9, round, 2), Path{}) << "not a member";
 }
 
+// Before the rendezvous, from node ranks alone: the parent tree_path()
+// will name once every agent joined, for each place of the store and
+// widths from 1 to 33 on jobs of up to 70 nodes.
+TEST(AgentTree, TheParentAheadIsTheOneTheRendezvousWillName) {
+  for (int width : {1, 2, 3, 32, 33}) {
+    for (int nnodes : {1, 2, 5, 34, 70}) {
+      for (int store : {-1, 0, nnodes / 2}) {
+        const auto job = members(nnodes, store);
+        for (int id = 0; id < nnodes; ++id) {
+          const Path path = tree_path(id, job, width);
+          const int parent = tree_parent_ahead(id, nnodes, store, width);
+          SCOPED_TRACE("width " + std::to_string(width) + ", " + std::to_string(nnodes) +
+                       " nodes, store at " + std::to_string(store) + ", agent " +
+                       std::to_string(id));
+          if (path.empty()) {
+            EXPECT_EQ(parent, -1);
+          } else {
+            EXPECT_EQ("r" + std::to_string(parent), path.front());
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tree_parent_ahead(3, 7, 0, 2), 1);
+  EXPECT_EQ(tree_parent_ahead(2, 5, -1, 2), 0) << "the launcher serves: agent 0 has a place";
+  EXPECT_EQ(tree_parent_ahead(0, 7, 0, 2), -1) << "the store's agent has no relay";
+  EXPECT_EQ(tree_parent_ahead(7, 7, 0, 2), -1) << "not in the job";
+}
+
 }  // namespace
 }  // namespace cohort::detail

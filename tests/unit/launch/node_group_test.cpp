@@ -7,6 +7,7 @@
 // run the same code between real hosts.
 #include "launch/node_group.hpp"
 
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -101,6 +102,13 @@ class NodeGroupTest : public ::testing::Test {
     auto node1 = std::make_unique<NodeGroup>(o1);
     join_all({node0.get(), node1.get()}, {1, 1});
     return {std::move(node0), std::move(node1)};
+  }
+
+  // Waits (bounded) until `server` holds `count` connections.
+  static bool holds(const StoreServer& server, std::size_t count) {
+    for (int i = 0; i < 500 && server.connection_count() != count; ++i)
+      std::this_thread::sleep_for(milliseconds(10));
+    return server.connection_count() == count;
   }
 
   int port_ = 0;
@@ -362,12 +370,6 @@ class NodeGroupTreeTest : public NodeGroupTest {
     while (!nodes_.empty())
       nodes_.pop_back();
   }
-  // Waits (bounded) until `server` holds `count` connections.
-  static bool holds(const StoreServer& server, std::size_t count) {
-    for (int i = 0; i < 500 && server.connection_count() != count; ++i)
-      std::this_thread::sleep_for(milliseconds(10));
-    return server.connection_count() == count;
-  }
   std::vector<std::unique_ptr<NodeGroup>> nodes_;
   std::vector<Placement> placements_;
 };
@@ -436,6 +438,93 @@ TEST_F(NodeGroupTreeTest, AnInnerNodeThatEndsFirstHandsItsChildrenOver) {
     ASSERT_TRUE(nodes_[node]->stop_record());
     EXPECT_EQ(nodes_[node]->stop_record()->rank, 8) << "node " << node;
   }
+}
+
+// The same tree known before the rendezvous (NodeGroupOptions::store_node):
+// node i's host is 127.0.0.(i + 1), where its relay listens on the job's
+// port as on a host of its own, and each relay connects to its parent's
+// from the start: the store never holds more than its two children's.
+class NodeGroupTreeAheadTest : public NodeGroupTest {
+ protected:
+  static constexpr int kNodes = 7;
+  NodeGroupOptions tree_options(int node) {
+    NodeGroupOptions o = options(kNodes, node);
+    o.relay = true;
+    o.tree_width = 2;
+    o.heartbeat_timeout = milliseconds(60000);
+    o.store_node = 0;
+    o.node_hosts.clear();
+    for (int host = 1; host <= kNodes; ++host)
+      o.node_hosts.push_back("127.0.0." + std::to_string(host));
+    return o;
+  }
+  // Nodes made in this order (node 0, which serves the store, first).
+  void start(const std::vector<int>& order,
+             const std::function<void(int, NodeGroupOptions&)>& change = {}) {
+    nodes_.resize(kNodes);
+    for (int node : order) {
+      NodeGroupOptions o = tree_options(node);
+      if (change) change(node, o);
+      nodes_[node] = node == 0 ? first(o) : std::make_unique<NodeGroup>(o);
+    }
+  }
+  void join() {
+    std::vector<NodeGroup*> all;
+    for (const auto& node : nodes_)
+      all.push_back(node.get());
+    join_all(all, std::vector<int>(kNodes, 1));
+  }
+  void TearDown() override {
+    while (!nodes_.empty())
+      nodes_.pop_back();
+  }
+  // Node 0's own two connections and `relays` more; node `parent`'s agent's
+  // two and its two children's.
+  bool store_holds(std::size_t relays) { return holds(*nodes_[0]->server(), 2 + relays); }
+  bool relay_holds_its_children(int parent) { return holds(*nodes_[parent]->relay(), 2 + 2); }
+  std::vector<std::unique_ptr<NodeGroup>> nodes_;
+};
+
+TEST_F(NodeGroupTreeAheadTest, RelaysConnectToTheirParentsBeforeTheRendezvous) {
+  start({0, 1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(nodes_[3]->relay_address(), "127.0.0.4:" + std::to_string(port_));
+  EXPECT_TRUE(store_holds(2)) << "nodes 1 and 2 alone";
+  EXPECT_TRUE(relay_holds_its_children(1));
+  EXPECT_TRUE(relay_holds_its_children(2));
+  join();
+  EXPECT_TRUE(store_holds(2)) << "nobody moved";
+  EXPECT_TRUE(relay_holds_its_children(1));
+  nodes_[6]->declare_stop(failure(6, 6));
+  for (int node = 0; node < kNodes - 1; ++node) {
+    ASSERT_TRUE(woken(*nodes_[node], milliseconds(5000))) << "node " << node;
+    ASSERT_TRUE(nodes_[node]->stop_record());
+    EXPECT_EQ(nodes_[node]->stop_record()->rank, 6);
+  }
+}
+
+// Node 3 starts before its parent, node 1: it waits for it a while, then
+// goes through the store, and moves under node 1 once the rendezvous names
+// it.
+TEST_F(NodeGroupTreeAheadTest, ARelayWhoseParentIsNotThereGoesThroughTheStoreUntilTheRendezvous) {
+  start({0, 2, 3, 1, 4, 5, 6});
+  EXPECT_TRUE(store_holds(3)) << "nodes 1, 2 and 3";
+  join();
+  EXPECT_TRUE(store_holds(2));
+  EXPECT_TRUE(relay_holds_its_children(1));
+}
+
+// Nodes 1 and 2 name one host: node 2's relay cannot listen on the job's
+// port there, and nodes 5 and 6, which look for node 2's there, meet node
+// 1's, which turns them away (it is not theirs: a child under the wrong
+// relay could close a circle). They go through the store until the
+// rendezvous names node 2's relay where it is.
+TEST_F(NodeGroupTreeAheadTest, ARelayThatIsNotTheParentTurnsItsChildrenAway) {
+  start({0, 1, 2, 3, 4, 5, 6}, [](int, NodeGroupOptions& o) { o.node_hosts[2] = o.node_hosts[1]; });
+  EXPECT_TRUE(store_holds(4)) << "nodes 1, 2, 5 and 6";
+  EXPECT_TRUE(relay_holds_its_children(1));
+  join();
+  EXPECT_TRUE(store_holds(2));
+  EXPECT_TRUE(relay_holds_its_children(2));
 }
 
 }  // namespace
