@@ -21,6 +21,9 @@ namespace {
 
 using Duration = Backend::Duration;
 
+// The tag of hier's own messages between the leaders (gather_hosts).
+constexpr int kHostsTag = 0;
+
 // Sums for avg across the levels; the division happens once, at the end.
 ReduceOp inner_op(ReduceOp op) {
   return op == ReduceOp::avg ? ReduceOp::sum : op;
@@ -41,6 +44,22 @@ std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const 
                                             int rank, int size, std::string_view backend,
                                             std::vector<std::string> hosts, int machine_ranks = 0);
 
+// Each host's first rank when every host's ranks are one stretch of the
+// ranks (rank r is its host's first plus its local index); else empty.
+std::vector<int> contiguous_first_ranks(const HostLayout& layout) {
+  std::vector<int> first;
+  int next = 0;
+  for (int size : layout.local_size) {
+    first.push_back(next);
+    next += size;
+  }
+  for (std::size_t r = 0; r < layout.node_of.size(); ++r) {
+    const auto node = static_cast<std::size_t>(layout.node_of[r]);
+    if (static_cast<std::size_t>(first[node] + layout.local_index[r]) != r) return {};
+  }
+  return first;
+}
+
 class HierBackend final : public Backend {
  public:
   HierBackend(int rank, std::vector<std::string> hosts, HostLayout layout, Groups groups,
@@ -53,7 +72,8 @@ class HierBackend final : public Backend {
         address_(std::move(address)),
         timeout_(timeout),
         widest_(static_cast<std::size_t>(
-            *std::max_element(layout_.local_size.begin(), layout_.local_size.end()))) {}
+            *std::max_element(layout_.local_size.begin(), layout_.local_size.end()))),
+        first_ranks_(contiguous_first_ranks(layout_)) {}
 
   ~HierBackend() override {
     // Each pair group waits at its end for its other rank to be done with
@@ -177,12 +197,15 @@ class HierBackend final : public Backend {
                   static_cast<unsigned char*>(here.data) + place_in_rails(r) * block, block);
     }
   }
-  // With rails: each host gathers to its rank of the root's local index,
-  // whose rail gathers the hosts' blocks at the root. Else the leaders' way
-  // (padded, as all_gather), and the root's host broadcasts what its leader
-  // gathered when the root is not the leader.
+  // Hosts of consecutive ranks with the root leading its own: in place
+  // (gather_in_place). Else, with rails: each host gathers to its rank of
+  // the root's local index, whose rail gathers the hosts' blocks at the
+  // root. Else the leaders' way (each host's blocks alone, unpadded), and
+  // the root's host broadcasts what its leader gathered when the root is
+  // not the leader.
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
     const int via = local_index(root);
+    if (via == 0 && !first_ranks_.empty()) return gather_in_place(input, output, root, timeout);
     if (Communicator* rail = this->rail()) {
       const std::size_t local = static_cast<std::size_t>(groups_.host->size());
       Buffer host{scratch(input.bytes() * local * (1 + nodes())), input.count * local, input.type};
@@ -196,18 +219,20 @@ class HierBackend final : public Backend {
     }
     const Padded padded = gather_to_leader(input, timeout);
     Buffer every = padded.across;
-    if (groups_.leaders) groups_.leaders->gather(padded.host, every, node_of(root), timeout);
+    if (groups_.leaders) gather_hosts(padded.host, every, node_of(root), timeout);
     if (my_node() != node_of(root)) return;
     if (via != 0) groups_.host->broadcast(every, 0, timeout);
     if (rank_ == root) unpad(every, output);
   }
-  // The reverse of gather: the root's rail scatters each host its blocks,
-  // then each host scatters from its rank of the root's local index. Else
-  // the leaders' way: the root's leader gets the input (a broadcast inside
-  // that host when the root is not the leader), scatters each host's blocks
-  // (padded) to the leaders, and each leader scatters inside its host.
+  // The reverse of gather: in place where gather is; else the root's rail
+  // scatters each host its blocks, then each host scatters from its rank of
+  // the root's local index. Else the leaders' way: the root's leader gets
+  // the input (a broadcast inside that host when the root is not the
+  // leader), sends each host's blocks alone to its leader, and each leader
+  // scatters inside its host.
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
     const int via = local_index(root);
+    if (via == 0 && !first_ranks_.empty()) return scatter_in_place(input, output, root, timeout);
     const std::size_t block = output.bytes();
     if (Communicator* rail = this->rail()) {
       const std::size_t local = static_cast<std::size_t>(groups_.host->size());
@@ -236,7 +261,7 @@ class HierBackend final : public Backend {
       }
       if (groups_.leaders) pad(source, every, block);
     }
-    if (groups_.leaders) groups_.leaders->scatter(every, mine, node_of(root), timeout);
+    if (groups_.leaders) scatter_hosts(every, mine, node_of(root), timeout);
     mine.count = output.count * static_cast<std::size_t>(groups_.host->size());
     groups_.host->scatter(mine, output, 0, timeout);
   }
@@ -386,6 +411,107 @@ class HierBackend final : public Backend {
     Buffer host{base, input.count * widest_, input.type};
     return {host, {base + host.bytes(), host.count * nodes(), input.type}};
   }
+  // Hosts of consecutive ranks, the root leading its own: each host's
+  // blocks are one stretch of the root's buffer, in rank order. Each host
+  // gathers to its leader (the root's host into the root's output in place),
+  // and the root takes each other host's stretch from its leader straight
+  // into its output: no padding, and no copy but the host gathers'.
+  void gather_in_place(Buffer input, Buffer output, int root, Duration timeout) {
+    const int root_node = node_of(root);
+    const std::size_t local = static_cast<std::size_t>(groups_.host->size());
+    Buffer host = rank_ == root
+                      ? stretch(output, my_node(), input.count)
+                      : Buffer{scratch(input.bytes() * local), input.count * local, input.type};
+    groups_.host->gather(input, host, 0, timeout);
+    if (!groups_.leaders) return;
+    if (my_node() != root_node) {
+      groups_.leaders->send(host, root_node, kHostsTag, timeout);
+      return;
+    }
+    for (int node = 0; node < layout_.nodes; ++node) {
+      if (node != root_node) {
+        groups_.leaders->recv(stretch(output, node, input.count), node, kHostsTag, timeout);
+      }
+    }
+  }
+  // Its reverse: the root sends each other host's leader that host's
+  // stretch of its input, and each host scatters from its leader (the
+  // root's host from the root's input).
+  void scatter_in_place(Buffer input, Buffer output, int root, Duration timeout) {
+    const int root_node = node_of(root);
+    const std::size_t local = static_cast<std::size_t>(groups_.host->size());
+    Buffer host = rank_ == root
+                      ? stretch(input, my_node(), output.count)
+                      : Buffer{scratch(output.bytes() * local), output.count * local, output.type};
+    if (groups_.leaders) {
+      if (my_node() != root_node) {
+        groups_.leaders->recv(host, root_node, kHostsTag, timeout);
+      } else {
+        for (int node = 0; node < layout_.nodes; ++node) {
+          if (node != root_node) {
+            groups_.leaders->send(stretch(input, node, output.count), node, kHostsTag, timeout);
+          }
+        }
+      }
+    }
+    groups_.host->scatter(host, output, 0, timeout);
+  }
+  // Host `node`'s stretch of a buffer of every rank's `count` elements.
+  Buffer stretch(Buffer every, int node, std::size_t count) const {
+    const auto first = static_cast<std::size_t>(first_ranks_[static_cast<std::size_t>(node)]);
+    return {at(every, first, every.bytes() / static_cast<std::size_t>(size())),
+            count * static_cast<std::size_t>(layout_.local_size[static_cast<std::size_t>(node)]),
+            every.type};
+  }
+  // The leaders' gather of the hosts' blocks ([local index], padded to the
+  // widest host) into `every` ([host][local index]) at the leader of
+  // `root_node`, without the padding: each other leader sends its host's
+  // blocks alone (a host of 1 rank beside one of 8 sends 1 block, not 8).
+  // The leaders' group carries no messages but hier's own.
+  void gather_hosts(Buffer host, Buffer every, int root_node, Duration timeout) {
+    const std::size_t count = host.count / widest_;  // one rank's
+    if (my_node() != root_node) {
+      groups_.leaders->send(host_blocks(host.data, my_node(), count, host.type), root_node,
+                            kHostsTag, timeout);
+      return;
+    }
+    for (int node = 0; node < layout_.nodes; ++node) {
+      const Buffer place =
+          host_blocks(at(every, static_cast<std::size_t>(node) * widest_, host.bytes() / widest_),
+                      node, count, host.type);
+      if (node == my_node()) {
+        std::memcpy(place.data, host.data, place.bytes());
+      } else {
+        groups_.leaders->recv(place, node, kHostsTag, timeout);
+      }
+    }
+  }
+  // Its reverse: the leader of `root_node` sends each other leader its
+  // host's blocks of `every`, and takes its own into `mine`.
+  void scatter_hosts(Buffer every, Buffer mine, int root_node, Duration timeout) {
+    const std::size_t count = mine.count / widest_;
+    if (my_node() != root_node) {
+      groups_.leaders->recv(host_blocks(mine.data, my_node(), count, mine.type), root_node,
+                            kHostsTag, timeout);
+      return;
+    }
+    for (int node = 0; node < layout_.nodes; ++node) {
+      const Buffer place =
+          host_blocks(at(every, static_cast<std::size_t>(node) * widest_, mine.bytes() / widest_),
+                      node, count, mine.type);
+      if (node == my_node()) {
+        std::memcpy(mine.data, place.data, place.bytes());
+      } else {
+        groups_.leaders->send(place, node, kHostsTag, timeout);
+      }
+    }
+  }
+  // The blocks of `node`'s ranks at `data`, `count` elements each.
+  Buffer host_blocks(void* data, int node, std::size_t count, DataType type) const {
+    return {data,
+            count * static_cast<std::size_t>(layout_.local_size[static_cast<std::size_t>(node)]),
+            type};
+  }
   // From [host][local index], padded to the widest host (with rails every
   // host is that wide), to rank order.
   void unpad(Buffer every, Buffer output) const {
@@ -437,6 +563,9 @@ class HierBackend final : public Backend {
   std::string address_;
   Duration timeout_;
   std::size_t widest_;  // the most ranks any host runs
+  // Per host, its first rank, where each host's ranks follow one another
+  // (as cohort run numbers them); empty where they do not.
+  std::vector<int> first_ranks_;
   std::vector<unsigned char> scratch_;
   int splits_ = 0;
   std::mutex lazy_mutex_;  // guards the two below
