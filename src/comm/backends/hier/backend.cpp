@@ -55,7 +55,8 @@ std::vector<int> contiguous_first_ranks(const HostLayout& layout) {
   }
   for (std::size_t r = 0; r < layout.node_of.size(); ++r) {
     const auto node = static_cast<std::size_t>(layout.node_of[r]);
-    if (static_cast<std::size_t>(first[node] + layout.local_index[r]) != r) return {};
+    const int rank = first[node] + layout.local_index[r];
+    if (static_cast<std::size_t>(rank) != r) return {};
   }
   return first;
 }
@@ -476,9 +477,7 @@ class HierBackend final : public Backend {
       return;
     }
     for (int node = 0; node < layout_.nodes; ++node) {
-      const Buffer place =
-          host_blocks(at(every, static_cast<std::size_t>(node) * widest_, host.bytes() / widest_),
-                      node, count, host.type);
+      const Buffer place = host_place(every, node);
       if (node == my_node()) {
         std::memcpy(place.data, host.data, place.bytes());
       } else {
@@ -496,15 +495,20 @@ class HierBackend final : public Backend {
       return;
     }
     for (int node = 0; node < layout_.nodes; ++node) {
-      const Buffer place =
-          host_blocks(at(every, static_cast<std::size_t>(node) * widest_, mine.bytes() / widest_),
-                      node, count, mine.type);
+      const Buffer place = host_place(every, node);
       if (node == my_node()) {
         std::memcpy(mine.data, place.data, place.bytes());
       } else {
         groups_.leaders->send(place, node, kHostsTag, timeout);
       }
     }
+  }
+  // Host `node`'s blocks in `every` ([host][local index], padded to the
+  // widest host), without its padding.
+  Buffer host_place(Buffer every, int node) const {
+    const std::size_t places = widest_ * nodes();
+    return host_blocks(at(every, static_cast<std::size_t>(node) * widest_, every.bytes() / places),
+                       node, every.count / places, every.type);
   }
   // The blocks of `node`'s ranks at `data`, `count` elements each.
   Buffer host_blocks(void* data, int node, std::size_t count, DataType type) const {
