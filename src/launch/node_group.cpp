@@ -110,23 +110,7 @@ void NodeGroup::start_relay() {
   relay.token = options_.token;
   relay.token_is_secret = options_.token_is_secret;
   relay.munge = options_.munge;
-  // Other nodes' relays under it in the agents' tree reach it where this
-  // node reaches the store from; in a job too small for a tree, nobody
-  // beyond this node's own processes does.
   relay.host = "127.0.0.1";
-  bool reachable = false;  // by other nodes' relays: where this node reaches the store from
-  const std::optional<TreeAhead> ahead = tree_ahead();
-  if (ahead) {
-    // Where the relays below find it before the rendezvous; should the
-    // job's port be taken there, they find it after (below).
-    relay.host = ahead->address;
-    relay.port = port_;
-    relay.name = cat("node ", options_.node_rank);
-  } else if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
-    const Route route = route_to(options_.store_host);
-    reachable = route.found && !route.source_address.empty();
-    if (reachable) relay.host = route.source_address;
-  }
   relay.torch_port = options_.relay_torch_port;
   relay.torch_host = "127.0.0.1";
   relay.on_unservable = options_.on_unservable;
@@ -137,28 +121,38 @@ void NodeGroup::start_relay() {
   // A parent in the agents' tree cut off from the network is passed over
   // well before the coordinator would count this node's heartbeats gone.
   relay.relay_to->hop_timeout = options_.heartbeat_timeout / 2;
-  if (ahead && ahead->parent) relay.relay_to->through = {*ahead->parent};
-  if (ahead) {
+  if (const std::optional<TreeAhead> ahead = tree_ahead()) {
+    // Where the relays below find it before the rendezvous; should the
+    // job's port be taken there, they find it after (below).
+    if (ahead->parent) relay.relay_to->through = {*ahead->parent};
+    StoreServer::Options at_job_port = relay;
+    at_job_port.host = ahead->address;
+    at_job_port.port = port_;
+    at_job_port.name = cat("node ", options_.node_rank);
     try {
-      relay_ = std::make_unique<StoreServer>(relay);
-      relay_address_ = cat(relay.host, ":", relay_->port());
+      relay_ = std::make_unique<StoreServer>(std::move(at_job_port));
+      relay_address_ = cat(ahead->address, ":", relay_->port());
       return;
     } catch (const Error& error) {
       log(LogLevel::info, "node",
-          cat("this node's relay cannot listen on the job's port at ", relay.host, ":", port_, " (",
-              error.what(),
-              "): the relays under it in the agents' tree find it after "
-              "the rendezvous, on another port"));
-      const Route route = route_to(options_.store_host);
-      reachable = route.found && !route.source_address.empty();
-      relay.host = reachable ? route.source_address : "127.0.0.1";
-      relay.port = 0;
+          cat("this node's relay cannot listen on the job's port at ", ahead->address, ":", port_,
+              " (", error.what(),
+              "): the relays under it in the agents' tree find it after the rendezvous, on "
+              "another port"));
     }
   }
-  const std::string host = relay.host;
+  // Other nodes' relays under it in the agents' tree reach it where this
+  // node reaches the store from; in a job too small for a tree, nobody
+  // beyond this node's own processes does, and none is put under it
+  // (agent_tree.hpp).
+  std::string reachable;
+  if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
+    const Route route = route_to(options_.store_host);
+    if (route.found) reachable = route.source_address;
+  }
+  if (!reachable.empty()) relay.host = reachable;
   relay_ = std::make_unique<StoreServer>(std::move(relay));
-  // Not reachable: no relay is put under this one (agent_tree.hpp).
-  if (reachable) relay_address_ = cat(host, ":", relay_->port());
+  if (!reachable.empty()) relay_address_ = cat(reachable, ":", relay_->port());
 }
 
 std::optional<NodeGroup::TreeAhead> NodeGroup::tree_ahead() const {

@@ -186,21 +186,19 @@ void CohortProtocol::request(StoreCore& core, Id id, Connection& connection,
   const auto op = static_cast<wire::Op>(reader.u8());
   wire::Writer reply = answer(tag);
   if (op == wire::Op::accept_files || op == wire::Op::multiplex) {
-    if (op == wire::Op::multiplex && !reader.at_end()) {
-      // A relay below that placed this hop by its node's name alone (the
-      // agents' tree before the rendezvous): nobody else may take it.
-      const std::string_view expected = reader.bytes();
-      const std::string& name = core.options().name;
-      if (expected != name) {
-        reader.expect_end();
-        connection.out += wire::error_frame(
-            cat("this is not ", expected, " but ",
-                name.empty() ? (core.relays() ? "another relay" : "the job's store") : name));
-        connection.closing = true;
-        return;
-      }
-    }
+    // A relay below that placed this hop by its node's name alone (the
+    // agents' tree before the rendezvous) names it: nobody else may take it.
+    const std::string_view expected =
+        op == wire::Op::multiplex && !reader.at_end() ? reader.bytes() : std::string_view();
     reader.expect_end();
+    const std::string& name = core.options().name;
+    if (expected != name && !expected.empty()) {
+      connection.out += wire::error_frame(
+          cat("this is not ", expected, " but ",
+              name.empty() ? (core.relays() ? "another relay" : "the job's store") : name));
+      connection.closing = true;
+      return;
+    }
     if (op == wire::Op::multiplex) {
       // Its own answer is the last frame without a tag.
       connection.multiplexed = true;

@@ -21,7 +21,7 @@ namespace {
 
 using Duration = Backend::Duration;
 
-// The tag of hier's own messages between the leaders (gather_hosts).
+// The tag of hier's own messages between the leaders (gather and scatter).
 constexpr int kHostsTag = 0;
 
 // Sums for avg across the levels; the division happens once, at the end.
