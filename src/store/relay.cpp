@@ -597,19 +597,14 @@ struct StoreRelay::Impl {
         relay.opening = -1;
       }
     } opened{*this};
-    // A relay on the path that took the connection is there: its handshake
-    // gets the time a request up it would (a busy host may take more than
-    // the wait for it to listen), not what is left of that wait.
-    const Deadline handshake =
-        to_store ? deadline : std::max(deadline, deadline_after(upstream.hop_timeout));
-    authenticate_to_store(fd.get(), at, expected(to_store), handshake);
+    authenticate_to_store(fd.get(), at, expected(to_store), deadline);
     wire::Writer multiplex;
     multiplex.u8(static_cast<std::uint8_t>(wire::Op::multiplex));
     if (!target.name.empty()) multiplex.bytes(target.name);
     const std::string request = multiplex.frame();
     std::string answer;
-    if (!send_all(fd.get(), request.data(), request.size(), handshake, &error) ||
-        !recv_frame(fd.get(), &answer, wire::kMaxHandshakeBytes, handshake, &error)) {
+    if (!send_all(fd.get(), request.data(), request.size(), deadline, &error) ||
+        !recv_frame(fd.get(), &answer, wire::kMaxHandshakeBytes, deadline, &error)) {
       throw StoreError(cat("store at ", at, ": ", error));
     }
     if (answer.empty() || static_cast<wire::Status>(answer[0]) != wire::Status::ok) {
