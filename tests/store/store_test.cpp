@@ -1009,7 +1009,8 @@ TEST_F(StoreTest, SilentPeersAreClosedAndCannotCrowdOthersOut) {
 }
 
 // 2,000 silent connections from another address (another namespace in the
-// probe; 127.0.0.2 here) with a handshake deadline longer than the client's
+// probe; 127.3.0.1 here, an address no other test binds: these 2,000 ports
+// there are taken while it runs) with a handshake deadline longer than the client's
 // whole patience: the job's client is served at once all the same, for
 // the silent address holds the most slots and gives them up first.
 TEST_F(StoreTest, ASilentFloodFromOneAddressDelaysNoOtherHandshake) {
@@ -1023,7 +1024,7 @@ TEST_F(StoreTest, ASilentFloodFromOneAddressDelaysNoOtherHandshake) {
     detail::Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in from{};
     from.sin_family = AF_INET;
-    from.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+    from.sin_addr.s_addr = htonl(0x7f030001);  // 127.3.0.1
     ASSERT_EQ(bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
     sockaddr_in to{};
     to.sin_family = AF_INET;

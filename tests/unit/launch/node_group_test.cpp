@@ -105,10 +105,12 @@ class NodeGroupTest : public ::testing::Test {
   }
 
   // Waits (bounded) until `server` holds `count` connections.
-  static bool holds(const StoreServer& server, std::size_t count) {
+  static ::testing::AssertionResult holds(const StoreServer& server, std::size_t count) {
     for (int i = 0; i < 500 && server.connection_count() != count; ++i)
       std::this_thread::sleep_for(milliseconds(10));
-    return server.connection_count() == count;
+    const std::size_t held = server.connection_count();
+    if (held == count) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "holds " << held << " connections, not " << count;
   }
 
   int port_ = 0;
@@ -441,9 +443,13 @@ TEST_F(NodeGroupTreeTest, AnInnerNodeThatEndsFirstHandsItsChildrenOver) {
 }
 
 // The same tree known before the rendezvous (NodeGroupOptions::store_node):
-// node i's host is 127.0.0.(i + 1), where its relay listens on the job's
+// node i's host is 127.2.0.(i + 1), where its relay listens on the job's
 // port as on a host of its own, and each relay connects to its parent's
 // from the start: the store never holds more than its two children's.
+// 127.2.0.0/24 is this test's alone: the job's port there must be free,
+// and another test's sockets at the same loopback address could hold it
+// (ctest runs tests side by side; the store test's flood binds thousands
+// of ports at an address of its own).
 class NodeGroupTreeAheadTest : public NodeGroupTest {
  protected:
   static constexpr int kNodes = 7;
@@ -455,7 +461,7 @@ class NodeGroupTreeAheadTest : public NodeGroupTest {
     o.store_node = 0;
     o.node_hosts.clear();
     for (int host = 1; host <= kNodes; ++host)
-      o.node_hosts.push_back("127.0.0." + std::to_string(host));
+      o.node_hosts.push_back("127.2.0." + std::to_string(host));
     return o;
   }
   // Nodes made in this order (node 0, which serves the store, first).
@@ -487,7 +493,7 @@ class NodeGroupTreeAheadTest : public NodeGroupTest {
 
 TEST_F(NodeGroupTreeAheadTest, RelaysConnectToTheirParentsBeforeTheRendezvous) {
   start({0, 1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(nodes_[3]->relay_address(), "127.0.0.4:" + std::to_string(port_));
+  EXPECT_EQ(nodes_[3]->relay_address(), "127.2.0.4:" + std::to_string(port_));
   EXPECT_TRUE(store_holds(2)) << "nodes 1 and 2 alone";
   EXPECT_TRUE(relay_holds_its_children(1));
   EXPECT_TRUE(relay_holds_its_children(2));
