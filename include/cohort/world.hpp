@@ -38,7 +38,9 @@ class World {
   Store& store() noexcept;
 
   /// The backend communicator() uses ("self", "gloo"), known without
-  /// connecting anything. Throws InvalidArgument for an unknown COHORT_BACKEND.
+  /// connecting anything (from what the launcher says of the job's hosts;
+  /// once communicator() connected, the one it chose from the ranks' actual
+  /// hosts). Throws InvalidArgument for an unknown COHORT_BACKEND.
   std::string_view backend() const;
 
   /// The collectives of this world. Connects on first use, so a program that

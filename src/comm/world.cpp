@@ -68,6 +68,8 @@ Store& World::store() noexcept {
 }
 
 std::string_view World::backend() const {
+  // Once connected, the one chosen then: the ranks' hosts were known to it.
+  if (impl_->communicator) return impl_->communicator->backend();
   return detail::choose_backend(impl_->backend_context(false), impl_->backend_name);
 }
 

@@ -94,6 +94,16 @@ std::vector<std::string> two_hosts_in_blocks(int ranks) {
   return hosts;
 }
 
+// Three hosts of consecutive ranks and three sizes (3, 1 and the rest):
+// hier's leaders swap their hosts' blocks pair by pair, and the middle
+// host gets the others' from before and after its own.
+std::vector<std::string> three_hosts_in_blocks(int ranks) {
+  std::vector<std::string> hosts;
+  for (int r = 0; r < ranks; ++r)
+    hosts.push_back(r < 3 ? "host-a" : r == 3 ? "host-b" : "host-c");
+  return hosts;
+}
+
 const std::vector<BackendUnderTest>& backends_under_test() {
   static const std::vector<BackendUnderTest> kBackends = {
       {"self", "self", {1}},
@@ -101,6 +111,7 @@ const std::vector<BackendUnderTest>& backends_under_test() {
       {"shm_single_copy", "shm", {2, 3}, cohort_run_single_copies},
       {"hier", "hier", {3, 4, 7}, nullptr, two_hosts},
       {"hier_blocks", "hier", {3, 7}, nullptr, two_hosts_in_blocks},
+      {"hier_three_hosts", "hier", {6}, nullptr, three_hosts_in_blocks},
       {"hier_cluster", "hier", {4}, nullptr, nullptr, "MultiNode.HierPassesTheConformanceSuite"},
       {"gloo", "gloo", {1, 2, 3, 4, 7}},
       {"mpi", "mpi", {1, 2, 3, 4, 7}, mpirun},

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cohort/communicator.hpp>
+#include <cohort/store.hpp>
 
 #include "comm/registry.hpp"
 
@@ -244,6 +245,32 @@ TEST(BackendRegistry, SelectsByNameOrPriorityAndExplainsRefusals) {
     EXPECT_NE(std::string(error.what()).find("self: it serves a world of one"), std::string::npos)
         << error.what();
   }
+}
+
+// Choosing without connecting (World::backend before communicator()), hier
+// goes by the launcher's word, and every rank of a job must hear the same:
+// ranks 0 and 3 alone on their hosts beside a host of two (1, 2, 1) too.
+TEST(BackendRegistry, HierGivesEveryRankOfAJobTheSameVerdictBeforeTheyMeet) {
+  const BackendEntry* hier = nullptr;
+  for (const BackendEntry& entry : backends())
+    if (entry.name == "hier") hier = &entry;
+  ASSERT_NE(hier, nullptr);
+  if (!hier->built) GTEST_SKIP() << "this build has no hier (COHORT_WITH_HIER=OFF)";
+  const auto verdict = [&](int world, int nodes, int local) {
+    LaunchInfo info;
+    info.world_size = {world, "test"};
+    info.num_nodes = {nodes, "test"};
+    info.local_world_size = {local, "test"};
+    BackendContext context;
+    context.info = &info;
+    // A store is needed to meet, not to judge: this one is never read.
+    context.store = std::make_shared<PrefixStore>("unread", nullptr);
+    return hier->unviable_because(context);
+  };
+  for (int local : {1, 2})
+    EXPECT_EQ(verdict(4, 3, local), "") << "local world " << local;
+  EXPECT_NE(verdict(3, 3, 1), "") << "every host runs one rank";
+  EXPECT_NE(verdict(4, 1, 4), "") << "one host";
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ namespace {
 
 using Duration = Backend::Duration;
 
-// The tag of hier's own messages between the leaders (gather and scatter).
+// The tag of hier's own messages between the leaders (gather, scatter, and
+// all_gather and reduce_scatter on hosts of consecutive ranks).
 constexpr int kHostsTag = 0;
 
 // Sums for avg across the levels; the division happens once, at the end.
@@ -173,11 +174,14 @@ class HierBackend final : public Backend {
 
   // With rails: each rail gathers its local index's blocks across hosts,
   // then each host gathers its rails' results, and every block goes to its
-  // rank's place (ranks need not be contiguous per host). Else the leaders'
+  // rank's place (ranks need not be contiguous per host). Else, hosts of
+  // consecutive ranks: in place (all_gather_in_place). Else the leaders'
   // way: each host gathers to its leader, the leaders all-gather their
   // hosts' blocks (padded to the widest host), each host broadcasts them.
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
     Communicator* rail = this->rail();
+    if (rail == nullptr && !first_ranks_.empty())
+      return all_gather_in_place(input, output, timeout);
     if (rail == nullptr) {
       const Padded padded = gather_to_leader(input, timeout);
       Buffer every = padded.across;
@@ -268,13 +272,17 @@ class HierBackend final : public Backend {
   }
   // With rails: the input's blocks sorted by (local index, host); inside
   // each host, local rank i gets its host's sum of the blocks of local index
-  // i (one per host); then rail i reduce-scatters those across hosts. Else
-  // the leaders' way: the blocks sorted by host (each host's padded to the
+  // i (one per host); then rail i reduce-scatters those across hosts. Else,
+  // hosts of consecutive ranks: reduce_scatter_in_place. Else the leaders'
+  // way: the blocks sorted by host (each host's padded to the
   // widest), reduced to each host's leader, reduce-scattered across the
   // leaders (each gets its host's blocks), scattered inside each host.
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
     const ReduceOp sum_or_op = inner_op(op);
     Communicator* rail = this->rail();
+    if (rail == nullptr && !first_ranks_.empty()) {
+      return reduce_scatter_in_place(input, output, op, timeout);
+    }
     if (rail == nullptr) {
       const std::size_t block = output.bytes();
       const std::size_t width = widest_;
@@ -433,6 +441,82 @@ class HierBackend final : public Backend {
       if (node != root_node) {
         groups_.leaders->recv(stretch(output, node, input.count), node, kHostsTag, timeout);
       }
+    }
+  }
+  // Hosts of consecutive ranks: each host gathers its ranks' blocks into its
+  // own stretch of the output, the leaders pass the hosts' stretches round
+  // their ring, and each leader hands its host the other hosts' stretches.
+  // Nothing is padded or moved between layouts: a host of 1 rank beside one
+  // of 8 sends 1 block and receives 8, where the padded way sends 8 and
+  // receives 16.
+  void all_gather_in_place(Buffer input, Buffer output, Duration timeout) {
+    const Buffer mine = stretch(output, my_node(), input.count);
+    groups_.host->all_gather(input, mine, timeout);  // in place when the input is its slice
+    if (groups_.leaders) {
+      for (int step = 0; step + 1 < layout_.nodes; ++step) {
+        ring_step(stretch(output, ring_node(-step), input.count),
+                  stretch(output, ring_node(-step - 1), input.count), timeout);
+      }
+    }
+    if (groups_.host->size() == 1) return;
+    const auto* start = static_cast<unsigned char*>(output.data);
+    const auto* own = static_cast<unsigned char*>(mine.data);
+    const std::size_t before = static_cast<std::size_t>(own - start) / size_of(output.type);
+    const std::size_t after = output.count - before - mine.count;
+    if (before > 0) groups_.host->broadcast({output.data, before, output.type}, 0, timeout);
+    if (after > 0) {
+      groups_.host->broadcast({at(mine, mine.count, size_of(mine.type)), after, output.type}, 0,
+                              timeout);
+    }
+  }
+  // Hosts of consecutive ranks: each host reduces every block to its leader
+  // (into a copy of the leader's input), the leaders reduce-scatter the
+  // hosts' stretches round their ring (each adds what it receives into its
+  // copy and passes it on), and each leader scatters its host's stretch. No
+  // padding is reduced or sent.
+  void reduce_scatter_in_place(Buffer input, Buffer output, ReduceOp op, Duration timeout) {
+    const ReduceOp sum_or_op = inner_op(op);
+    const std::size_t count = output.count;
+    Buffer sums = input;  // a non-leader's input is only read
+    unsigned char* received = nullptr;
+    if (groups_.leaders) {
+      const std::size_t widest_bytes = output.bytes() * widest_;
+      unsigned char* base = scratch(input.bytes() + widest_bytes);
+      std::memcpy(base, input.data, input.bytes());
+      sums.data = base;
+      received = base + input.bytes();
+    }
+    groups_.host->reduce(sums, sum_or_op, 0, timeout);
+    if (groups_.leaders) {
+      for (int step = 0; step + 1 < layout_.nodes; ++step) {
+        const Buffer into = stretch(sums, ring_node(-step - 2), count);
+        ring_step(stretch(sums, ring_node(-step - 1), count), {received, into.count, into.type},
+                  timeout);
+        reduce_into(into.type, sum_or_op, into.data, received, into.count);
+      }
+    }
+    groups_.host->scatter(stretch(sums, my_node(), count), output, 0, timeout);
+    if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size());
+  }
+  // The host `offset` places from this one round the leaders' ring.
+  int ring_node(int offset) const {
+    return ((my_node() + offset) % layout_.nodes + layout_.nodes) % layout_.nodes;
+  }
+  // One step round the leaders' ring: `outgoing` to the next host's leader,
+  // `incoming` from the previous one's. Hosts of even index send first and
+  // those of odd index receive first, so that no leader's send waits on one
+  // whose own send waits (with an odd count, the last host, even, sends to
+  // host 0, who receives once its own send to host 1, odd, is taken).
+  void ring_step(Buffer outgoing, Buffer incoming, Duration timeout) {
+    Communicator& leaders = *groups_.leaders;
+    const int next = ring_node(1);
+    const int previous = ring_node(-1);
+    if (my_node() % 2 == 0) {
+      leaders.send(outgoing, next, kHostsTag, timeout);
+      leaders.recv(incoming, previous, kHostsTag, timeout);
+    } else {
+      leaders.recv(incoming, previous, kHostsTag, timeout);
+      leaders.send(outgoing, next, kHostsTag, timeout);
     }
   }
   // Its reverse: the root sends each other host's leader that host's
@@ -620,11 +704,17 @@ std::string unviable_because(const BackendContext& context) {
     }
     return {};
   }
-  // Not exchanged yet (choosing without connecting): the launcher's word.
-  if (info.num_nodes.value > 1 && info.local_world_size.value > 1) return {};
-  if (info.num_nodes.value == 1 || info.local_world_size.value == info.world_size.value) {
+  // Not exchanged yet (choosing without connecting): the launcher's word,
+  // the same on every rank where it counts the nodes (a rank alone on its
+  // host beside hosts of several is in a job hier serves).
+  const int nodes = info.num_nodes.value;
+  const int world = info.world_size.value;
+  if (nodes == 1 || info.local_world_size.value == world) {
     return "every rank runs on this host (shm serves that)";
   }
+  if (nodes > 1 && world > nodes) return {};
+  if (nodes > 1)
+    return cat("each of the ", nodes, " hosts runs one rank: a flat group moves the same data");
   if (info.local_world_size.value == 1) return "this host runs one rank of the job";
   return "whether ranks share hosts is known only once the ranks meet";
 }
