@@ -470,32 +470,38 @@ class HierBackend final : public Backend {
     }
   }
   // Hosts of consecutive ranks: each host reduces every block to its leader
-  // (into a copy of the leader's input), the leaders reduce-scatter the
-  // hosts' stretches round their ring (each adds what it receives into its
-  // copy and passes it on), and each leader scatters its host's stretch. No
-  // padding is reduced or sent.
+  // (into a copy of the leader's input; a rank alone on its host reads its
+  // input as it is), the leaders reduce-scatter the hosts' stretches round
+  // their ring (each adds its own sums to what it receives and passes that
+  // on), and each leader scatters its host's stretch, summed over every
+  // host. No padding is reduced or sent.
   void reduce_scatter_in_place(Buffer input, Buffer output, ReduceOp op, Duration timeout) {
     const ReduceOp sum_or_op = inner_op(op);
     const std::size_t count = output.count;
-    Buffer sums = input;  // a non-leader's input is only read
-    unsigned char* received = nullptr;
+    const bool alone = groups_.host->size() == 1;
+    Buffer sums = input;                             // read only, but at a leader of several ranks
+    unsigned char* passing[2] = {nullptr, nullptr};  // a stretch received, one sent
     if (groups_.leaders) {
+      const std::size_t copy = alone ? 0 : input.bytes();
       const std::size_t widest_bytes = output.bytes() * widest_;
-      unsigned char* base = scratch(input.bytes() + widest_bytes);
-      std::memcpy(base, input.data, input.bytes());
-      sums.data = base;
-      received = base + input.bytes();
+      unsigned char* base = scratch(copy + 2 * widest_bytes);
+      if (!alone) sums.data = std::memcpy(base, input.data, copy);
+      passing[0] = base + copy;
+      passing[1] = passing[0] + widest_bytes;
     }
-    groups_.host->reduce(sums, sum_or_op, 0, timeout);
+    if (!alone) groups_.host->reduce(sums, sum_or_op, 0, timeout);
+    Buffer summed = stretch(sums, my_node(), count);  // a non-leader's is not read
     if (groups_.leaders) {
+      summed = stretch(sums, ring_node(-1), count);  // the first step's: this host's sums alone
       for (int step = 0; step + 1 < layout_.nodes; ++step) {
-        const Buffer into = stretch(sums, ring_node(-step - 2), count);
-        ring_step(stretch(sums, ring_node(-step - 1), count), {received, into.count, into.type},
-                  timeout);
-        reduce_into(into.type, sum_or_op, into.data, received, into.count);
+        const Buffer own = stretch(sums, ring_node(-step - 2), count);
+        const Buffer received{passing[step % 2], own.count, own.type};
+        ring_step(summed, received, timeout);
+        reduce_into(own.type, sum_or_op, received.data, own.data, own.count);
+        summed = received;
       }
     }
-    groups_.host->scatter(stretch(sums, my_node(), count), output, 0, timeout);
+    groups_.host->scatter(summed, output, 0, timeout);
     if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size());
   }
   // The host `offset` places from this one round the leaders' ring.
