@@ -85,8 +85,8 @@ std::vector<std::string> two_hosts(int ranks) {
 
 // The first half of the ranks (rounded up) on one host, the rest on
 // another, as cohort run numbers them: each host's ranks follow one another,
-// and with an odd count the hosts differ in size (hier's gather and scatter
-// in place).
+// and with an odd count the hosts differ in size (hier's gather, scatter and
+// all_gather in place; with an even count, on rails too).
 std::vector<std::string> two_hosts_in_blocks(int ranks) {
   std::vector<std::string> hosts;
   for (int r = 0; r < ranks; ++r)
@@ -110,7 +110,7 @@ const std::vector<BackendUnderTest>& backends_under_test() {
       {"shm", "shm", {1, 2, 3, 4, 7}},
       {"shm_single_copy", "shm", {2, 3}, cohort_run_single_copies},
       {"hier", "hier", {3, 4, 7}, nullptr, two_hosts},
-      {"hier_blocks", "hier", {3, 7}, nullptr, two_hosts_in_blocks},
+      {"hier_blocks", "hier", {3, 4, 7}, nullptr, two_hosts_in_blocks},
       {"hier_three_hosts", "hier", {6}, nullptr, three_hosts_in_blocks},
       {"hier_cluster", "hier", {4}, nullptr, nullptr, "MultiNode.HierPassesTheConformanceSuite"},
       {"gloo", "gloo", {1, 2, 3, 4, 7}},
