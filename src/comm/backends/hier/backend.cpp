@@ -25,14 +25,18 @@ using Duration = Backend::Duration;
 // all_gather and reduce_scatter on hosts of consecutive ranks).
 constexpr int kHostsTag = 0;
 
-// From this size of output, all_gather on hosts of consecutive ranks goes
-// in place even where it could go on rails: the rails' way copies every
-// block once more on every rank (from [local index][host] to its rank's
-// place), which costs more than the one connection between hosts saves
-// (2 and 4 hosts of 2 ranks on the namespace cluster, 1-16 MiB: in place
-// 1.1-3.9 times as fast). Below it the leaders' point-to-point messages
-// wait on gloo's loop thread, where the rails' all_gather takes gloo's
-// small-message rings (docs/communicator.md).
+// From these sizes of output, all_gather on hosts of consecutive ranks goes
+// in place (all_gather_in_place). Below them the leaders' point-to-point
+// messages wait on gloo's loop thread, where the leaders' or the rails'
+// all_gather takes gloo's small-message rings. Without rails (hosts of
+// different sizes) from 64 KiB: below it the padded way was faster on
+// hosts of 1, 2, 1 and 2, 1, 2, 1 ranks, from it the way in place on
+// those and 2, 1. On rails from 1 MiB: the rails' way copies every block
+// once more on every rank (from [local index][host] to its rank's place),
+// which from there costs more than their several connections between
+// hosts save (2 and 4 hosts of 2 ranks, 1-16 MiB: in place 1.1-3.9 times
+// as fast). Measured on the namespace cluster (docs/communicator.md).
+constexpr std::size_t kInPlaceBytes = std::size_t{64} << 10;
 constexpr std::size_t kInPlaceOverRailsBytes = std::size_t{1} << 20;
 
 // Sums for avg across the levels; the division happens once, at the end.
@@ -182,15 +186,16 @@ class HierBackend final : public Backend {
     groups_.host->barrier(timeout);
   }
 
-  // Hosts of consecutive ranks: in place (all_gather_in_place), on rails
-  // too from kInPlaceOverRailsBytes. Else, with rails: each rail gathers its local
+  // Hosts of consecutive ranks, from kInPlaceBytes (kInPlaceOverRailsBytes
+  // on rails): in place. Else, with rails: each rail gathers its local
   // index's blocks across hosts, then each host gathers its rails' results,
   // and every block goes to its rank's place. Else the leaders' way: each
   // host gathers to its leader, the leaders all-gather their hosts' blocks
   // (padded to the widest host), each host broadcasts them.
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
     Communicator* rail = this->rail();
-    if (!first_ranks_.empty() && (rail == nullptr || output.bytes() >= kInPlaceOverRailsBytes)) {
+    const std::size_t in_place_from = rail == nullptr ? kInPlaceBytes : kInPlaceOverRailsBytes;
+    if (!first_ranks_.empty() && output.bytes() >= in_place_from) {
       return all_gather_in_place(input, output, timeout);
     }
     if (rail == nullptr) {
