@@ -86,11 +86,12 @@ void World::barrier() {
 }
 
 void World::barrier(std::chrono::milliseconds timeout) {
+  if (size() == 1) return;  // nobody to wait for
   // Ranks call barriers in the same order, so the n-th one has the same key
-  // everywhere. The last to arrive opens it.
+  // everywhere. The last to arrive opens it, and has nobody left to wait for.
   const std::string key = cat("barrier/", ++impl_->barriers);
   const std::int64_t arrived = impl_->store->add(key + "/arrived", 1);
-  if (arrived == size()) impl_->store->set(key + "/open", "");
+  if (arrived == size()) return impl_->store->set(key + "/open", "");
   try {
     impl_->store->wait({key + "/open"}, timeout);
   } catch (const Timeout&) {
