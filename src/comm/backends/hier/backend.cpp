@@ -25,13 +25,15 @@ using Duration = Backend::Duration;
 // all_gather and reduce_scatter on hosts of consecutive ranks).
 constexpr int kHostsTag = 0;
 
-// From these sizes of output, all_gather on hosts of consecutive ranks goes
-// in place (all_gather_in_place). Below them the leaders' point-to-point
-// messages wait on gloo's loop thread, where the leaders' or the rails'
-// all_gather takes gloo's small-message rings. Without rails (hosts of
-// different sizes) from 64 KiB: below it the padded way was faster on
-// hosts of 1, 2, 1 and 2, 1, 2, 1 ranks, from it the way in place on
-// those and 2, 1. On rails from 1 MiB: the rails' way copies every block
+// From these sizes (all_gather's output, reduce_scatter's input), all_gather
+// and reduce_scatter on hosts of consecutive ranks go in place
+// (all_gather_in_place, reduce_scatter_in_place). Below them the leaders'
+// point-to-point messages wait on gloo's loop thread, where the leaders'
+// or the rails' collectives take gloo's small-message rings. Without rails
+// (hosts of different sizes) from 64 KiB: below it the padded way was
+// faster on hosts of 1, 2, 1 and 2, 1, 2, 1 ranks (reduce_scatter on 1, 2,
+// 1 at 4-16 KiB: 0.17-0.19 ms against 0.88-0.93 ms), from it the way in
+// place on those and 2, 1. On rails from 1 MiB: the rails' way copies every block
 // once more on every rank (from [local index][host] to its rank's place),
 // which from there costs more than their several connections between
 // hosts save (2 and 4 hosts of 2 ranks, 1-16 MiB: in place 1.1-3.9 times
@@ -289,14 +291,14 @@ class HierBackend final : public Backend {
   // With rails: the input's blocks sorted by (local index, host); inside
   // each host, local rank i gets its host's sum of the blocks of local index
   // i (one per host); then rail i reduce-scatters those across hosts. Else,
-  // hosts of consecutive ranks: reduce_scatter_in_place. Else the leaders'
-  // way: the blocks sorted by host (each host's padded to the
+  // hosts of consecutive ranks, from kInPlaceBytes: reduce_scatter_in_place.
+  // Else the leaders' way: the blocks sorted by host (each host's padded to the
   // widest), reduced to each host's leader, reduce-scattered across the
   // leaders (each gets its host's blocks), scattered inside each host.
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
     const ReduceOp sum_or_op = inner_op(op);
     Communicator* rail = this->rail();
-    if (rail == nullptr && !first_ranks_.empty()) {
+    if (rail == nullptr && !first_ranks_.empty() && input.bytes() >= kInPlaceBytes) {
       return reduce_scatter_in_place(input, output, op, timeout);
     }
     if (rail == nullptr) {
