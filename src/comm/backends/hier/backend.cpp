@@ -477,9 +477,9 @@ class HierBackend final : public Backend {
       }
     }
     if (groups_.host->size() == 1) return;
-    const auto* start = static_cast<unsigned char*>(output.data);
-    const auto* own = static_cast<unsigned char*>(mine.data);
-    const std::size_t before = static_cast<std::size_t>(own - start) / size_of(output.type);
+    // The other hosts' stretches: those of the ranks before this host's, and after.
+    const std::size_t before =
+        static_cast<std::size_t>(first_ranks_[static_cast<std::size_t>(my_node())]) * input.count;
     const std::size_t after = output.count - before - mine.count;
     if (before > 0) groups_.host->broadcast({output.data, before, output.type}, 0, timeout);
     if (after > 0) {
