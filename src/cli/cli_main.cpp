@@ -36,19 +36,35 @@ const CLI::App* deepest_parsed(const CLI::App* app) {
   return app;
 }
 
+// Runs the parsed command `path` ("cohort run") and turns its errors into one
+// line and the exit status.
+int run_reporting(const cohort::cli::Runner& run, const std::string& path) {
+  using namespace cohort::cli;
+  // The library's messages may already say who they come from ("cohort run: ...").
+  const auto prefixed = [&path](const std::string& message) {
+    return message.rfind(path + ": ", 0) == 0 ? message : path + ": " + message;
+  };
+  try {
+    return run ? run() : kExitUsage;
+  } catch (const UsageError& error) {
+    std::cerr << prefixed(one_line(error.what())) << " (see '" << path << " --help')\n";
+    return kExitUsage;
+  } catch (const cohort::ProgramError& error) {
+    std::cerr << prefixed(one_line(error.what())) << "\n";
+    return error.exit_code();
+  } catch (const cohort::Error& error) {
+    std::cerr << prefixed(one_line(error.what())) << "\n";
+  } catch (const std::exception& error) {
+    std::cerr << path << ": internal error: " << one_line(error.what()) << "\n";
+  }
+  return kExitFailure;
+}
+
 }  // namespace
 
 namespace cohort::cli {
 
-int cli_main(int argc, char** argv, const CommandSet& add_commands) {
-  CLI::App app(
-      "cohort runs one program as many cooperating processes: on one machine, across "
-      "machines, under Slurm and under mpirun.",
-      "cohort");
-  app.set_version_flag("--version", "cohort " COHORT_VERSION);
-  app.require_subcommand(1);
-  app.footer("Exit status: 0 success, 1 error, 2 usage error. 'cohort COMMAND --help' for more.");
-
+int cli_main(int argc, char** argv, const CommandSet& add_commands, const QuickCommand& quick) {
   std::vector<std::string> args(argv, argv + argc);
   if (args.size() > 1 && !args[1].empty() && args[1][0] != '-' &&
       std::find(std::begin(kCommands), std::end(kCommands), args[1]) == std::end(kCommands)) {
@@ -56,6 +72,17 @@ int cli_main(int argc, char** argv, const CommandSet& add_commands) {
               << "' (the commands are run, env, hostlist and bench; see 'cohort --help')\n";
     return kExitUsage;
   }
+  if (quick) {
+    if (Runner run = quick(args)) return run_reporting(run, "cohort " + args[1]);
+  }
+
+  CLI::App app(
+      "cohort runs one program as many cooperating processes: on one machine, across "
+      "machines, under Slurm and under mpirun.",
+      "cohort");
+  app.set_version_flag("--version", "cohort " COHORT_VERSION);
+  app.require_subcommand(1);
+  app.footer("Exit status: 0 success, 1 error, 2 usage error. 'cohort COMMAND --help' for more.");
   Runner run;
   add_commands(app, run, args);
 
@@ -77,26 +104,7 @@ int cli_main(int argc, char** argv, const CommandSet& add_commands) {
     std::cerr << path << ": " << one_line(error.what()) << " (see '" << path << " --help')\n";
     return kExitUsage;
   }
-
-  const std::string path = command_path(deepest_parsed(&app));
-  // The library's messages may already say who they come from ("cohort run: ...").
-  const auto prefixed = [&path](const std::string& message) {
-    return message.rfind(path + ": ", 0) == 0 ? message : path + ": " + message;
-  };
-  try {
-    return run ? run() : kExitUsage;
-  } catch (const UsageError& error) {
-    std::cerr << prefixed(one_line(error.what())) << " (see '" << path << " --help')\n";
-    return kExitUsage;
-  } catch (const cohort::ProgramError& error) {
-    std::cerr << prefixed(one_line(error.what())) << "\n";
-    return error.exit_code();
-  } catch (const cohort::Error& error) {
-    std::cerr << prefixed(one_line(error.what())) << "\n";
-  } catch (const std::exception& error) {
-    std::cerr << path << ": internal error: " << one_line(error.what()) << "\n";
-  }
-  return kExitFailure;
+  return run_reporting(run, command_path(deepest_parsed(&app)));
 }
 
 }  // namespace cohort::cli

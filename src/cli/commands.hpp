@@ -10,6 +10,8 @@
 
 #include <cohort/errors.hpp>
 
+#include "cli/run_words.hpp"
+
 namespace CLI {
 class App;
 }
@@ -43,10 +45,14 @@ inline constexpr const char* kBenchSummary = "Benchmarks of this machine and bui
 /// out of the arguments (take_program_after_separator).
 using CommandSet = std::function<void(CLI::App&, Runner&, std::vector<std::string>& args)>;
 
+/// `quick`, when given, may take the command line first: it returns the
+/// body to run, or an empty Runner to leave the command line to CLI11.
+using QuickCommand = std::function<Runner(const std::vector<std::string>& args)>;
+
 /// The whole command line of an executable: parses argv with the
 /// subcommands `add_commands` registers, runs the one chosen, and turns
 /// errors into one line and the exit status.
-int cli_main(int argc, char** argv, const CommandSet& add_commands);
+int cli_main(int argc, char** argv, const CommandSet& add_commands, const QuickCommand& quick = {});
 
 /// `cohort env` and `cohort bench` need the collectives (libcohort_comm, and
 /// gloo and MPI behind it), which `cohort run` must not pay for at every
@@ -63,10 +69,20 @@ void add_hostlist_command(CLI::App& app, Runner& run);
 void add_bench_command(CLI::App& app, Runner& run);
 /// Hidden: started by `cohort run --hostfile` over ssh on every host.
 void add_agent_command(CLI::App& app, Runner& run);
+/// Runs the job a `cohort run` command line asks for (PET_ variables fill in
+/// what it left out) and returns its exit status; throws UsageError for a
+/// bad option value or geometry.
+int start_run(RunRequest request);
+using RunStart = std::function<int(RunRequest)>;
 /// `after_separator`: what followed `cohort run ... --` (see
-/// take_program_after_separator), or nullopt when there was no `--`.
+/// take_program_after_separator), or nullopt when there was no `--`. The
+/// runner it leaves in `run` calls `start` with what was parsed.
 void add_run_command(CLI::App& app, Runner& run,
-                     std::optional<std::vector<std::string>> after_separator);
+                     std::optional<std::vector<std::string>> after_separator,
+                     RunStart start = start_run);
+/// `cohort run` without CLI11 where the command line is a plain one
+/// (run_words.hpp): cli_main's QuickCommand for `cohort`.
+Runner read_run_quickly(const std::vector<std::string>& args);
 
 /// Removes `--` and what follows it from `cohort run`'s arguments and returns
 /// that (PROGRAM ARGS); nullopt for other commands or when there is no `--`.

@@ -15,11 +15,14 @@ int main(int argc, char** argv) {
     return exec_comm_tools(argv);
   }
   cohort::detail::store_proof::set_up_lean();  // this process is cohort's own
-  return cli_main(argc, argv, [](CLI::App& app, Runner& run, std::vector<std::string>& args) {
-    add_run_command(app, run, take_program_after_separator(args));
-    add_comm_tools_summaries(app, "env");
-    add_hostlist_command(app, run);
-    add_comm_tools_summaries(app, "bench");
-    add_agent_command(app, run);
-  });
+  return cli_main(
+      argc, argv,
+      [](CLI::App& app, Runner& run, std::vector<std::string>& args) {
+        add_run_command(app, run, take_program_after_separator(args));
+        add_comm_tools_summaries(app, "env");
+        add_hostlist_command(app, run);
+        add_comm_tools_summaries(app, "bench");
+        add_agent_command(app, run);
+      },
+      read_run_quickly);
 }

@@ -44,6 +44,7 @@ std::vector<std::string> run_flag_names();
 struct Setting {
   std::vector<std::string> values;
   std::string origin;
+  friend bool operator==(const Setting&, const Setting&) = default;
 };
 
 class RunArguments {
@@ -59,6 +60,8 @@ class RunArguments {
   /// A flag's value as a boolean (false when not given). Throws
   /// InvalidArgument for a PET_ value that is not 1/0/true/false/yes/no.
   bool flag(std::string_view canonical) const;
+
+  friend bool operator==(const RunArguments&, const RunArguments&) = default;
 
  private:
   std::map<std::string, Setting, std::less<>> settings_;

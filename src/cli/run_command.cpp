@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/host_probe.hpp"
 #include "cli/run_arguments.hpp"
+#include "cli/run_words.hpp"
 #include "core/fd.hpp"
 #include "core/gpus/gpus.hpp"
 #include "core/strings.hpp"
@@ -91,7 +92,13 @@ void add_option(CLI::App& command, const OptionSpec& spec,
             return true;
           },
           help);
-      if (spec.kind == OptionSpec::Kind::repeated) option->allow_extra_args(false);
+      // torchrun's (argparse's) way: a value given again replaces the last;
+      // a repeated option keeps each, one value a time.
+      if (spec.kind == OptionSpec::Kind::repeated) {
+        option->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      } else {
+        option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      }
       break;
     case OptionSpec::Kind::flag:
       option = command.add_flag_callback(
@@ -124,7 +131,7 @@ void add_option(CLI::App& command, const OptionSpec& spec,
 }  // namespace
 
 void add_run_command(CLI::App& app, Runner& run,
-                     std::optional<std::vector<std::string>> after_separator) {
+                     std::optional<std::vector<std::string>> after_separator, RunStart start) {
   auto arguments = std::make_shared<RunArguments>();
   CLI::App* command = app.add_subcommand(
       "run",
@@ -139,7 +146,8 @@ void add_run_command(CLI::App& app, Runner& run,
       "it was killed by signal N, 130 after Ctrl-C; 2 for a usage error, 127 when PROGRAM is not "
       "found, 126 when it is not executable. On a failure every worker is stopped and a report "
       "names the rank, host, pid, reason and its last stderr lines.");
-  command->callback([&run, arguments, command, after_separator = std::move(after_separator)] {
+  command->callback([&run, arguments, command, start = std::move(start),
+                     after_separator = std::move(after_separator)] {
     std::vector<std::string> program = command->remaining();
     if (after_separator) {
       if (!program.empty()) {
@@ -154,29 +162,38 @@ void add_run_command(CLI::App& app, Runner& run,
                                  "' (to run a PROGRAM starting with '-', put -- before it)"),
                              CLI::ExitCodes::ExtrasError);
     }
-    run = [arguments, program]() -> int {
-      arguments->take_environment(environment_value);
-      RunOptions options;
-      try {
-        const HostCounts host{[] { return probe_cpus().usable; }, gpu_count};
-        options = to_run_options(*arguments, program, host, environment_value);
-        if (!arguments->flag("--no-srun") && options.nnodes == 1 && options.node_rank < 0 &&
-            options.hosts.empty()) {
-          if (auto srun = detail::srun_for_allocation(process_environment(), own_argv())) {
-            exec_srun(*srun);
-          }
-        }
-      } catch (const InvalidArgument& error) {
-        throw UsageError(error.what());
-      }
-      try {
-        return cohort::run(options);
-      } catch (const InvalidArgument& error) {
-        // Refused before any worker started: the options or the geometry.
-        throw UsageError(error.what());
-      }
-    };
+    run = [start, request = RunRequest{*arguments, std::move(program)}] { return start(request); };
   });
+}
+
+int start_run(RunRequest request) {
+  request.arguments.take_environment(environment_value);
+  RunOptions options;
+  try {
+    const HostCounts host{[] { return probe_cpus().usable; }, gpu_count};
+    options = to_run_options(request.arguments, request.program, host, environment_value);
+    if (!request.arguments.flag("--no-srun") && options.nnodes == 1 && options.node_rank < 0 &&
+        options.hosts.empty()) {
+      if (auto srun = detail::srun_for_allocation(process_environment(), own_argv())) {
+        exec_srun(*srun);
+      }
+    }
+  } catch (const InvalidArgument& error) {
+    throw UsageError(error.what());
+  }
+  try {
+    return cohort::run(options);
+  } catch (const InvalidArgument& error) {
+    // Refused before any worker started: the options or the geometry.
+    throw UsageError(error.what());
+  }
+}
+
+Runner read_run_quickly(const std::vector<std::string>& args) {
+  if (args.size() < 3 || args[1] != "run") return {};
+  std::optional<RunRequest> request = read_run_words(std::span(args).subspan(2));
+  if (!request) return {};
+  return [request = std::move(*request)] { return start_run(request); };
 }
 
 std::optional<std::vector<std::string>> take_program_after_separator(

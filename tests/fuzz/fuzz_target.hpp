@@ -20,6 +20,7 @@ namespace cohort::fuzz {
 int torch_wire(const std::uint8_t* data, std::size_t size);
 int error_file(const std::uint8_t* data, std::size_t size);
 int run_arguments(const std::uint8_t* data, std::size_t size);
+int run_words(const std::uint8_t* data, std::size_t size);
 int hostlist(const std::uint8_t* data, std::size_t size);
 int hostfile(const std::uint8_t* data, std::size_t size);
 int run_plan(const std::uint8_t* data, std::size_t size);
