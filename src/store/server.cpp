@@ -624,14 +624,36 @@ struct StoreServer::Impl final : detail::StoreCore {
   // After end-of-file: the requests that came before it were handled; send
   // their answers, then close. A request that would wait is abandoned: its
   // client has stopped talking and cannot be woken.
+  // One relayed upstream that may wait is abandoned the same way. Other
+  // relayed requests are answered first, and meanwhile the connection is
+  // not read: a socket whose peer has shut it down is ready for ever, and
+  // the loop would spin on it (2.6 ms of a relay's CPU at each agent's end
+  // on the 4-node start, 2026-12-03).
   void finish_after_eof(std::uint64_t id, Connection& connection) {
-    if (connection.relayed > 0) return;  // its answers come, then this again
-    if (key_space.waiting(id) || connection.multiplexed || !connection.sending()) {
+    if (connection.relayed > 0 && !connection.relayed_wait) {
+      return set_interest(id, connection);  // its answers come, then this again
+    }
+    if (connection.relayed > 0 || key_space.waiting(id) || connection.multiplexed ||
+        !connection.sending()) {
       return close_connection(id);
     }
     connection.closing = true;
     connection.want_write = true;
-    watch(connection.fd.get(), id, EPOLLOUT, EPOLL_CTL_MOD);
+    set_interest(id, connection);
+  }
+
+  // Reads until end-of-file, writes while there is output; neither: out of
+  // the epoll set.
+  void set_interest(std::uint64_t id, Connection& connection) {
+    const std::uint32_t events =
+        (connection.eof ? 0u : EPOLLIN | EPOLLRDHUP) | (connection.want_write ? EPOLLOUT : 0u);
+    if (events == 0) {
+      if (connection.watched) epoll_ctl(epoll.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);
+      connection.watched = false;
+      return;
+    }
+    watch(connection.fd.get(), id, events, connection.watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD);
+    connection.watched = true;
   }
 
   // Handles complete requests until one waits or none is left.
@@ -742,8 +764,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     const bool want_write = connection.sending();
     if (want_write != connection.want_write) {
       connection.want_write = want_write;
-      watch(connection.fd.get(), id, EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u),
-            EPOLL_CTL_MOD);
+      set_interest(id, connection);
     }
     return true;
   }

@@ -63,6 +63,7 @@ struct Connection {
   bool closing = false;                    // close once `out` is sent
   bool want_write = false;
   bool eof = false;         // the peer sent end-of-file
+  bool watched = true;      // its descriptor is in the server's epoll set
   std::size_t counted = 0;  // of `in`, what the server's total of pending bytes holds
   // SETs the server does when this connection ends (StoreClient::set_on_close).
   std::vector<std::pair<std::string, std::string>> on_close;

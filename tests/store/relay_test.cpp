@@ -120,6 +120,26 @@ TEST_F(StoreRelayTest, ABurstOfWaitsGoesUpOnTheRelaysOneConnection) {
   EXPECT_EQ(relay_->upstream_connection_count(), 1u);
 }
 
+// An agent ends while its heartbeat thread's wait is out at the store: the
+// relay lets the connection go at once (its last words reach the store now),
+// rather than keep it, unread and ready, until the wait's answer: its loop
+// spun on that socket, 2.6 ms of CPU at each agent's end on a 4-node start.
+TEST_F(StoreRelayTest, AClientThatEndsWhileItsWaitIsUpstreamIsLetGoAtOnce) {
+  auto through = client_of(*relay_);
+  through->set_on_close("gone", "");
+  std::thread waiter([&] {
+    try {
+      through->wait({"never"}, 60s);
+    } catch (const Error&) {  // its connection was shut down under it
+    }
+  });
+  ASSERT_TRUE(becomes([&] { return store_->waiting_count(); }, 1));
+  through->shut_down();
+  waiter.join();
+  client_of(*store_)->wait({"gone"}, 5s);  // not after the wait's 60 s
+  EXPECT_TRUE(becomes([&] { return relay_->connection_count(); }, 0));
+}
+
 TEST_F(StoreRelayTest, ARelayConnectsToTheStoreAsItStarts) {
   // Before any request: a node's ranks' first requests find it open (the
   // store counts it from its accept, the relay once the handshake is over).
