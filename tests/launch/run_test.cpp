@@ -948,11 +948,16 @@ TEST_F(RunTest, LogDirPrefixAndRanks) {
 TEST_F(RunTest, ErrorFilesLieInTheJobsOwnDirectoryAndGoWithIt) {
   const fs::path tmp = dir_ / "tmp";
   const test::ProcessOptions with_tmp = options_with_tmpdir(tmp);
+  // Rank 1 fails once rank 0 has said its line: else its failure may stop
+  // rank 0 first (one run in a few beside another test).
+  const std::string said = (dir_ / "rank0-said").string();
   const ProcessResult result =
       test::run_process(cohort_run({"-n", "2", "sh", "-c",
-                                    "echo $TORCHELASTIC_ERROR_FILE; [ $RANK = 1 ] || exit 0; "
-                                    "printf '{\"message\": \"ValueError: rank 1 gave up\"}' "
-                                    "> $TORCHELASTIC_ERROR_FILE; exit 3"}),
+                                    "echo $TORCHELASTIC_ERROR_FILE; if [ $RANK = 0 ]; then touch " +
+                                        said + "; exit 0; fi; while [ ! -e " + said +
+                                        " ]; do sleep 0.01; done; "
+                                        "printf '{\"message\": \"ValueError: rank 1 gave up\"}' "
+                                        "> $TORCHELASTIC_ERROR_FILE; exit 3"}),
                         with_tmp);
   EXPECT_EQ(result.exit_code, 3) << test::describe(result);
   EXPECT_NE(result.err.find("ValueError: rank 1 gave up"), std::string::npos)
