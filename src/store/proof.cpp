@@ -43,9 +43,14 @@ const Crypto& crypto() {
     Crypto made;
     // Before libcrypto's own set-up: the configuration is still read (a
     // FIPS provider named there still serves), its legacy name tables of
-    // every cipher and digest are not filled.
-    if (lean.load(std::memory_order_relaxed))
-      made.init(OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS, nullptr);
+    // every cipher and digest are not filled, nor its error strings (a
+    // failed HMAC is reported in cohort's words): 0.95 -> 0.74 ms for the
+    // set-up and first HMAC, median of 40 starts each (2026-12-03).
+    if (lean.load(std::memory_order_relaxed)) {
+      made.init(OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS |
+                    OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS,
+                nullptr);
+    }
     return made;
   }();
   loaded.store(&kCrypto, std::memory_order_release);
