@@ -123,7 +123,7 @@ TEST_F(StoreRelayTest, ABurstOfWaitsGoesUpOnTheRelaysOneConnection) {
 // An agent ends while its heartbeat thread's wait is out at the store: the
 // relay lets the connection go at once (its last words reach the store now),
 // rather than keep it, unread and ready, until the wait's answer: its loop
-// spun on that socket, 2.6 ms of CPU at each agent's end on a 4-node start.
+// spun on that socket (2.6 ms straight in a traced agent's end).
 TEST_F(StoreRelayTest, AClientThatEndsWhileItsWaitIsUpstreamIsLetGoAtOnce) {
   auto through = client_of(*relay_);
   through->set_on_close("gone", "");
