@@ -34,8 +34,10 @@
 // run's; 0: every relay connects to the store itself), each under its
 // parent as launch/agent_tree.hpp places them: connected there from the
 // start, as where cohort run knows every node's rank and host before the
-// rendezvous (Slurm, --hosts), or, with --tree-at-join, first to the store
-// and moved once every relay is named, as where it does not.
+// rendezvous (Slurm, --hosts), or, with --tree-by-arrival, first to the
+// store, taking the next place as it arrives and moving under its parent
+// once that one is published (launch/tree_arrival.hpp), as where it does not
+// (elastic jobs, torchrun's c10d form, mpirun's).
 //
 // Before each run of a table pattern it touches as much memory as the run's
 // copies of the table take, and frees it (warm_memory: a virtual machine's
@@ -79,6 +81,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "launch/agent_tree.hpp"
+#include "launch/tree_arrival.hpp"
 #include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
 #include "store/file_answer.hpp"
@@ -645,11 +648,13 @@ std::string loopback_of(int node) {
 // a loopback address of its own (loopback_of), as an agent's listens on
 // the job's port at its host's, and connects to its parent's there from
 // the start, as where cohort run knows every node's rank and host ahead of
-// the rendezvous; with `at_join`, it connects to the store, and moves under
-// its parent once every relay is named, as where it does not.
+// the rendezvous; `by_arrival`, it connects to the store, takes the next
+// place, and moves under its parent as soon as it is published, as where it
+// does not: each shard's relays arrive one after another, the shards' at
+// once.
 Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int per_node,
-                              int shards, int tree_width, bool at_join, std::chrono::seconds limit,
-                              std::size_t warm_bytes) {
+                              int shards, int tree_width, bool by_arrival,
+                              std::chrono::seconds limit, std::size_t warm_bytes) {
   Result result;
   if (server.port() <= 0) return result;
   const int nodes = (n + per_node - 1) / per_node;
@@ -682,13 +687,16 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
         other.answers.reset();
       }
       std::vector<std::unique_ptr<cohort::StoreServer>> relays;
+      // By arrival: each relay's own agent's connection, whose end would
+      // clear its place.
+      std::vector<std::unique_ptr<cohort::StoreClient>> agents;
       for (int node = first_node; node < end_node; ++node) {
         cohort::StoreServer::Options options;
         options.token = kToken;
         options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", server.port(), false,
                                                                   "", std::chrono::minutes(10)};
         options.relay_to->connect_at_start = true;  // as an agent's
-        if (tree_width > 0 && !at_join) {
+        if (tree_width > 0 && !by_arrival) {
           options.host = loopback_of(node);
           options.port = server.port();
           options.name = cohort::detail::cat("node ", node);
@@ -698,30 +706,28 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
                 {loopback_of(parent), server.port(), cohort::detail::cat("node ", parent)}};
           }
         }
+        if (tree_width > 0 && by_arrival) options.name = cohort::detail::cat("node ", node);
         relays.push_back(std::make_unique<cohort::StoreServer>(options));
+        if (tree_width > 0 && by_arrival) {
+          cohort::StoreServer& relay = *relays.back();
+          agents.push_back(relay.connect_in_process(std::chrono::minutes(1)));
+          auto arrival = cohort::detail::arrive_in_tree(*agents.back(),
+                                                        {"127.0.0.1", relay.port(), options.name},
+                                                        0, tree_width, std::chrono::seconds(10));
+          if (!arrival.path.empty()) relay.route_through(std::move(arrival.path));
+        }
       }
       std::string ports;
       for (const auto& relay : relays)
         ports += std::to_string(relay->port()) + " ";
       ports += "\n";
       (void)!write(answers[1], ports.data(), ports.size());
-      // Every node's relay under its parent, as an agent's moves there once
-      // the rendezvous named them all; a round trip through each says it did.
-      std::vector<int> every_port;
+      // Every shard's relays placed and listening.
       std::stringstream all(line_of(go[0]));
+      int every = 0;
       for (int port = 0; all >> port;)
-        every_port.push_back(port);
-      if (static_cast<int>(every_port.size()) != nodes) _exit(1);
-      if (tree_width > 0 && at_join) {
-        for (int node = first_node; node < end_node; ++node) {
-          std::vector<cohort::StoreServer::Hop> path;
-          for (const std::size_t place :
-               cohort::detail::tree_ancestors(static_cast<std::size_t>(node) + 1, tree_width)) {
-            path.push_back({"127.0.0.1", every_port[place - 1]});
-          }
-          relays[static_cast<std::size_t>(node - first_node)]->route_through(std::move(path));
-        }
-      }
+        ++every;
+      if (every != nodes) _exit(1);
       // Every relay connected (a parent in another shard listens by now).
       for (const auto& relay : relays)
         (void)relay->connect_in_process(std::chrono::minutes(1))->num_keys();
@@ -904,11 +910,11 @@ int main(int argc, char** argv) {
   std::string python = "/usr/bin/python3";
   std::string json;
   bool cold = false;
-  bool tree_at_join = false;
+  bool tree_by_arrival = false;
   const auto usage = [] {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
-        "                 [--ranks-per-node L] [--tree-width 32] [--tree-at-join]\n"
+        "                 [--ranks-per-node L] [--tree-width 32] [--tree-by-arrival]\n"
         "                 [--wait-all-max 4096]\n"
         "                 [--torch-max 16384] [--cold] [--phases]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
@@ -920,8 +926,8 @@ int main(int argc, char** argv) {
       usage();
       return 0;
     }
-    if (flag == "--cold" || flag == "--phases" || flag == "--tree-at-join") {
-      (flag == "--cold" ? cold : flag == "--phases" ? print_phases : tree_at_join) = true;
+    if (flag == "--cold" || flag == "--phases" || flag == "--tree-by-arrival") {
+      (flag == "--cold" ? cold : flag == "--phases" ? print_phases : tree_by_arrival) = true;
       --i;  // takes no value
       continue;
     }
@@ -982,9 +988,11 @@ int main(int argc, char** argv) {
         "TCPStore: every rank connects to it\n",
         ranks_per_node,
         tree_width == 0 ? "every relay connected to the store"
-        : tree_at_join
-            ? cohort::detail::cat("the relays in a tree of width ", tree_width,
-                                  ", formed at the rendezvous (each first connected to the store)")
+        : tree_by_arrival
+            ? cohort::detail::cat(
+                  "the relays in a tree of width ", tree_width,
+                  ", formed as the relays arrive (each connected to the store, then under its "
+                  "parent once that one is published)")
                   .c_str()
             : cohort::detail::cat("the relays in a tree of width ", tree_width,
                                   ", formed before the rendezvous (each connected to its parent "
@@ -1035,7 +1043,7 @@ int main(int argc, char** argv) {
           const long per_shard = std::max(1000L, files - 1024);
           const int shards = static_cast<int>((descriptors + per_shard - 1) / per_shard);
           ours = measure_through_relays(server, pattern, n, ranks_per_node, shards, tree_width,
-                                        tree_at_join, limit, warm_bytes);
+                                        tree_by_arrival, limit, warm_bytes);
         } else {
           ours = measure(server, CohortProtocol(), pattern, n, limit, warm_bytes);
         }

@@ -22,15 +22,20 @@ std::vector<std::string> tree_path(int id, const std::vector<TreeMember>& member
   return path;
 }
 
-int tree_parent_ahead(int id, int nnodes, int store_node, int width) {
-  if (id < 0 || id >= nnodes || id == store_node) return -1;
+std::size_t tree_place_ahead(int id, int store_node) {
+  if (id < 0 || id == store_node) return 0;
   // The relays in order of their ids are every node rank but the store's.
-  const bool skips = store_node >= 0;
-  const int index = id - (skips && id > store_node ? 1 : 0);
-  const std::vector<std::size_t> above = tree_ancestors(static_cast<std::size_t>(index) + 1, width);
+  return static_cast<std::size_t>(id - (store_node >= 0 && id > store_node ? 1 : 0)) + 1;
+}
+
+int tree_parent_ahead(int id, int nnodes, int store_node, int width) {
+  if (id >= nnodes) return -1;
+  const std::size_t place = tree_place_ahead(id, store_node);
+  if (place == 0) return -1;
+  const std::vector<std::size_t> above = tree_ancestors(place, width);
   if (above.empty()) return -1;
   const int parent = static_cast<int>(above.front()) - 1;
-  return parent + (skips && parent >= store_node ? 1 : 0);
+  return parent + (store_node >= 0 && parent >= store_node ? 1 : 0);
 }
 
 std::vector<std::size_t> tree_ancestors(std::size_t place, int width) {

@@ -46,6 +46,11 @@ std::vector<std::string> tree_path(int id, const std::vector<TreeMember>& member
 /// store, or `id` has no relay.
 int tree_parent_ahead(int id, int nnodes, int store_node, int width);
 
+/// Agent `id`'s place (1: the first relay) in the tree the rendezvous will
+/// name if every agent but the store's (`store_node`, -1: none) joins with a
+/// relay; 0 for the store's own agent.
+std::size_t tree_place_ahead(int id, int store_node);
+
 /// The places above `place` (1: the first relay), nearest first, without
 /// the store's (0).
 std::vector<std::size_t> tree_ancestors(std::size_t place, int width);

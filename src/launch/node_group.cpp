@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <sys/eventfd.h>
@@ -15,6 +16,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "launch/node_group_keys.hpp"
+#include "launch/tree_arrival.hpp"
 #include "store/exchange.hpp"
 #include "store/protocol.hpp"
 #include "store/torch_wire.hpp"
@@ -26,6 +28,18 @@ using namespace node_keys;  // this part's own keys
 namespace {
 // How long an agent that ends waits for the relays under its own to move.
 constexpr std::chrono::seconds kHandOver{2};
+// How long a relay that arrives in the agents' tree waits for the places
+// above its own to be published (each a round trip after its ADD, unless
+// its agent died in between): then it passes them over.
+constexpr std::chrono::seconds kArrivalPatience{2};
+
+// What a relay placed as it arrives answers to (StoreServer::Options::name):
+// a relay under it expects it by name, so that another process that later
+// listens at the same address is not taken for it.
+std::string relay_name() {
+  std::random_device random;
+  return cat("relay ", getpid(), "-", random());
+}
 }  // namespace
 
 NodeGroup::NodeGroup(NodeGroupOptions options)
@@ -83,6 +97,31 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     }
     watch_store_ = std::move(watch);
   }
+  if (tree_on_arrival_) arrive_in_tree();
+}
+
+// Its place in the agents' tree as it arrives, where the tree is not known
+// ahead (tree_arrival.hpp): by node rank where node ranks are known (the
+// rendezvous then moves it again should its parent have come late), else
+// by arrival. One whose place cannot be had stays under the store.
+void NodeGroup::arrive_in_tree() {
+  const std::size_t colon = relay_address_.rfind(':');
+  const StoreServer::Hop self{relay_address_.substr(0, colon), relay_->port(), relay_name_};
+  try {
+    TreeArrival arrival =
+        detail::arrive_in_tree(*store_, self, static_cast<std::int64_t>(tree_place_by_rank_),
+                               options_.tree_width, kArrivalPatience);
+    log(LogLevel::debug, "node",
+        cat("this node's relay took place ", arrival.place, " of the agents' tree, ",
+            arrival.path.empty()
+                ? "under the store"
+                : cat("under ", arrival.path.front().host, ":", arrival.path.front().port)));
+    if (!arrival.path.empty()) relay_->route_through(std::move(arrival.path));
+  } catch (const Error& error) {
+    log(LogLevel::warn, "node",
+        cat("this node's relay found no place in the agents' tree (", error.what(),
+            "): it stays under the job's store at ", options_.store_host, ":", port_));
+  }
 }
 
 void NodeGroup::reach_store(const std::function<void()>& reach) {
@@ -121,7 +160,8 @@ void NodeGroup::start_relay() {
   // A parent in the agents' tree cut off from the network is passed over
   // well before the coordinator would count this node's heartbeats gone.
   relay.relay_to->hop_timeout = options_.heartbeat_timeout / 2;
-  if (const std::optional<TreeAhead> ahead = tree_ahead()) {
+  const std::optional<TreeAhead> ahead = tree_ahead();
+  if (ahead) {
     // Where the relays below find it before the rendezvous; should the
     // job's port be taken there, they find it after (below).
     if (ahead->parent) relay.relay_to->through = {*ahead->parent};
@@ -151,6 +191,15 @@ void NodeGroup::start_relay() {
     if (route.found) reachable = route.source_address;
   }
   if (!reachable.empty()) relay.host = reachable;
+  // Where the tree is not known ahead, it forms as the relays arrive
+  // (tree_arrival.hpp), not at the rendezvous.
+  tree_on_arrival_ = !reachable.empty() && !ahead;
+  if (tree_on_arrival_ && options_.store_node && options_.node_rank >= 0 && !elastic())
+    tree_place_by_rank_ = tree_place_ahead(options_.node_rank, *options_.store_node);
+  if (tree_on_arrival_) {
+    relay_name_ = relay_name();
+    relay.name = relay_name_;
+  }
   relay_ = std::make_unique<StoreServer>(std::move(relay));
   if (!reachable.empty()) relay_address_ = cat(reachable, ":", relay_->port());
 }
@@ -192,7 +241,9 @@ std::optional<NodeGroup::TreeAhead> NodeGroup::tree_ahead() const {
 }
 
 void NodeGroup::route_relay(const std::vector<int>& ids, const std::vector<std::string>& entries) {
-  if (!relay_) return;
+  // One placed in the order of arrival stays: the places by id could put a
+  // relay under one that arrived under it.
+  if (!relay_ || (tree_on_arrival_ && tree_place_by_rank_ == 0)) return;
   std::vector<TreeMember> members;
   for (std::size_t i = 0; i < ids.size() && i < entries.size(); ++i)
     members.push_back({ids[i], entry_relay(entries[i])});

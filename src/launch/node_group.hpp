@@ -79,7 +79,10 @@ struct NodeGroupOptions {
   /// node, a known `node_rank` and `store_port`, and a job that is not
   /// elastic, the agents' tree then forms before the rendezvous: each relay
   /// listens on the job's port at its own host's address and connects to
-  /// its parent's there (docs/rendezvous.md, "The agents' tree").
+  /// its parent's there (docs/rendezvous.md, "The agents' tree"). Without
+  /// the hosts, each relay takes the place of its node rank as it arrives
+  /// (tree_arrival.hpp), and where node ranks are not known either, the
+  /// next place by arrival: the constructor returns once it is placed.
   std::optional<int> store_node;
   /// The relay's TCPStore port for Python's workers, on 127.0.0.1: -1 none,
   /// 0 a free one.
@@ -301,6 +304,7 @@ class NodeGroup {
   std::optional<TreeAhead> tree_ahead() const;
   // Moves the relay under its parent in the round of `ids` and their entries.
   void route_relay(const std::vector<int>& ids, const std::vector<std::string>& entries);
+  void arrive_in_tree();
   // Runs `reach`, the first calls to the store, saying what to check when
   // they fail.
   void reach_store(const std::function<void()>& reach);
@@ -320,6 +324,11 @@ class NodeGroup {
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreServer> relay_;  // outlives the connections through it
   std::string relay_address_;
+  // Where the tree is not known ahead, each relay takes its place as it
+  // arrives (tree_arrival.hpp): by its node rank, or by arrival where this is 0.
+  bool tree_on_arrival_ = false;
+  std::size_t tree_place_by_rank_ = 0;
+  std::string relay_name_;                    // what a relay placed on arrival answers to
   std::shared_ptr<StoreClient> store_;        // the main thread's connection
   std::shared_ptr<StoreClient> watch_store_;  // the heartbeat thread's own
   int port_ = 0;

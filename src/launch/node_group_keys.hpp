@@ -90,6 +90,12 @@ inline std::string round_slot_key(int round, std::int64_t slot) {
 inline std::string round_table_key(int round) {
   return cat("agents/round/", round, "/table");
 }
+// The agents' tree formed as relays arrive (tree_arrival.hpp): how many
+// arrived, and where each place's relay listens.
+inline constexpr std::string_view kTreeArrivals = "agents/tree";
+inline std::string tree_place_key(std::int64_t place) {
+  return cat("agents/tree/", place);
+}
 
 // An agent's rendezvous entry is "nproc\thost\tpid\tnode\trelay": its
 // relay's address for other nodes' relays in the agents' tree, or "".

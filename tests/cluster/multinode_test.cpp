@@ -1181,8 +1181,10 @@ TEST_F(MultiNode, AnElasticJobGoesOnWithoutALostNode) {
   }
 }
 
-// An elastic job whose relays form a tree (width 2) loses node 1, inside
-// it: the three others restart with 6 ranks, node 3 now under the store.
+// An elastic job whose relays form a tree (width 2, by arrival: whichever
+// relay arrives third goes under the first) loses node 1, inside it or a
+// leaf: the three others restart with 6 ranks, any relay that was under
+// node 1's now under the store.
 TEST_F(MultiNode, AnElasticJobInATreeGoesOnWithoutALostInnerNode) {
   env_["COHORT_TREE_WIDTH"] = "2";
   std::vector<std::string> argv =

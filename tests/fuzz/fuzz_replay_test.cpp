@@ -134,6 +134,11 @@ TEST(FuzzReplay, RoundTable) {
                        "33331333333331\t14\t"});  // once a finding: restarts past int
 }
 
+TEST(FuzzReplay, TreePlace) {
+  replay(tree_place, {"10.0.0.7\t41234\trelay 4242-3735928559", "", "fe80::1\t65535\t", "h\t0\tx",
+                      "h\t+1\t\t"});
+}
+
 TEST(FuzzReplay, LaunchEnv) {
   replay(
       launch_env,

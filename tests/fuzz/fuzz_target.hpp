@@ -42,4 +42,5 @@ int relay_request(const std::uint8_t* data, std::size_t size);
 int file_answer(const std::uint8_t* data, std::size_t size);
 int torch_relay(const std::uint8_t* data, std::size_t size);
 int relay_upstream(const std::uint8_t* data, std::size_t size);
+int tree_place(const std::uint8_t* data, std::size_t size);
 }  // namespace cohort::fuzz

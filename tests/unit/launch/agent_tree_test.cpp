@@ -80,6 +80,12 @@ TEST(AgentTree, TheParentAheadIsTheOneTheRendezvousWillName) {
           } else {
             EXPECT_EQ("r" + std::to_string(parent), path.front());
           }
+          // The place by node rank has the same places above it.
+          const std::size_t place = tree_place_ahead(id, store);
+          EXPECT_EQ(place == 0, id == store);
+          if (place > 0) {
+            EXPECT_EQ(tree_ancestors(place, width).size(), path.size());
+          }
         }
       }
     }

@@ -442,6 +442,141 @@ TEST_F(NodeGroupTreeTest, AnInnerNodeThatEndsFirstHandsItsChildrenOver) {
   }
 }
 
+// Where the tree is not known ahead, each relay takes its place as it
+// arrives (tree_arrival.hpp), before the rendezvous: the store never holds
+// one connection per node. Made in the order 0, 6, 5, 4, 3, 2, 1: nodes 6
+// and 5 under the store, 4 and 3 under node 6, 2 and 1 under node 5.
+TEST_F(NodeGroupTest, RelaysTakeTheirPlacesAsTheyArriveAndKeepThemAtTheRendezvous) {
+  constexpr int kNodes = 7;
+  std::vector<std::unique_ptr<NodeGroup>> nodes(kNodes);
+  for (int node : {0, 6, 5, 4, 3, 2, 1}) {
+    NodeGroupOptions o = options(kNodes, node);
+    o.relay = true;
+    o.tree_width = 2;
+    o.heartbeat_timeout = milliseconds(60000);
+    o.node_hosts.clear();
+    nodes[node] = node == 0 ? first(o) : std::make_unique<NodeGroup>(o);
+  }
+  // Node 0's own two connections and two relays; each inner relay its
+  // agent's two and its two children.
+  EXPECT_TRUE(holds(*nodes[0]->server(), 2 + 2)) << "before the rendezvous";
+  EXPECT_TRUE(holds(*nodes[6]->relay(), 2 + 2));
+  EXPECT_TRUE(holds(*nodes[5]->relay(), 2 + 2));
+  std::vector<NodeGroup*> all;
+  for (const auto& node : nodes)
+    all.push_back(node.get());
+  const std::vector<Placement> placements = join_all(all, std::vector<int>(kNodes, 1));
+  for (int node = 0; node < kNodes; ++node)
+    EXPECT_EQ(placements[node].rank_base, node);
+  EXPECT_TRUE(holds(*nodes[0]->server(), 2 + 2)) << "nobody moved at the rendezvous";
+  EXPECT_TRUE(holds(*nodes[6]->relay(), 2 + 2));
+  nodes[1]->declare_stop(failure(1, 1));
+  for (int node = 0; node < kNodes; ++node) {
+    if (node == 1) continue;
+    ASSERT_TRUE(woken(*nodes[node], milliseconds(5000))) << "node " << node;
+    ASSERT_TRUE(nodes[node]->stop_record());
+    EXPECT_EQ(nodes[node]->stop_record()->rank, 1);
+  }
+  // Node 0, whose agent serves the store, last.
+  while (!nodes.empty())
+    nodes.pop_back();
+}
+
+// A relay whose place's agent went (its entry cleared by its last words)
+// is no parent: the next arrival under that place goes under the store.
+TEST_F(NodeGroupTest, ARelayArrivingUnderAPlaceWhoseAgentWentGoesUnderTheNextHop) {
+  constexpr int kNodes = 4;
+  const auto make = [&](int node) {
+    NodeGroupOptions o = options(kNodes, node);
+    o.relay = true;
+    o.tree_width = 1;  // a chain: node 1 under the store, 2 under 1, 3 under 2
+    o.heartbeat_timeout = milliseconds(60000);
+    o.node_hosts.clear();
+    return node == 0 ? first(o) : std::make_unique<NodeGroup>(o);
+  };
+  auto node0 = make(0);
+  auto node1 = make(1);
+  auto node2 = make(2);
+  EXPECT_TRUE(holds(*node1->relay(), 2 + 1)) << "node 2 under node 1";
+  node1.reset();
+  EXPECT_TRUE(holds(*node0->server(), 2 + 1)) << "node 2 went on under the store";
+  auto node3 = make(3);
+  EXPECT_TRUE(holds(*node2->relay(), 2 + 1)) << "node 3 under node 2";
+  EXPECT_TRUE(holds(*node0->server(), 2 + 1)) << "the store holds node 2 alone";
+  node3.reset();
+  node2.reset();
+}
+
+// torchrun's static form: node ranks known, and node 0 serving the store,
+// but not the hosts. Each relay takes the place its node rank gives it as
+// it starts, and moves under its parent once that one publishes where it
+// listens: nodes 1 and 2 under the store, 3 and 4 under node 1, 5 and 6
+// under node 2, as the rendezvous will name them.
+class NodeGroupTreeByRankTest : public NodeGroupTest {
+ protected:
+  static constexpr int kNodes = 7;
+  NodeGroupOptions tree_options(int node) {
+    NodeGroupOptions o = options(kNodes, node);
+    o.relay = true;
+    o.tree_width = 2;
+    o.heartbeat_timeout = milliseconds(60000);
+    o.store_node = 0;
+    o.node_hosts.clear();
+    return o;
+  }
+  // Node 0 first; then the others at once, as every node's agent starts.
+  void start(const std::vector<int>& together) {
+    nodes_.resize(kNodes);
+    if (!nodes_[0]) nodes_[0] = first(tree_options(0));
+    std::vector<std::future<std::unique_ptr<NodeGroup>>> starts;
+    for (int node : together) {
+      starts.push_back(std::async(std::launch::async, [this, node] {
+        return std::make_unique<NodeGroup>(tree_options(node));
+      }));
+    }
+    for (std::size_t i = 0; i < together.size(); ++i)
+      nodes_[together[i]] = starts[i].get();
+  }
+  void join() {
+    std::vector<NodeGroup*> all;
+    for (const auto& node : nodes_)
+      all.push_back(node.get());
+    join_all(all, std::vector<int>(kNodes, 1));
+  }
+  void TearDown() override {
+    while (!nodes_.empty())
+      nodes_.pop_back();
+  }
+  bool store_holds(std::size_t relays) { return holds(*nodes_[0]->server(), 2 + relays); }
+  bool relay_holds_its_children(int parent) { return holds(*nodes_[parent]->relay(), 2 + 2); }
+  std::vector<std::unique_ptr<NodeGroup>> nodes_;
+};
+
+TEST_F(NodeGroupTreeByRankTest, RelaysMeetTheirParentsAsTheyStart) {
+  start({1, 2, 3, 4, 5, 6});
+  EXPECT_TRUE(store_holds(2)) << "nodes 1 and 2 alone, before the rendezvous";
+  EXPECT_TRUE(relay_holds_its_children(1));
+  EXPECT_TRUE(relay_holds_its_children(2));
+  join();
+  EXPECT_TRUE(store_holds(2)) << "nobody moved";
+  nodes_[6]->declare_stop(failure(6, 6));
+  for (int node = 0; node < kNodes - 1; ++node) {
+    ASSERT_TRUE(woken(*nodes_[node], milliseconds(5000))) << "node " << node;
+    EXPECT_EQ(nodes_[node]->stop_record()->rank, 6);
+  }
+}
+
+// Node 3 starts well before its parent, node 1: it waits for it a while,
+// then goes through the store, and moves under node 1 at the rendezvous.
+TEST_F(NodeGroupTreeByRankTest, ARelayWhoseParentComesLateMovesUnderItAtTheRendezvous) {
+  start({3});
+  EXPECT_TRUE(store_holds(1));
+  start({1, 2, 4, 5, 6});
+  join();
+  EXPECT_TRUE(store_holds(2));
+  EXPECT_TRUE(relay_holds_its_children(1));
+}
+
 // The same tree known before the rendezvous (NodeGroupOptions::store_node):
 // node i's host is 127.2.0.(i + 1), where its relay listens on the job's
 // port as on a host of its own, and each relay connects to its parent's
