@@ -507,12 +507,10 @@ TEST_F(NodeGroupTest, ARelayArrivingUnderAPlaceWhoseAgentWentGoesUnderTheNextHop
   node2.reset();
 }
 
-// torchrun's static form: node ranks known, and node 0 serving the store,
-// but not the hosts. Each relay takes the place its node rank gives it as
-// it starts, and moves under its parent once that one publishes where it
-// listens: nodes 1 and 2 under the store, 3 and 4 under node 1, 5 and 6
-// under node 2, as the rendezvous will name them.
-class NodeGroupTreeByRankTest : public NodeGroupTest {
+// Seven agents whose relays form a tree of width two, node 0 serving the
+// store: nodes 1 and 2 under the store, 3 and 4 under node 1, 5 and 6 under
+// node 2, as the rendezvous names them. Without hosts known ahead.
+class NodeGroupTreeOfSevenTest : public NodeGroupTest {
  protected:
   static constexpr int kNodes = 7;
   NodeGroupOptions tree_options(int node) {
@@ -524,6 +522,29 @@ class NodeGroupTreeByRankTest : public NodeGroupTest {
     o.node_hosts.clear();
     return o;
   }
+  void join() {
+    std::vector<NodeGroup*> all;
+    for (const auto& node : nodes_)
+      all.push_back(node.get());
+    join_all(all, std::vector<int>(kNodes, 1));
+  }
+  void TearDown() override {
+    while (!nodes_.empty())
+      nodes_.pop_back();
+  }
+  // Node 0's own two connections and `relays` more; node `parent`'s agent's
+  // two and its two children's.
+  bool store_holds(std::size_t relays) { return holds(*nodes_[0]->server(), 2 + relays); }
+  bool relay_holds_its_children(int parent) { return holds(*nodes_[parent]->relay(), 2 + 2); }
+  std::vector<std::unique_ptr<NodeGroup>> nodes_;
+};
+
+// torchrun's static form: node ranks known, and node 0 serving the store,
+// but not the hosts. Each relay takes the place its node rank gives it as
+// it starts, and moves under its parent once that one publishes where it
+// listens, as the rendezvous will name them.
+class NodeGroupTreeByRankTest : public NodeGroupTreeOfSevenTest {
+ protected:
   // Node 0 first; then the others at once, as every node's agent starts.
   void start(const std::vector<int>& together) {
     nodes_.resize(kNodes);
@@ -537,19 +558,6 @@ class NodeGroupTreeByRankTest : public NodeGroupTest {
     for (std::size_t i = 0; i < together.size(); ++i)
       nodes_[together[i]] = starts[i].get();
   }
-  void join() {
-    std::vector<NodeGroup*> all;
-    for (const auto& node : nodes_)
-      all.push_back(node.get());
-    join_all(all, std::vector<int>(kNodes, 1));
-  }
-  void TearDown() override {
-    while (!nodes_.empty())
-      nodes_.pop_back();
-  }
-  bool store_holds(std::size_t relays) { return holds(*nodes_[0]->server(), 2 + relays); }
-  bool relay_holds_its_children(int parent) { return holds(*nodes_[parent]->relay(), 2 + 2); }
-  std::vector<std::unique_ptr<NodeGroup>> nodes_;
 };
 
 TEST_F(NodeGroupTreeByRankTest, RelaysMeetTheirParentsAsTheyStart) {
@@ -585,16 +593,10 @@ TEST_F(NodeGroupTreeByRankTest, ARelayWhoseParentComesLateMovesUnderItAtTheRende
 // and another test's sockets at the same loopback address could hold it
 // (ctest runs tests side by side; the store test's flood binds thousands
 // of ports at an address of its own).
-class NodeGroupTreeAheadTest : public NodeGroupTest {
+class NodeGroupTreeAheadTest : public NodeGroupTreeOfSevenTest {
  protected:
-  static constexpr int kNodes = 7;
-  NodeGroupOptions tree_options(int node) {
-    NodeGroupOptions o = options(kNodes, node);
-    o.relay = true;
-    o.tree_width = 2;
-    o.heartbeat_timeout = milliseconds(60000);
-    o.store_node = 0;
-    o.node_hosts.clear();
+  NodeGroupOptions ahead_options(int node) {
+    NodeGroupOptions o = tree_options(node);
     for (int host = 1; host <= kNodes; ++host)
       o.node_hosts.push_back("127.2.0." + std::to_string(host));
     return o;
@@ -604,26 +606,11 @@ class NodeGroupTreeAheadTest : public NodeGroupTest {
              const std::function<void(int, NodeGroupOptions&)>& change = {}) {
     nodes_.resize(kNodes);
     for (int node : order) {
-      NodeGroupOptions o = tree_options(node);
+      NodeGroupOptions o = ahead_options(node);
       if (change) change(node, o);
       nodes_[node] = node == 0 ? first(o) : std::make_unique<NodeGroup>(o);
     }
   }
-  void join() {
-    std::vector<NodeGroup*> all;
-    for (const auto& node : nodes_)
-      all.push_back(node.get());
-    join_all(all, std::vector<int>(kNodes, 1));
-  }
-  void TearDown() override {
-    while (!nodes_.empty())
-      nodes_.pop_back();
-  }
-  // Node 0's own two connections and `relays` more; node `parent`'s agent's
-  // two and its two children's.
-  bool store_holds(std::size_t relays) { return holds(*nodes_[0]->server(), 2 + relays); }
-  bool relay_holds_its_children(int parent) { return holds(*nodes_[parent]->relay(), 2 + 2); }
-  std::vector<std::unique_ptr<NodeGroup>> nodes_;
 };
 
 TEST_F(NodeGroupTreeAheadTest, RelaysConnectToTheirParentsBeforeTheRendezvous) {
