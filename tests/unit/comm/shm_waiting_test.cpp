@@ -40,6 +40,20 @@ TEST(ShmWaiting, ASlowYieldSendsTheNextWaitsStraightToTheFutex) {
   EXPECT_EQ(state.skip_yields.load(), 3);
 }
 
+// A yield shorter than a time slice that found the counter there was a
+// peer's step on this core: it teaches nothing.
+TEST(ShmWaiting, AYieldThatFindsTheCounterThereWithinATimeSliceTeachesNothing) {
+  Counter counter;
+  counter.value = 1;
+  WaitPolicy policy;
+  policy.yields = 8;
+  policy.slow_yield = nanoseconds(1);
+  policy.time_slice = std::chrono::hours(1);
+  WaitState state;
+  EXPECT_TRUE(yield_until(counter, 1, policy, state));
+  EXPECT_EQ(state.skip_yields.load(), 0);
+}
+
 TEST(ShmWaiting, WithoutALimitEveryWaitYields) {
   Counter counter;
   WaitPolicy policy;
@@ -64,12 +78,36 @@ TEST(ShmWaiting, NoSpinsOnTheCpuTheCounterWasLastAdvancedFrom) {
   Counter counter;
   WaitPolicy policy;
   policy.spins = 4096;
-  EXPECT_EQ(spins_for(counter, policy, cpu), 4096);  // never advanced
+  const WaitState state;
+  EXPECT_EQ(spins_for(counter, policy, state, cpu), 4096);  // never advanced
   advance(counter, 1);
   EXPECT_EQ(counter.advanced_on.load(), cpu + 1);
-  EXPECT_EQ(spins_for(counter, policy, cpu), 0);
-  EXPECT_EQ(spins_for(counter, policy, cpu + 1), 4096);
+  EXPECT_EQ(spins_for(counter, policy, state, cpu), 0);
+  EXPECT_EQ(spins_for(counter, policy, state, cpu + 1), 4096);
   sched_setaffinity(0, sizeof(before), &before);
+}
+
+// A yield that took a time slice, though the counter was there when it
+// came back (as it mostly is by then): the next waits skip yielding all the
+// same, and poll the busy count before they sleep.
+TEST(ShmWaiting, ASlowYieldThatFindsTheCounterThereStillTeaches) {
+  Counter counter;
+  counter.value = 1;
+  WaitPolicy policy;
+  policy.spins = 64;
+  policy.yields = 8;
+  policy.slow_yield = nanoseconds(1);  // every yield is as slow as that
+  policy.time_slice = nanoseconds(1);  // and took a time slice
+  policy.waits_without_yields = 3;
+  policy.busy_spins = 4096;
+  WaitState state;
+  EXPECT_TRUE(yield_until(counter, 1, policy, state));
+  EXPECT_EQ(state.skip_yields.load(), 3);
+  const int cpu = sched_getcpu();
+  EXPECT_EQ(spins_for(counter, policy, state, cpu + 1), 4096);
+  for (int wait = 0; wait < 3; ++wait)
+    EXPECT_FALSE(yield_until(counter, 2, policy, state));
+  EXPECT_EQ(spins_for(counter, policy, state, cpu + 1), 64) << "the machine is quiet again";
 }
 
 // The CPUs this process may use, and this thread put on the first of them

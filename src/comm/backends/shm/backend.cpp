@@ -435,6 +435,7 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   policy.yields = static_cast<int>(bytes_from_env("COHORT_SHM_YIELDS", 64));
   policy.slow_yield = std::chrono::microseconds(
       static_cast<long long>(bytes_from_env("COHORT_SHM_SLOW_YIELD_US", 200)));
+  policy.busy_spins = static_cast<int>(bytes_from_env("COHORT_SHM_BUSY_SPINS", 4096));
   policy.own_cpu_slot = rank;
   policy.spread = settings.spread;
   auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),

@@ -51,7 +51,16 @@ struct WaitPolicy {
   /// `waits_without_yields` waits then go from spinning straight to the
   /// futex, whose wake-up puts the rank back on its core at once. 0: never.
   std::chrono::nanoseconds slow_yield{200'000};
+  /// A yield after which the counter was there is slow from this long: a
+  /// time slice of another process (Linux's EEVDF gives 3 ms), not a
+  /// peer's step on this core.
+  std::chrono::nanoseconds time_slice{1'000'000};
   int waits_without_yields = 1024;
+  /// Those waits poll this many times, not `spins`, before the futex: with
+  /// another process on the core a rank that sleeps runs again only once
+  /// that process's time slice ends, one that polls keeps its share of the
+  /// core (n = 3 ranks on 2 CPUs beside a CPU-bound process on each).
+  int busy_spins = 4096;
   /// This rank's index among the ranks of its machine (-1: it never
   /// moves). With a core per rank, a wait that finds the rank it waits for
   /// last ran on this rank's own CPU moves this rank to its own CPU
@@ -100,9 +109,12 @@ inline void cpu_relax() noexcept {
 }
 
 /// The polls a rank on `cpu` spins on `counter` before it yields: none when
-/// the counter's owner last advanced it from that CPU (see Counter).
-inline int spins_for(const Counter& counter, const WaitPolicy& policy, int cpu) noexcept {
-  return counter.advanced_on.load(std::memory_order_relaxed) == cpu + 1 ? 0 : policy.spins;
+/// the counter's owner last advanced it from that CPU (see Counter);
+/// `busy_spins` while another process shares the core (WaitState).
+inline int spins_for(const Counter& counter, const WaitPolicy& policy, const WaitState& state,
+                     int cpu) noexcept {
+  if (counter.advanced_on.load(std::memory_order_relaxed) == cpu + 1) return 0;
+  return state.skip_yields.load(std::memory_order_relaxed) > 0 ? policy.busy_spins : policy.spins;
 }
 
 /// Waits until `counter` reaches `target`. `between()` runs before each
@@ -111,7 +123,7 @@ template <class Check>
 void wait_until(Counter& counter, std::uint32_t target, const WaitPolicy& policy, WaitState& state,
                 Check&& between) {
   const int cpu = sched_getcpu();
-  int spins = spins_for(counter, policy, cpu);
+  int spins = spins_for(counter, policy, state, cpu);
   if ((spins == 0 || policy.spread) && policy.own_cpu_slot >= 0 &&
       state.on_shared_cpu.fetch_add(1, std::memory_order_relaxed) % policy.move_every == 0 &&
       move_to_own_cpu(cpu, policy.own_cpu_slot)) {
