@@ -105,8 +105,7 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
 // rendezvous then moves it again should its parent have come late), else
 // by arrival. One whose place cannot be had stays under the store.
 void NodeGroup::arrive_in_tree() {
-  const std::size_t colon = relay_address_.rfind(':');
-  const StoreServer::Hop self{relay_address_.substr(0, colon), relay_->port(), relay_name_};
+  const StoreServer::Hop self{relay_->host(), relay_->port(), relay_name_};
   try {
     TreeArrival arrival =
         detail::arrive_in_tree(*store_, self, static_cast<std::int64_t>(tree_place_by_rank_),
