@@ -19,8 +19,12 @@ const OptionSpec* spec_named(std::string_view name) {
   return nullptr;
 }
 
+// CLI11 ends a subcommand's words at "++" (a program or value of that
+// name is left to it, which reads it so).
+constexpr std::string_view kSubcommandEnd = "++";
+
 bool usable_value(std::string_view value) {
-  return !value.empty() && value.front() != '-';
+  return !value.empty() && value.front() != '-' && value != kSubcommandEnd;
 }
 
 }  // namespace
@@ -34,6 +38,7 @@ std::optional<RunRequest> read_run_words(std::span<const std::string> words) {
       ++i;
       break;
     }
+    if (word == kSubcommandEnd) return std::nullopt;
     if (word.size() < 2 || word.front() != '-') break;  // PROGRAM
     const bool long_name = word[1] == '-';
     // "--name=value", "--name"; "-nVALUE", "-n".

@@ -108,6 +108,8 @@ TEST(RunWords, LeavesToCli11WhatItDoesNotRead) {
                                                {"--nnodes"},
                                                {"-n", "2"},
                                                {"-n", "2", "--"},
+                                               {"++"},
+                                               {"-n", "++", "train.py"},
                                                {}}) {
     EXPECT_FALSE(read_run_words(words).has_value()) << shown(words);
   }
