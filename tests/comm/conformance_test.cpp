@@ -565,6 +565,38 @@ TEST_P(Conformance, GatherAndScatterAtEveryRoot) {
   }
 }
 
+// Collectives that move data move it bit for bit, also where a backend
+// moves it as a sum with zeros (gloo's small rings, hier's leaders): a
+// float sum would turn -0 into +0 and may quiet a NaN.
+TEST_P(Conformance, MovedValuesKeepEveryBit) {
+  const std::uint32_t kBits[] = {0x80000000u,   // -0
+                                 0x7fa00001u,   // a signalling NaN with a payload
+                                 0xffc12345u,   // a negative quiet NaN with a payload
+                                 0x00000001u,   // the smallest subnormal
+                                 0xff800000u};  // -inf
+  constexpr std::size_t kCount = std::size(kBits);
+  const auto bits = [&](int rank, std::size_t i) {
+    return kBits[i] ^ (static_cast<std::uint32_t>(rank) << 16 & 0x000f0000u);
+  };
+  on_every_rank([&](int rank, Communicator& comm) {
+    const std::size_t n = static_cast<std::size_t>(ranks());
+    std::vector<std::uint32_t> input(kCount), gathered(kCount * n), mine(kCount);
+    for (std::size_t i = 0; i < kCount; ++i)
+      input[i] = bits(rank, i);
+    comm.all_gather({input.data(), kCount, DataType::f32},
+                    {gathered.data(), kCount * n, DataType::f32}, kDefault);
+    for (std::size_t s = 0; s < kCount * n; ++s)
+      EXPECT_EQ(gathered[s], bits(static_cast<int>(s / kCount), s % kCount)) << "all_gather " << s;
+    std::vector<std::uint32_t> shared = input;
+    comm.broadcast({shared.data(), kCount, DataType::f32}, 0, kDefault);
+    for (std::size_t i = 0; i < kCount; ++i)
+      EXPECT_EQ(shared[i], bits(0, i)) << "broadcast " << i;
+    comm.scatter({gathered.data(), kCount * n, DataType::f32}, {mine.data(), kCount, DataType::f32},
+                 0, kDefault);
+    EXPECT_EQ(mine, input) << "scatter";
+  });
+}
+
 TEST_P(Conformance, ReduceScatterReducesEachSliceForEveryOp) {
   for (DataType type : kTypes) {
     for (ReduceOp op : kOps) {
@@ -585,10 +617,13 @@ TEST_P(Conformance, ReduceScatterReducesEachSliceForEveryOp) {
 }
 
 TEST_P(Conformance, AllReduceTakesEveryPathBySizeAndTimeout) {
-  // Sizes on both sides of each of the gloo backend's thresholds (64 KiB:
-  // ring on sync pairs; 1 MiB: ring on loop pairs; above: new-style), by
-  // default and by another timeout.
-  const std::size_t counts[] = {16 * 1024, 16 * 1024 + 1, 256 * 1024, 256 * 1024 + 3};
+  // Sizes on both sides of each of the gloo backend's thresholds (32 KiB:
+  // whole on the sync ring; past it in pieces of 32 KiB while a rank sends
+  // (ranks - 1) × the message ≤ 256 KiB, the last piece short; else the
+  // ring on loop pairs up to 1 MiB; above: new-style), by default and by
+  // another timeout.
+  const std::size_t counts[] = {8 * 1024,      8 * 1024 + 1, 16 * 1024,
+                                16 * 1024 + 1, 256 * 1024,   256 * 1024 + 3};
   for (std::chrono::milliseconds timeout : {kDefault, kOther}) {
     for (std::size_t count : counts) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {

@@ -247,7 +247,7 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
-    if (by_ring(output.bytes(), timeout)) {
+    if (by_ring_in_pieces(output.bytes(), timeout)) {
       unsigned char* every = zeros_but_mine(input, output.bytes());
       guarded("all_gather", [&] { ring_sum_bytes(every, output.bytes()); });
       return (void)std::memcpy(output.data, every, output.bytes());
@@ -325,7 +325,7 @@ class GlooBackend final : public Backend, private Channel {
   }
 
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
-    if (by_ring(input.bytes(), timeout)) {
+    if (by_ring_in_pieces(input.bytes(), timeout)) {
       // A copy: the output may be a slice of the input.
       scratch_.assign(static_cast<unsigned char*>(input.data),
                       static_cast<unsigned char*>(input.data) + input.bytes());
@@ -454,13 +454,25 @@ class GlooBackend final : public Backend, private Channel {
   // microseconds, where Gloo's new-style operations, and the point-to-point
   // messages of the kit's reduce_scatter ring, wait on its loop thread for
   // scheduler ticks (about 4 ms) on few cores. Only up to the sync rings'
-  // size, and while each rank sends at most kRingCollectiveBytes in all
-  // (the ring passes every rank's whole buffer n − 1 times).
-  static constexpr std::size_t kRingCollectiveBytes = std::size_t{256} * 1024;
+  // size, and while each rank sends at most kMaxSyncRingSend in all (the
+  // ring passes every rank's whole buffer n − 1 times).
   bool by_ring(std::size_t bytes, Duration timeout) const {
-    return size() > 1 && bytes <= std::min(legacy_max_bytes_, LegacyAllreduce::kMaxSyncBytes) &&
+    return by_ring_in_pieces(bytes, timeout) && bytes <= LegacyAllreduce::kMaxSyncBytes;
+  }
+  // all_gather and reduce_scatter also past the sync rings' size, up to
+  // kRingInPiecesBytes, the ring in pieces: their Gloo counterparts wait on
+  // the loop thread at every step (4 ranks, 64 KiB: 3.2 ms against 0.6 ms in
+  // pieces). Not larger: the ring sends every rank's whole buffer on, where
+  // Gloo's own send each block once, and from 128 KiB two ranks with cores
+  // to spare were faster Gloo's way. Not broadcast, gather and scatter,
+  // whose Gloo operations send each peer its part at once and were as fast
+  // or faster from 64 KiB. Measured on the namespace cluster
+  // (docs/communicator.md, "How the gloo backend avoids Gloo's traps").
+  static constexpr std::size_t kRingInPiecesBytes = std::size_t{64} * 1024;
+  bool by_ring_in_pieces(std::size_t bytes, Duration timeout) const {
+    return size() > 1 && bytes <= std::min(legacy_max_bytes_, kRingInPiecesBytes) &&
            timeout == options_.timeout &&
-           bytes * static_cast<std::size_t>(size() - 1) <= kRingCollectiveBytes;
+           bytes * static_cast<std::size_t>(size() - 1) <= LegacyAllreduce::kMaxSyncRingSend;
   }
   // A sum of one rank's bytes and the others' zeros, as integers: every bit
   // arrives as it was sent.

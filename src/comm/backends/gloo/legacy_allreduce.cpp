@@ -1,5 +1,6 @@
 #include "comm/backends/gloo/legacy_allreduce.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <vector>
@@ -86,7 +87,8 @@ LegacyAllreduce::LegacyAllreduce(std::shared_ptr<::gloo::Context> sync_mesh,
                                  std::size_t max_entries)
     : sync_mesh_(std::move(sync_mesh)),
       loop_mesh_(std::move(loop_mesh)),
-      max_entries_(max_entries) {}
+      max_entries_(max_entries),
+      ranks_(static_cast<std::size_t>(sync_mesh_->size)) {}
 
 LegacyAllreduce::~LegacyAllreduce() {
   release();
@@ -98,9 +100,26 @@ void LegacyAllreduce::release() noexcept {
   loop_mesh_.reset();
 }
 
+bool LegacyAllreduce::in_pieces(std::size_t bytes) const noexcept {
+  return bytes > kMaxSyncBytes && ranks_ > 1 && bytes * (ranks_ - 1) <= kMaxSyncRingSend;
+}
+
 void LegacyAllreduce::run(Buffer data, ReduceOp op) {
   static_assert(kMaxBytes <= std::numeric_limits<int>::max());  // Gloo's int counts
   if (op == ReduceOp::avg) op = ReduceOp::sum;
+  if (in_pieces(data.bytes())) {
+    const std::size_t piece = kMaxSyncBytes / size_of(data.type);
+    for (std::size_t first = 0; first < data.count; first += piece) {
+      run_whole({static_cast<unsigned char*>(data.data) + first * size_of(data.type),
+                 std::min(piece, data.count - first), data.type},
+                op);
+    }
+    return;
+  }
+  run_whole(data, op);
+}
+
+void LegacyAllreduce::run_whole(Buffer data, ReduceOp op) {
   auto found = entries_.begin();
   while (found != entries_.end() &&
          !(found->type == data.type && found->op == op && found->count == data.count)) {

@@ -11,7 +11,11 @@
 // size:
 //   - up to kMaxSyncBytes, on pairs in sync mode: the calling thread writes
 //     and reads the sockets itself, tens of microseconds;
-//   - up to kMaxBytes, on pairs served by the loop thread.
+//   - larger, while each rank sends at most kMaxSyncRingSend in all
+//     ((ranks - 1) × the message: the ring passes every rank's whole
+//     buffer on), in pieces of kMaxSyncBytes on the sync pairs, one after
+//     another;
+//   - else up to kMaxBytes, on pairs served by the loop thread.
 // (Gloo's AllreduceHalvingDoubling, tried for the middle range, took 50 ms
 // per operation at 256 KiB with 4 ranks.) The rings run on full meshes of
 // their own: a legacy message that arrives before its buffer is registered
@@ -39,6 +43,12 @@ class LegacyAllreduce {
   /// from the left: the message must fit in what the sockets buffer, or every
   /// rank of the ring blocks in its write.
   static constexpr std::size_t kMaxSyncBytes = std::size_t{32} * 1024;
+  /// What a rank may send in all for a message to go round the sync ring in
+  /// pieces. Measured on the namespace cluster (docs/communicator.md, "How
+  /// the gloo backend avoids Gloo's traps"): 2 ranks were faster in pieces
+  /// up to 1 MiB, 4 ranks at 64 KiB but slower at 256 KiB, 3 ranks slower at
+  /// 256 KiB.
+  static constexpr std::size_t kMaxSyncRingSend = std::size_t{256} * 1024;
   /// Above this, Gloo's new-style allreduce is as fast (bandwidth bound).
   static constexpr std::size_t kMaxBytes = std::size_t{1024} * 1024;
 
@@ -61,9 +71,14 @@ class LegacyAllreduce {
 
  private:
   struct Entry;
+  // One ring for the whole of `data` (sums for avg).
+  void run_whole(Buffer data, ReduceOp op);
+  // Whether a message of `bytes` goes round the sync ring in pieces.
+  bool in_pieces(std::size_t bytes) const noexcept;
   std::shared_ptr<::gloo::Context> sync_mesh_;
   std::shared_ptr<::gloo::Context> loop_mesh_;
   std::size_t max_entries_;
+  std::size_t ranks_;
   std::list<Entry> entries_;  // most recently used first
 };
 
