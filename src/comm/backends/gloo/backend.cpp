@@ -457,22 +457,19 @@ class GlooBackend final : public Backend, private Channel {
   // size, and while each rank sends at most kMaxSyncRingSend in all (the
   // ring passes every rank's whole buffer n − 1 times).
   bool by_ring(std::size_t bytes, Duration timeout) const {
-    return by_ring_in_pieces(bytes, timeout) && bytes <= LegacyAllreduce::kMaxSyncBytes;
+    return by_ring_in_pieces(bytes, timeout) && bytes <= kMaxSyncBytes;
   }
   // all_gather and reduce_scatter also past the sync rings' size, up to
-  // kRingInPiecesBytes, the ring in pieces: their Gloo counterparts wait on
-  // the loop thread at every step (4 ranks, 64 KiB: 3.2 ms against 0.6 ms in
-  // pieces). Not larger: the ring sends every rank's whole buffer on, where
-  // Gloo's own send each block once, and from 128 KiB two ranks with cores
-  // to spare were faster Gloo's way. Not broadcast, gather and scatter,
+  // kMaxRingSumBytes (sync_ring.hpp), the ring in pieces: their Gloo
+  // counterparts wait on the loop thread at every step (4 ranks, 64 KiB:
+  // 3.2 ms against 0.6 ms in pieces). Not broadcast, gather and scatter,
   // whose Gloo operations send each peer its part at once and were as fast
   // or faster from 64 KiB. Measured on the namespace cluster
   // (docs/communicator.md, "How the gloo backend avoids Gloo's traps").
-  static constexpr std::size_t kRingInPiecesBytes = std::size_t{64} * 1024;
   bool by_ring_in_pieces(std::size_t bytes, Duration timeout) const {
-    return size() > 1 && bytes <= std::min(legacy_max_bytes_, kRingInPiecesBytes) &&
+    return size() > 1 && bytes <= std::min(legacy_max_bytes_, kMaxRingSumBytes) &&
            timeout == options_.timeout &&
-           bytes * static_cast<std::size_t>(size() - 1) <= LegacyAllreduce::kMaxSyncRingSend;
+           bytes * static_cast<std::size_t>(size() - 1) <= kMaxSyncRingSend;
   }
   // A sum of one rank's bytes and the others' zeros, as integers: every bit
   // arrives as it was sent.

@@ -58,7 +58,7 @@ std::function<void(void*)> make_algorithm(const std::shared_ptr<::gloo::Context>
                                           const std::shared_ptr<::gloo::Context>& loop_mesh,
                                           ReduceOp op, std::size_t count) {
   using T = StorageOf<D>;
-  const bool sync = count * sizeof(T) <= LegacyAllreduce::kMaxSyncBytes;
+  const bool sync = count * sizeof(T) <= kMaxSyncBytes;
   auto ring =
       std::make_shared<RetargetableRing<T>>(sync ? sync_mesh : loop_mesh, std::vector<T*>{nullptr},
                                             static_cast<int>(count), reduction<D>(op));
@@ -101,7 +101,7 @@ void LegacyAllreduce::release() noexcept {
 }
 
 bool LegacyAllreduce::in_pieces(std::size_t bytes) const noexcept {
-  return bytes > kMaxSyncBytes && ranks_ > 1 && bytes * (ranks_ - 1) <= kMaxSyncRingSend;
+  return bytes > kMaxSyncBytes && all_reduce_on_sync_ring(bytes, ranks_);
 }
 
 void LegacyAllreduce::run(Buffer data, ReduceOp op) {

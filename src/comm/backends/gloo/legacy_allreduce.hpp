@@ -9,7 +9,7 @@
 // once, at construction, and touches the caller's buffer only while it runs
 // (it sends from an outbox of its own), so one ring serves any buffer of its
 // size:
-//   - up to kMaxSyncBytes, on pairs in sync mode: the calling thread writes
+//   - up to kMaxSyncBytes (sync_ring.hpp), on pairs in sync mode: the calling thread writes
 //     and reads the sockets itself, tens of microseconds;
 //   - larger, while each rank sends at most kMaxSyncRingSend in all
 //     ((ranks - 1) × the message: the ring passes every rank's whole
@@ -35,20 +35,12 @@
 
 #include <cohort/communicator.hpp>
 
+#include "comm/backends/gloo/sync_ring.hpp"
+
 namespace cohort::detail::gloo_backend {
 
 class LegacyAllreduce {
  public:
-  /// In sync mode a ring step is a blocking write to the right, then a read
-  /// from the left: the message must fit in what the sockets buffer, or every
-  /// rank of the ring blocks in its write.
-  static constexpr std::size_t kMaxSyncBytes = std::size_t{32} * 1024;
-  /// What a rank may send in all for a message to go round the sync ring in
-  /// pieces. Measured on the namespace cluster (docs/communicator.md, "How
-  /// the gloo backend avoids Gloo's traps"): 2 ranks were faster in pieces
-  /// up to 1 MiB, 4 ranks at 64 KiB but slower at 256 KiB, 3 ranks slower at
-  /// 256 KiB.
-  static constexpr std::size_t kMaxSyncRingSend = std::size_t{256} * 1024;
   /// Above this, Gloo's new-style allreduce is as fast (bandwidth bound).
   static constexpr std::size_t kMaxBytes = std::size_t{1024} * 1024;
 

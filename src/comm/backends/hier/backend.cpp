@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "comm/backends/gloo/sync_ring.hpp"
 #include "comm/backends/hier/factory.hpp"
 #include "comm/backends/hier/layout.hpp"
 #include "comm/kit/communicator_backend.hpp"
@@ -40,18 +41,14 @@ constexpr int kHostsTag = 0;
 // as fast). Measured on the namespace cluster (docs/communicator.md).
 constexpr std::size_t kInPlaceBytes = std::size_t{64} << 10;
 constexpr std::size_t kInPlaceOverRailsBytes = std::size_t{1} << 20;
-// Where the leaders' all_reduce of a buffer takes their gloo group's sync
-// ring (whole up to 32 KiB; up to 64 KiB in pieces while each leader sends
-// at most 256 KiB round the ring, as gloo's own all_gather does:
-// src/comm/backends/gloo), all_gather and reduce_scatter on hosts of
-// consecutive ranks without rails all-reduce the whole buffer across the
-// leaders, unpadded (all_gather_by_sum, reduce_scatter_by_all_reduce):
-// the padded blocks (up to widest × hosts × block) outgrew the sync ring at
-// 32 KiB on hosts of 2 and 1 ranks, where flat gloo's ring still took
-// them, and the way in place waits on gloo's loop thread.
-constexpr std::size_t kLeadersRingWholeBytes = std::size_t{32} << 10;
-constexpr std::size_t kLeadersRingBytes = std::size_t{64} << 10;
-constexpr std::size_t kLeadersRingSend = std::size_t{256} << 10;
+// Where the leaders' all_reduce of a whole buffer takes their gloo group's
+// sync ring, by gloo's rule for its own all_gather (gloo/sync_ring.hpp),
+// all_gather and reduce_scatter on hosts of consecutive ranks without rails
+// all-reduce the whole buffer across the leaders, unpadded
+// (all_gather_by_sum, reduce_scatter_by_all_reduce): the padded blocks (up
+// to widest × hosts × block) outgrew the sync ring at 32 KiB on hosts of 2
+// and 1 ranks, where flat gloo's ring still took them, and the way in place
+// waits on gloo's loop thread.
 
 // Sums for avg across the levels; the division happens once, at the end.
 ReduceOp inner_op(ReduceOp op) {
@@ -578,8 +575,8 @@ class HierBackend final : public Backend {
   }
   // Whether the leaders' all_reduce of `bytes` takes their sync ring.
   bool leaders_ring(std::size_t bytes) const {
-    return bytes <= kLeadersRingWholeBytes ||
-           (bytes <= kLeadersRingBytes && bytes * (nodes() - 1) <= kLeadersRingSend);
+    return bytes <= gloo_backend::kMaxRingSumBytes &&
+           gloo_backend::all_reduce_on_sync_ring(bytes, nodes());
   }
   // The same bytes as 32-bit integers where they divide evenly, else as bytes.
   static Buffer as_integers(Buffer data) {
