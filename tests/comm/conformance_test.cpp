@@ -536,32 +536,35 @@ TEST_P(Conformance, GatherFamilies) {
 }
 
 // gather and scatter at every root: a root that is not the first of its
-// host (hier) takes another path than rank 0.
+// host (hier) takes another path than rank 0; blocks of 5 elements and of
+// 512 KiB (hier's over its flat group of every rank, from 512 KiB).
 TEST_P(Conformance, GatherAndScatterAtEveryRoot) {
   // Element i of the block that rank `from` holds for rank `to` at `root`.
   const auto value = [](int root, int from, int to, std::size_t i) {
     return static_cast<double>(root * 1000 + from * 100 + to * 10) + static_cast<double>(i);
   };
   for (int root = 0; root < ranks(); ++root) {
-    on_every_rank([&](int rank, Communicator& comm) {
-      const std::size_t n = static_cast<std::size_t>(ranks()), count = 5;
-      Values input(DataType::i64, count), at_root(DataType::i64, count * n);
-      Values slices(DataType::i64, count * n), mine(DataType::i64, count);
-      for (std::size_t i = 0; i < count; ++i)
-        input.set(i, value(root, rank, root, i));
-      for (std::size_t s = 0; s < n * count; ++s)
-        slices.set(s, value(root, rank, static_cast<int>(s / count), s % count));
-      comm.gather(input.buffer(), at_root.buffer(), root, kDefault);
-      comm.scatter(slices.buffer(), mine.buffer(), root, kDefault);
-      const std::string where = " at root " + std::to_string(root);
-      for (std::size_t i = 0; i < count; ++i)
-        expect_value(DataType::i64, mine.get(i), value(root, root, rank, i), "scatter" + where);
-      if (rank != root) return;
-      for (std::size_t s = 0; s < n * count; ++s) {
-        expect_value(DataType::i64, at_root.get(s),
-                     value(root, static_cast<int>(s / count), root, s % count), "gather" + where);
-      }
-    });
+    for (std::size_t count : {std::size_t{5}, std::size_t{65536}}) {
+      on_every_rank([&](int rank, Communicator& comm) {
+        const std::size_t n = static_cast<std::size_t>(ranks());
+        Values input(DataType::i64, count), at_root(DataType::i64, count * n);
+        Values slices(DataType::i64, count * n), mine(DataType::i64, count);
+        for (std::size_t i = 0; i < count; ++i)
+          input.set(i, value(root, rank, root, i));
+        for (std::size_t s = 0; s < n * count; ++s)
+          slices.set(s, value(root, rank, static_cast<int>(s / count), s % count));
+        comm.gather(input.buffer(), at_root.buffer(), root, kDefault);
+        comm.scatter(slices.buffer(), mine.buffer(), root, kDefault);
+        const std::string where = " at root " + std::to_string(root);
+        for (std::size_t i = 0; i < count; ++i)
+          expect_value(DataType::i64, mine.get(i), value(root, root, rank, i), "scatter" + where);
+        if (rank != root) return;
+        for (std::size_t s = 0; s < n * count; ++s) {
+          expect_value(DataType::i64, at_root.get(s),
+                       value(root, static_cast<int>(s / count), root, s % count), "gather" + where);
+        }
+      });
+    }
   }
 }
 

@@ -41,6 +41,24 @@ constexpr int kHostsTag = 0;
 // as fast). Measured on the namespace cluster (docs/communicator.md).
 constexpr std::size_t kInPlaceBytes = std::size_t{64} << 10;
 constexpr std::size_t kInPlaceOverRailsBytes = std::size_t{1} << 20;
+// From these blocks, in jobs of at most kMaxFlatRanks ranks, gather and
+// scatter go over the flat group of every rank (flat(), connected by the
+// first of them), as the gloo backend's: each block crosses once, between
+// its rank and the root, all at once. The leaders' way copies each block
+// into its leader first, which from here costs more than its fewer,
+// larger messages save (on 2 hosts × 2 ranks, gather of 512 KiB blocks:
+// 1.03 and 1.28 ms the leaders' way, 0.89 ms over the flat group; of 4 MiB
+// blocks 7.6-8.6 ms against 5.2-5.3 ms). Below it the leaders' way was as
+// fast or faster, and on hosts of 2 ranks the flat group's gather and
+// scatter were slower there than flat gloo's own in the same run (64-256
+// KiB blocks: 0.3-1.3 ms against 0.2-0.5 ms). The blocks between the root
+// and each rank elsewhere through their groups of two were no faster, one
+// after another, and 2-10 times slower from 32 KiB to 512 KiB blocks each
+// on its pair's own thread (a wake-up per block on cores the ranks share).
+// Measured on the namespace cluster (docs/communicator.md).
+constexpr std::size_t kFlatBlockBytes = std::size_t{512} << 10;
+// ...where a flat group costs each rank 3 × (N - 1) ports at most (189).
+constexpr int kMaxFlatRanks = 64;
 // Where the leaders' all_reduce of a whole buffer takes their gloo group's
 // sync ring, by gloo's rule for its own all_gather (gloo/sync_ring.hpp),
 // all_gather and reduce_scatter on hosts of consecutive ranks without rails
@@ -239,6 +257,7 @@ class HierBackend final : public Backend {
   // the root's host broadcasts what its leader gathered when the root is
   // not the leader.
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
+    if (flat_between_ranks(input.bytes())) return flat().gather(input, output, root, timeout);
     const int via = local_index(root);
     if (via == 0 && !first_ranks_.empty()) return gather_in_place(input, output, root, timeout);
     if (Communicator* rail = this->rail()) {
@@ -266,6 +285,7 @@ class HierBackend final : public Backend {
   // leader), sends each host's blocks alone to its leader, and each leader
   // scatters inside its host.
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
+    if (flat_between_ranks(output.bytes())) return flat().scatter(input, output, root, timeout);
     const int via = local_index(root);
     if (via == 0 && !first_ranks_.empty()) return scatter_in_place(input, output, root, timeout);
     const std::size_t block = output.bytes();
@@ -626,6 +646,11 @@ class HierBackend final : public Backend {
       }
     }
     groups_.host->scatter(host, output, 0, timeout);
+  }
+  // Whether gather or scatter of `block`-byte blocks goes over the flat
+  // group (kFlatBlockBytes).
+  bool flat_between_ranks(std::size_t block) const {
+    return block >= kFlatBlockBytes && size() <= kMaxFlatRanks;
   }
   // Host `node`'s stretch of a buffer of every rank's `count` elements.
   Buffer stretch(Buffer every, int node, std::size_t count) const {
