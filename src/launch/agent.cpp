@@ -144,6 +144,8 @@ int Agent::run_job() {
   // Blocked before the store's thread starts, so that it inherits the mask
   // and every one of these reaches the signalfd, not a thread.
   loop_ = std::make_unique<detail::EventLoop>(handled);
+  // First, while this process is small and has one thread (guardian.hpp).
+  guardian_ = std::make_unique<detail::Guardian>();
   processes_ =
       std::make_unique<detail::ProcessSet>(*loop_, detail::system_processes(), kGraceDeadline);
   loop_->on_signal([this](int signal) { on_signal(signal); });
@@ -240,8 +242,7 @@ int Agent::run_job() {
   // cohort::spawn's workers are forks that go on to connect to the store,
   // while this process's store thread may be setting libcrypto up.
   if (role_.entry) detail::store_proof::warm_up();
-  guardian_ = std::make_unique<detail::Guardian>(files_->goes_with_the_job() ? files_->dir()
-                                                                             : std::string());
+  if (files_->goes_with_the_job()) guardian_->remove_at_end(files_->dir());
   const SubreaperScope subreaper;
 
   for (int attempt = 0;; ++attempt) {

@@ -1,7 +1,8 @@
 #include "launch/guardian.hpp"
 
 #include <cerrno>
-#include <utility>
+#include <climits>
+#include <cstddef>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -45,19 +46,43 @@ void remove_job_dir(const char* path) {
   ::rmdir(path);
 }
 
-// The guardian's whole life: read +pgid / -pgid messages until EOF, then kill
-// the groups still listed, and remove the job's directory (`job_dir`, or
-// null). No allocation after fork: a fixed table.
-[[noreturn]] void guard(int input, const char* job_dir) {
+// The pipe's messages: +pgid (watch), -pgid (forget), or kJobDir followed
+// by the path's length (an int) and its bytes.
+constexpr int kJobDir = 0;
+
+// Reads exactly `bytes` into `into`; false at EOF or an error (the agent is gone).
+bool read_whole(int input, void* into, std::size_t bytes) {
+  auto* at = static_cast<char*>(into);
+  while (bytes > 0) {
+    const ssize_t n = ::read(input, at, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    at += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// The guardian's whole life: read messages until EOF, then kill the groups
+// still listed, and remove the job's directory if it was given one. No
+// allocation after fork: fixed tables.
+[[noreturn]] void guard(int input) {
   constexpr int kMaxGroups = 65536;
   static pid_t groups[kMaxGroups];
+  static char job_dir[PATH_MAX + 1];
   int count = 0;
   for (;;) {
     int message = 0;
-    const ssize_t n = ::read(input, &message, sizeof(message));
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof(message))) break;  // EOF: the agent is gone
-    if (message > 0 && count < kMaxGroups) {
+    if (!read_whole(input, &message, sizeof(message))) break;  // EOF: the agent is gone
+    if (message == kJobDir) {
+      int length = 0;
+      if (!read_whole(input, &length, sizeof(length)) || length < 0 || length > PATH_MAX ||
+          !read_whole(input, job_dir, static_cast<std::size_t>(length))) {
+        job_dir[0] = '\0';
+        break;
+      }
+      job_dir[length] = '\0';
+    } else if (message > 0 && count < kMaxGroups) {
       groups[count++] = message;
     } else if (message < 0) {
       for (int i = 0; i < count; ++i) {
@@ -70,13 +95,13 @@ void remove_job_dir(const char* path) {
   }
   for (int i = 0; i < count; ++i)
     ::kill(-groups[i], SIGKILL);
-  if (job_dir != nullptr) remove_job_dir(job_dir);
+  if (job_dir[0] != '\0') remove_job_dir(job_dir);
   _exit(0);
 }
 
 }  // namespace
 
-Guardian::Guardian(std::string job_dir) : job_dir_(std::move(job_dir)) {
+Guardian::Guardian() {
   int ends[2];
   if (pipe2(ends, O_CLOEXEC) != 0) {
     throw Error(cat("cohort run: pipe2 for the guardian failed: ", errno_text(errno)));
@@ -90,7 +115,7 @@ Guardian::Guardian(std::string job_dir) : job_dir_(std::move(job_dir)) {
     // Its own process group: a signal sent to the agent's group (Ctrl-C in a
     // terminal) must not take it away before the workers' groups are gone.
     setpgid(0, 0);
-    guard(read_end.get(), job_dir_.empty() ? nullptr : job_dir_.c_str());
+    guard(read_end.get());
   }
 }
 
@@ -104,6 +129,25 @@ Guardian::~Guardian() {
 void Guardian::send(int message) noexcept {
   // A 4-byte write to a pipe is atomic; the guardian reads as fast as workers start.
   while (::write(pipe_.get(), &message, sizeof(message)) < 0 && errno == EINTR) {
+  }
+}
+
+void Guardian::remove_at_end(const std::string& job_dir) {
+  if (job_dir.size() > PATH_MAX) {
+    throw Error(cat("cohort run: the job's directory ", job_dir, " has a path longer than ",
+                    PATH_MAX, " bytes"));
+  }
+  const int header[2] = {kJobDir, static_cast<int>(job_dir.size())};
+  std::string message(reinterpret_cast<const char*>(header), sizeof(header));
+  message += job_dir;
+  for (std::size_t sent = 0; sent < message.size();) {
+    const ssize_t n = ::write(pipe_.get(), message.data() + sent, message.size() - sent);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw Error(cat("cohort run: could not hand the job's directory ", job_dir,
+                      " to the guardian (pid ", pid_, "): ", errno_text(errno)));
+    }
+    sent += static_cast<std::size_t>(n);
   }
 }
 

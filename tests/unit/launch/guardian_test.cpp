@@ -4,6 +4,7 @@
 #include "launch/guardian.hpp"
 
 #include <chrono>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +14,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cohort/errors.hpp>
 
 #include "launch/spawn.hpp"
 #include "support/files.hpp"
@@ -70,6 +73,36 @@ TEST(Guardian, AWorkerListsItselfSoItsChildrenDieWithASigkilledAgent) {
   }
   EXPECT_TRUE(gone) << "the worker's child " << child << " outlived the agent and its guardian";
   if (!gone) kill(child, SIGKILL);
+}
+
+// The job's directory is handed over after the fork (the agent forks its
+// guardian first): a SIGKILLed agent's guardian removes it and its files.
+TEST(Guardian, RemovesTheJobsDirectoryItWasGivenOnceTheAgentIsGone) {
+  const test::TempDir dir("cohort-guardian");
+  const fs::path job_dir = dir.path() / "job";
+  fs::create_directories(job_dir / "empty");
+  std::ofstream(job_dir / "error_0.json") << "{}";
+  const pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    Guardian guardian;
+    guardian.remove_at_end(job_dir.string());
+    raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(agent, &status, 0), agent);
+  bool gone = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       !gone && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
+    gone = !fs::exists(job_dir);
+  }
+  EXPECT_TRUE(gone) << job_dir << " outlived the agent and its guardian";
+  EXPECT_TRUE(fs::exists(dir.path())) << "only the job's directory goes";
+}
+
+TEST(Guardian, RefusesAPathLongerThanTheSystemAllows) {
+  Guardian guardian;
+  EXPECT_THROW(guardian.remove_at_end("/" + std::string(PATH_MAX, 'a')), Error);
 }
 
 }  // namespace
