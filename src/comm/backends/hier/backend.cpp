@@ -50,11 +50,12 @@ constexpr std::size_t kInPlaceOverRailsBytes = std::size_t{1} << 20;
 // 1.03 and 1.28 ms the leaders' way, 0.89 ms over the flat group; of 4 MiB
 // blocks 7.6-8.6 ms against 5.2-5.3 ms). Below it the leaders' way was as
 // fast or faster, and on hosts of 2 ranks the flat group's gather and
-// scatter were slower there than flat gloo's own in the same run (64-256
-// KiB blocks: 0.3-1.3 ms against 0.2-0.5 ms). The blocks between the root
-// and each rank elsewhere through their groups of two were no faster, one
-// after another, and 2-10 times slower from 32 KiB to 512 KiB blocks each
-// on its pair's own thread (a wake-up per block on cores the ranks share).
+// scatter were slower there than flat gloo's own in the same run (scatter
+// of 64-256 KiB blocks: 0.55-1.08 ms against 0.22-0.55 ms). The blocks
+// between the root and each rank elsewhere through their groups of two
+// were no faster, one after another, and 2-8 times slower from 64 KiB to
+// 256 KiB blocks each on its pair's own thread (a wake-up per block on
+// cores the ranks share).
 // Measured on the namespace cluster (docs/communicator.md).
 constexpr std::size_t kFlatBlockBytes = std::size_t{512} << 10;
 // ...where a flat group costs each rank 3 × (N - 1) ports at most (189).
