@@ -2,10 +2,9 @@
 // DIR/attempt_K/rank_R/{stdout,stderr}.log (--log-dir, --redirects, --tee)
 // and DIR/attempt_K/rank_R/error.json (each worker's TORCHELASTIC_ERROR_FILE).
 // DIR is --log-dir; without it, a directory of the job's own in $TMPDIR
-// (unset: in /dev/shm where it goes at the end, else in /tmp) (mode 0700:
-// error messages may hold secrets), removed at the end unless --redirects
-// or --tee put logs there (by the guardian when the agent is SIGKILLed:
-// guardian.hpp). A directory that holds nothing but
+// (mode 0700: error messages may hold secrets), removed at the end unless
+// --redirects or --tee put logs there (by the guardian when the agent is
+// SIGKILLed: guardian.hpp). A directory that holds nothing but
 // error files and goes at the end has them side by side instead,
 // DIR/attempt_K.rank_R.error.json: a directory per attempt and rank cost a
 // one-worker job 0.5 ms of its 6 to make and remove (ext4). Every directory

@@ -970,38 +970,6 @@ TEST_F(RunTest, ErrorFilesLieInTheJobsOwnDirectoryAndGoWithIt) {
   EXPECT_TRUE(fs::is_empty(tmp)) << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
 }
 
-// Without TMPDIR, a directory of the job's own that holds only error
-// files lies in /dev/shm (memory) where it can be written, and goes at the
-// end; one that keeps logs (--redirects) lies in /tmp, and stays.
-TEST_F(RunTest, WithoutTmpdirTheJobsErrorFilesLieInMemoryAndItsLogsInTmp) {
-  const auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
-  test::ProcessOptions without_tmp = options();
-  without_tmp.env = process_environment();
-  without_tmp.env->erase("TMPDIR");
-  const ProcessResult errors_only = test::run_process(
-      cohort_run({"-n", "1", "sh", "-c", "echo $TORCHELASTIC_ERROR_FILE"}), without_tmp);
-  ASSERT_EQ(errors_only.exit_code, 0) << test::describe(errors_only);
-  const bool memory = ::access("/dev/shm", W_OK | X_OK) == 0;
-  const std::string expected = memory ? "/dev/shm/cohort-" : "/tmp/cohort-";
-  ASSERT_EQ(errors_only.out.rfind(expected, 0), 0u) << errors_only.out;
-  const fs::path error_file = first_line(errors_only.out);
-  EXPECT_FALSE(fs::exists(error_file.parent_path())) << error_file.parent_path() << " was left";
-
-  const ProcessResult with_logs = test::run_process(
-      cohort_run({"--redirects", "3", "-n", "1", "sh", "-c", "echo $TORCHELASTIC_ERROR_FILE"}),
-      without_tmp);
-  ASSERT_EQ(with_logs.exit_code, 0) << test::describe(with_logs);
-  const std::string said = "redirected output goes to ";
-  const std::string everything = with_logs.out + with_logs.err;
-  const std::size_t at = everything.find(said);
-  ASSERT_NE(at, std::string::npos) << test::describe(with_logs);
-  const fs::path kept = first_line(everything.substr(at + said.size()));
-  EXPECT_EQ(kept.string().rfind("/tmp/cohort-", 0), 0u) << kept;
-  EXPECT_TRUE(fs::exists(kept / "attempt_0" / "rank_0" / "stdout.log")) << kept;
-  std::error_code ignored;
-  fs::remove_all(kept, ignored);
-}
-
 TEST_F(RunTest, OutputLinesNeverMixMidLine) {
   // Four workers write long lines as fast as they can, in small pieces.
   const ProcessResult result =
