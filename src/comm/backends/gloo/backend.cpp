@@ -474,9 +474,7 @@ class GlooBackend final : public Backend, private Channel {
   // A sum of one rank's bytes and the others' zeros, as integers: every bit
   // arrives as it was sent.
   void ring_sum_bytes(void* data, std::size_t bytes) {
-    legacy_.run(
-        bytes % 4 == 0 ? Buffer{data, bytes / 4, DataType::i32} : Buffer{data, bytes, DataType::u8},
-        ReduceOp::sum);
+    legacy_.run(as_integers(data, bytes), ReduceOp::sum);
   }
   // Scratch of `total` bytes, zero but for this rank's block, `input`.
   unsigned char* zeros_but_mine(Buffer input, std::size_t total) {

@@ -87,8 +87,7 @@ LegacyAllreduce::LegacyAllreduce(std::shared_ptr<::gloo::Context> sync_mesh,
                                  std::size_t max_entries)
     : sync_mesh_(std::move(sync_mesh)),
       loop_mesh_(std::move(loop_mesh)),
-      max_entries_(max_entries),
-      ranks_(static_cast<std::size_t>(sync_mesh_->size)) {}
+      max_entries_(max_entries) {}
 
 LegacyAllreduce::~LegacyAllreduce() {
   release();
@@ -101,7 +100,8 @@ void LegacyAllreduce::release() noexcept {
 }
 
 bool LegacyAllreduce::in_pieces(std::size_t bytes) const noexcept {
-  return bytes > kMaxSyncBytes && all_reduce_on_sync_ring(bytes, ranks_);
+  return bytes > kMaxSyncBytes &&
+         all_reduce_on_sync_ring(bytes, static_cast<std::size_t>(sync_mesh_->size));
 }
 
 void LegacyAllreduce::run(Buffer data, ReduceOp op) {

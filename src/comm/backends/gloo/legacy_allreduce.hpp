@@ -70,7 +70,6 @@ class LegacyAllreduce {
   std::shared_ptr<::gloo::Context> sync_mesh_;
   std::shared_ptr<::gloo::Context> loop_mesh_;
   std::size_t max_entries_;
-  std::size_t ranks_;
   std::list<Entry> entries_;  // most recently used first
 };
 

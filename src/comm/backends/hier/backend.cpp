@@ -10,6 +10,7 @@
 #include "comm/backends/gloo/sync_ring.hpp"
 #include "comm/backends/hier/factory.hpp"
 #include "comm/backends/hier/layout.hpp"
+#include "comm/kit/buffers.hpp"
 #include "comm/kit/communicator_backend.hpp"
 #include "comm/kit/group_store.hpp"
 #include "comm/kit/host_identity.hpp"
@@ -60,14 +61,6 @@ constexpr std::size_t kInPlaceOverRailsBytes = std::size_t{1} << 20;
 constexpr std::size_t kFlatBlockBytes = std::size_t{512} << 10;
 // ...where a flat group costs each rank 3 × (N - 1) ports at most (189).
 constexpr int kMaxFlatRanks = 64;
-// Where the leaders' all_reduce of a whole buffer takes their gloo group's
-// sync ring, by gloo's rule for its own all_gather (gloo/sync_ring.hpp),
-// all_gather and reduce_scatter on hosts of consecutive ranks without rails
-// all-reduce the whole buffer across the leaders, unpadded
-// (all_gather_by_sum, reduce_scatter_by_all_reduce): the padded blocks (up
-// to widest × hosts × block) outgrew the sync ring at 32 KiB on hosts of 2
-// and 1 ranks, where flat gloo's ring still took them, and the way in place
-// waits on gloo's loop thread.
 
 // Sums for avg across the levels; the division happens once, at the end.
 ReduceOp inner_op(ReduceOp op) {
@@ -576,7 +569,7 @@ class HierBackend final : public Backend {
           input.bytes();
       std::memset(output.data, 0, before);
       std::memset(at(output, before + mine.bytes(), 1), 0, output.bytes() - before - mine.bytes());
-      groups_.leaders->all_reduce(as_integers(output), ReduceOp::sum, timeout);
+      groups_.leaders->all_reduce(as_integers(output.data, output.bytes()), ReduceOp::sum, timeout);
     }
     if (groups_.host->size() > 1) groups_.host->broadcast(output, 0, timeout);
   }
@@ -594,16 +587,17 @@ class HierBackend final : public Backend {
     groups_.host->scatter(stretch(sums, my_node(), output.count), output, 0, timeout);
     if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size());
   }
-  // Whether the leaders' all_reduce of `bytes` takes their sync ring.
+  // Whether the leaders' all_reduce of `bytes` takes their gloo group's sync
+  // ring, by gloo's rule for its own all_gather (gloo/sync_ring.hpp). Where
+  // it does, all_gather and reduce_scatter on hosts of consecutive ranks
+  // without rails all-reduce the whole buffer across the leaders, unpadded
+  // (all_gather_by_sum, reduce_scatter_by_all_reduce): the padded blocks (up
+  // to widest × hosts × block) outgrew the sync ring at 32 KiB on hosts of 2
+  // and 1 ranks, where flat gloo's ring still took them, and the way in
+  // place waits on gloo's loop thread.
   bool leaders_ring(std::size_t bytes) const {
     return bytes <= gloo_backend::kMaxRingSumBytes &&
            gloo_backend::all_reduce_on_sync_ring(bytes, nodes());
-  }
-  // The same bytes as 32-bit integers where they divide evenly, else as bytes.
-  static Buffer as_integers(Buffer data) {
-    const std::size_t bytes = data.bytes();
-    return bytes % 4 == 0 ? Buffer{data.data, bytes / 4, DataType::i32}
-                          : Buffer{data.data, bytes, DataType::u8};
   }
   // The host `offset` places from this one round the leaders' ring.
   int ring_node(int offset) const {
