@@ -1,9 +1,11 @@
 #include "core/own_files.hpp"
 
 #include <cerrno>
+#include <ctime>
 #include <filesystem>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cohort/errors.hpp>
@@ -79,6 +81,20 @@ Fd open_own_subdirectory(int parent, const std::string& name, const std::string&
                         : errno_text(errno)));
   }
   check_directory(fd.get(), shown, "the directory");
+  return fd;
+}
+
+Fd open_private_directory(int parent, const std::string& name) {
+  struct stat info {};
+  if (fstat(parent, &info) != 0 || !unsafe_directory(info).empty()) return {};
+  if (::mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) return {};
+  Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid() || fstat(fd.get(), &info) != 0 || info.st_uid != geteuid() ||
+      (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return {};
+  }
+  constexpr time_t kDay = 24 * 60 * 60;
+  if (info.st_mtime < ::time(nullptr) - kDay) ::futimens(fd.get(), nullptr);
   return fd;
 }
 

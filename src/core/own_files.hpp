@@ -31,6 +31,16 @@ Fd open_own_directory(const std::string& path, const std::string& what);
 /// cohort::Error naming `shown` (its path, for people) as above.
 Fd open_own_subdirectory(int parent, const std::string& name, const std::string& shown);
 
+/// Opens directory `name` (one component) of directory `parent`, made mode
+/// 0700 when missing, as a place for this user's files that lasts from job
+/// to job: only when `parent` is not unsafe_directory(), and `name` is a
+/// directory, not a symbolic link, of this user (not root's, unless this is
+/// root) that nobody else may read, write or enter (mode 0700 or narrower).
+/// Otherwise (or when it cannot be made) an invalid Fd: the caller makes a
+/// place of its own instead. A directory unchanged for a day is touched, so
+/// that a /tmp cleaner that goes by age does not remove it under a job.
+Fd open_private_directory(int parent, const std::string& name);
+
 /// Creates or truncates file `name` in directory `dir`, mode 0600, never
 /// through a symbolic link, and refuses one that belongs to another user or
 /// has other names (a hard link). Throws cohort::Error naming `shown`.

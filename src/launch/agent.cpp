@@ -242,7 +242,7 @@ int Agent::run_job() {
   // cohort::spawn's workers are forks that go on to connect to the store,
   // while this process's store thread may be setting libcrypto up.
   if (role_.entry) detail::store_proof::warm_up();
-  if (files_->goes_with_the_job()) guardian_->remove_at_end(files_->dir());
+  if (files_->goes_with_the_job()) guardian_->remove_at_end(files_->dir(), files_->names_prefix());
   const SubreaperScope subreaper;
 
   for (int attempt = 0;; ++attempt) {

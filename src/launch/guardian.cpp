@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstddef>
+#include <cstring>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,13 +18,15 @@
 namespace cohort::detail {
 namespace {
 
-// Removes the directory `path` and the files and empty directories in it,
-// with system calls only (the guardian is a fork of a process with threads:
-// no opendir, which allocates). Entries are read again from the start until
-// none is left that can go.
-void remove_job_dir(const char* path) {
+// Removes the entries of directory `path` whose names begin with `prefix`
+// (files, and directories emptied first), and `path` itself when `prefix`
+// is "", with system calls only (the guardian is a fork: no opendir, which
+// allocates). Entries are read again from the start until none is left that
+// can go.
+void remove_job_files(const char* path, const char* prefix) {
   const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir < 0) return;  // gone already: the agent removed it
+  const std::size_t prefix_length = std::strlen(prefix);
   alignas(dirent64) static char entries[16384];
   for (bool removed = true; removed;) {
     removed = false;
@@ -36,6 +39,7 @@ void remove_job_dir(const char* path) {
         at += entry->d_reclen;
         const char* name = entry->d_name;
         if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        if (std::strncmp(name, prefix, prefix_length) != 0) continue;
         if (::unlinkat(dir, name, 0) == 0 || ::unlinkat(dir, name, AT_REMOVEDIR) == 0) {
           removed = true;
         }
@@ -43,12 +47,12 @@ void remove_job_dir(const char* path) {
     }
   }
   ::close(dir);
-  ::rmdir(path);
+  if (prefix_length == 0) ::rmdir(path);
 }
 
-// The pipe's messages: +pgid (watch), -pgid (forget), or kJobDir followed
-// by the path's length (an int) and its bytes.
-constexpr int kJobDir = 0;
+// The pipe's messages: +pgid (watch), -pgid (forget), or kJobFiles followed
+// by the directory's and the prefix's lengths (ints) and their bytes.
+constexpr int kJobFiles = 0;
 
 // Reads exactly `bytes` into `into`; false at EOF or an error (the agent is gone).
 bool read_whole(int input, void* into, std::size_t bytes) {
@@ -63,25 +67,35 @@ bool read_whole(int input, void* into, std::size_t bytes) {
   return true;
 }
 
+// Reads a string of at most `most` bytes, its length first, into `into`
+// (most + 1 bytes); false for a longer one or at EOF.
+bool read_string(int input, char* into, int most) {
+  int length = 0;
+  if (!read_whole(input, &length, sizeof(length)) || length < 0 || length > most ||
+      !read_whole(input, into, static_cast<std::size_t>(length))) {
+    return false;
+  }
+  into[length] = '\0';
+  return true;
+}
+
 // The guardian's whole life: read messages until EOF, then kill the groups
-// still listed, and remove the job's directory if it was given one. No
+// still listed, and remove the job's files if it was told of them. No
 // allocation after fork: fixed tables.
 [[noreturn]] void guard(int input) {
   constexpr int kMaxGroups = 65536;
   static pid_t groups[kMaxGroups];
   static char job_dir[PATH_MAX + 1];
+  static char prefix[NAME_MAX + 1];
   int count = 0;
   for (;;) {
     int message = 0;
     if (!read_whole(input, &message, sizeof(message))) break;  // EOF: the agent is gone
-    if (message == kJobDir) {
-      int length = 0;
-      if (!read_whole(input, &length, sizeof(length)) || length < 0 || length > PATH_MAX ||
-          !read_whole(input, job_dir, static_cast<std::size_t>(length))) {
+    if (message == kJobFiles) {
+      if (!read_string(input, job_dir, PATH_MAX) || !read_string(input, prefix, NAME_MAX)) {
         job_dir[0] = '\0';
         break;
       }
-      job_dir[length] = '\0';
     } else if (message > 0 && count < kMaxGroups) {
       groups[count++] = message;
     } else if (message < 0) {
@@ -95,7 +109,7 @@ bool read_whole(int input, void* into, std::size_t bytes) {
   }
   for (int i = 0; i < count; ++i)
     ::kill(-groups[i], SIGKILL);
-  if (job_dir[0] != '\0') remove_job_dir(job_dir);
+  if (job_dir[0] != '\0') remove_job_files(job_dir, prefix);
   _exit(0);
 }
 
@@ -132,20 +146,24 @@ void Guardian::send(int message) noexcept {
   }
 }
 
-void Guardian::remove_at_end(const std::string& job_dir) {
-  if (job_dir.size() > PATH_MAX) {
-    throw Error(cat("cohort run: the job's directory ", job_dir, " has a path longer than ",
-                    PATH_MAX, " bytes"));
+void Guardian::remove_at_end(const std::string& dir, const std::string& prefix) {
+  if (dir.size() > PATH_MAX || prefix.size() > NAME_MAX) {
+    throw Error(cat("cohort run: the job's files ", dir, "/", prefix,
+                    "* have a path longer than the system allows (", PATH_MAX, " bytes, ", NAME_MAX,
+                    " a name): set TMPDIR to a shorter path, or give a shorter run id"));
   }
-  const int header[2] = {kJobDir, static_cast<int>(job_dir.size())};
+  const int header[2] = {kJobFiles, static_cast<int>(dir.size())};
+  const int prefix_length = static_cast<int>(prefix.size());
   std::string message(reinterpret_cast<const char*>(header), sizeof(header));
-  message += job_dir;
+  message += dir;
+  message.append(reinterpret_cast<const char*>(&prefix_length), sizeof(prefix_length));
+  message += prefix;
   for (std::size_t sent = 0; sent < message.size();) {
     const ssize_t n = ::write(pipe_.get(), message.data() + sent, message.size() - sent);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      throw Error(cat("cohort run: could not hand the job's directory ", job_dir,
-                      " to the guardian (pid ", pid_, "): ", errno_text(errno)));
+      throw Error(cat("cohort run: could not hand the job's files ", dir, "/", prefix,
+                      "* to the guardian (pid ", pid_, "): ", errno_text(errno)));
     }
     sent += static_cast<std::size_t>(n);
   }

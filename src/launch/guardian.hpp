@@ -4,8 +4,7 @@
 // stay in the worker's process group. The guardian holds the list of worker
 // process groups and, when the agent dies for any reason (SIGKILL included:
 // its end of a pipe closes), SIGKILLs every one of them, removes the job's
-// own directory of files when the agent would have (a SIGKILLed agent
-// cannot), and exits.
+// files when the agent would have (a SIGKILLed agent cannot), and exits.
 //
 // The agent forks it first, before its threads start and before it maps
 // libraries and fills its heap: a fork then copies few page tables, sends
@@ -40,12 +39,13 @@ class Guardian {
   void watch(pid_t pgid) noexcept;
   void forget(pid_t pgid) noexcept;
 
-  /// `job_dir` holds the job's files and nothing else, made for it and
-  /// removed at its end (JobFiles::goes_with_the_job): the guardian removes
-  /// it and what lies in it once the agent is gone. Once, before the first
-  /// worker starts (a worker's watch() must not fall inside the path's
-  /// message). Throws cohort::Error for a path longer than PATH_MAX.
-  void remove_at_end(const std::string& job_dir);
+  /// The job's files, removed at its end (JobFiles::goes_with_the_job), are
+  /// the entries of `dir` whose names begin with `prefix`, and `dir` itself
+  /// when `prefix` is "": the guardian removes them once the agent is gone.
+  /// Once, before the first worker starts (a worker's watch() must not fall
+  /// inside this message). Throws cohort::Error for a `dir` longer than
+  /// PATH_MAX or a `prefix` longer than NAME_MAX.
+  void remove_at_end(const std::string& dir, const std::string& prefix);
 
   pid_t pid() const noexcept { return pid_; }
 

@@ -1,5 +1,6 @@
 #include "launch/job_files.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -16,6 +17,20 @@ namespace cohort::detail {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// `run_id` as part of a file's name, to tell jobs apart by eye: at most 64
+// bytes, of letters, digits, '.', '-' and '_' (others become '_').
+std::string name_part(const std::string& run_id) {
+  std::string part = run_id.substr(0, 64);
+  for (char& c : part) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '.' && c != '-') c = '_';
+  }
+  return part;
+}
+
+}  // namespace
+
 JobFiles::JobFiles(std::string log_dir, const std::string& run_id, bool keep)
     : dir_(std::move(log_dir)), keep_(keep) {
   if (!dir_.empty()) {
@@ -26,9 +41,10 @@ JobFiles::JobFiles(std::string log_dir, const std::string& run_id, bool keep)
     }
     return;
   }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      cat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/cohort-", run_id, "-XXXXXX");
+  const char* tmp_env = std::getenv("TMPDIR");
+  const std::string tmp = tmp_env != nullptr && *tmp_env != '\0' ? tmp_env : "/tmp";
+  if (!keep_ && use_the_users_directory(tmp, run_id)) return;
+  std::string pattern = cat(tmp, "/cohort-", run_id, "-XXXXXX");
   if (::mkdtemp(pattern.data()) == nullptr) {  // mode 0700
     throw Error(cat("cohort run: cannot make a directory for the job's files (", pattern, "): ",
                     errno_text(errno), "; set TMPDIR to a writable directory, or give --log-dir"));
@@ -38,11 +54,23 @@ JobFiles::JobFiles(std::string log_dir, const std::string& run_id, bool keep)
   dir_fd_ = open_own_directory(dir_, "cohort run: the job's directory");
 }
 
+bool JobFiles::use_the_users_directory(const std::string& tmp, const std::string& run_id) {
+  const Fd parent(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!parent.valid()) return false;  // mkdtemp says why
+  const std::string name = cat("cohort-", ::geteuid());
+  dir_fd_ = open_private_directory(parent.get(), name);
+  if (!dir_fd_.valid()) return false;
+  dir_ = cat(tmp, "/", name);
+  // Unique among the user's jobs on this host, as mkdtemp's name would be.
+  prefix_ = cat(name_part(run_id), "-", random_hex(8), ".");
+  return true;
+}
+
 JobFiles::~JobFiles() {
-  if (!made_ || keep_) return;
+  if (!flat()) return;
   for (const std::string& name : error_names_)
     ::unlinkat(dir_fd_.get(), name.c_str(), 0);
-  if (::rmdir(dir_.c_str()) == 0) return;
+  if (!made_ || ::rmdir(dir_.c_str()) == 0) return;
   std::error_code ignored;
   fs::remove_all(dir_, ignored);
 }
@@ -65,8 +93,9 @@ Fd JobFiles::rank_dir(int attempt, int rank, std::string* path) {
 
 std::string JobFiles::error_file(int attempt, int rank) {
   if (flat()) {
-    // DIR is new (mkdtemp) and each name handed out once: nothing stale.
-    std::string name = cat("attempt_", attempt, ".rank_", rank, ".error.json");
+    // DIR is new (mkdtemp) or the prefix new, and each name handed out
+    // once: nothing stale.
+    std::string name = cat(prefix_, "attempt_", attempt, ".rank_", rank, ".error.json");
     std::string path = cat(dir_, "/", name);
     error_names_.push_back(std::move(name));
     return path;

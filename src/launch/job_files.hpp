@@ -1,17 +1,22 @@
-// The files an agent keeps for its workers, under one directory:
+// The files an agent keeps for its workers:
 // DIR/attempt_K/rank_R/{stdout,stderr}.log (--log-dir, --redirects, --tee)
 // and DIR/attempt_K/rank_R/error.json (each worker's TORCHELASTIC_ERROR_FILE).
-// DIR is --log-dir; without it, a directory of the job's own in $TMPDIR
-// (mode 0700: error messages may hold secrets), removed at the end unless
-// --redirects or --tee put logs there (by the guardian when the agent is
-// SIGKILLed: guardian.hpp). A directory that holds nothing but
-// error files and goes at the end has them side by side instead,
-// DIR/attempt_K.rank_R.error.json: a directory per attempt and rank cost a
-// one-worker job 0.5 ms of its 6 to make and remove (ext4). Every directory
-// below DIR is made 0700 and every file 0600, opened relative to its
-// directory, never through a symbolic link, and only in directories no other
-// user can write to (core/own_files.hpp): a file another user prepared there
-// is refused.
+// DIR is --log-dir; without it, for --redirects and --tee, a directory of the
+// job's own in $TMPDIR that stays (mode 0700: error messages may hold secrets).
+// A job that keeps no logs keeps only error files, which go at its end (by
+// the guardian when the agent is SIGKILLed: guardian.hpp); they lie side by
+// side, PREFIX.attempt_K.rank_R.error.json, in the user's own directory
+// $TMPDIR/cohort-UID (0700), which stays from job to job, PREFIX the run id
+// and 8 random bytes. Only when that directory cannot be used (another
+// user's, open to others) does the job make one of its own there, removed
+// at its end. Neither a directory per attempt and rank (0.5 ms of a
+// one-worker job's 6 to make and remove, ext4) nor one per job (on an ext4
+// /tmp mounted with discard, making and removing a directory took 175 µs,
+// its block trimmed at once when freed; a name handed out and never written
+// costs nothing). Every directory below DIR is made 0700 and every file
+// 0600, opened relative to its directory, never through a symbolic link,
+// and only in directories no other user can write to (core/own_files.hpp):
+// a file another user prepared there is refused.
 #pragma once
 
 #include <string>
@@ -35,9 +40,11 @@ class JobFiles {
   const std::string& dir() const noexcept { return dir_; }
   /// Whether dir() was made for this job (and not given as --log-dir).
   bool made_for_the_job() const noexcept { return made_; }
-  /// Whether dir() holds nothing but the job's files and is removed at its
-  /// end (made for it, and no logs kept there).
+  /// Whether the job's files go at its end (no logs kept): then they are the
+  /// entries of dir() whose names begin with names_prefix(), and dir() goes
+  /// too when the prefix is "" (a directory made for the job).
   bool goes_with_the_job() const noexcept { return flat(); }
+  const std::string& names_prefix() const noexcept { return prefix_; }
 
   /// The error file of `rank` in `attempt`; its directory exists afterwards.
   std::string error_file(int attempt, int rank);
@@ -49,9 +56,13 @@ class JobFiles {
   /// DIR/attempt_K/rank_R, made when missing; its path in `*path`.
   Fd rank_dir(int attempt, int rank, std::string* path);
   /// Whether error files lie in DIR itself (nothing else is kept there).
-  bool flat() const noexcept { return made_ && !keep_; }
+  bool flat() const noexcept { return (made_ || !prefix_.empty()) && !keep_; }
+  /// The user's own directory in `tmp` for the job's error files, with
+  /// prefix_ set; false when it cannot be used.
+  bool use_the_users_directory(const std::string& tmp, const std::string& run_id);
 
   std::string dir_;
+  std::string prefix_;  // of the job's names in the user's directory
   Fd dir_fd_;
   int attempt_ = -1;  // whose directory attempt_dir_ is
   Fd attempt_dir_;

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -19,6 +20,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +165,8 @@ class RunTest : public ::testing::Test {
     (*with_tmp.env)["TMPDIR"] = tmp.string();
     return with_tmp;
   }
+
+  ProcessResult job_with_error_file(const fs::path& tmp);
 
   // Waits until `count` workers wrote a whole line to "<name>.<rank>": a
   // shell's `echo $$ > FILE` creates FILE empty before it writes.
@@ -463,11 +467,12 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
   }
 }
 
-// A SIGKILLed launcher cannot remove the job's own directory in $TMPDIR
-// (the workers' error files): its guardian does, once it has killed them.
+// A SIGKILLed launcher cannot remove the workers' error files from the
+// user's directory in $TMPDIR: its guardian does, once it has killed them.
 TEST_F(RunTest, ASigkilledLaunchersFilesGoWithItsGuardian) {
   const fs::path tmp = dir_ / "tmp";
   const test::ProcessOptions with_tmp = options_with_tmpdir(tmp);
+  const fs::path users = tmp / ("cohort-" + std::to_string(geteuid()));
   const std::string dir = dir_.string();
   test::Subprocess launcher(cohort_run({"-n", "2", "sh", "-c",
                                         "printf '{}' > $TORCHELASTIC_ERROR_FILE; echo $$ > " + dir +
@@ -475,11 +480,12 @@ TEST_F(RunTest, ASigkilledLaunchersFilesGoWithItsGuardian) {
                                             dir + "/pid.$RANK; exec sleep 30"}),
                             with_tmp);
   ASSERT_TRUE(workers_wrote("pid", 2));
-  ASSERT_FALSE(fs::is_empty(tmp)) << "the job made no directory of its own in TMPDIR";
+  ASSERT_TRUE(fs::is_directory(users) && !fs::is_empty(users))
+      << "the workers wrote no error files in " << users;
   kill(launcher.pid(), SIGKILL);
   launcher.finish();
-  EXPECT_TRUE(eventually([&] { return fs::is_empty(tmp); }, 20s))
-      << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
+  EXPECT_TRUE(eventually([&] { return fs::is_empty(users); }, 20s))
+      << "left in " << users << ": " << fs::directory_iterator(users)->path();
 }
 
 // The ranks on the store's host are told which process the store is (the
@@ -941,12 +947,9 @@ TEST_F(RunTest, LogDirPrefixAndRanks) {
   }
 }
 
-// Without --log-dir each worker's TORCHELASTIC_ERROR_FILE lies in a
-// directory of the job's own in $TMPDIR, side by side (no directory per
-// attempt and rank); the report quotes what a worker wrote there, and the
-// directory is gone at the end.
-TEST_F(RunTest, ErrorFilesLieInTheJobsOwnDirectoryAndGoWithIt) {
-  const fs::path tmp = dir_ / "tmp";
+// Runs a job of 2 workers in which rank 1 fails after writing its
+// TORCHELASTIC_ERROR_FILE, with TMPDIR `tmp`; each worker prints the path.
+ProcessResult RunTest::job_with_error_file(const fs::path& tmp) {
   const test::ProcessOptions with_tmp = options_with_tmpdir(tmp);
   // Rank 1 fails once rank 0 has said its line: else its failure may stop
   // rank 0 first (one run in a few beside another test).
@@ -962,12 +965,47 @@ TEST_F(RunTest, ErrorFilesLieInTheJobsOwnDirectoryAndGoWithIt) {
   EXPECT_EQ(result.exit_code, 3) << test::describe(result);
   EXPECT_NE(result.err.find("ValueError: rank 1 gave up"), std::string::npos)
       << test::describe(result);
+  return result;
+}
+
+// Without --log-dir each worker's TORCHELASTIC_ERROR_FILE lies in the user's
+// own directory in $TMPDIR, made 0700 and kept from job to job (a directory
+// per job cost a start 175 µs on an ext4 /tmp with discard); the report
+// quotes what a worker wrote there, and the job's files are gone at the end.
+TEST_F(RunTest, ErrorFilesLieInTheUsersDirectoryAndGoWithTheJob) {
+  const fs::path tmp = dir_ / "tmp";
+  const fs::path users = tmp / ("cohort-" + std::to_string(geteuid()));
+  const ProcessResult result = job_with_error_file(tmp);
   for (const char* rank : {"0", "1"}) {
-    const std::string name = std::string("/attempt_0.rank_") + rank + ".error.json";
-    EXPECT_NE(result.out.find(tmp.string() + "/cohort-"), std::string::npos) << result.out;
+    const std::string name = std::string(".attempt_0.rank_") + rank + ".error.json";
+    EXPECT_NE(result.out.find(users.string() + "/"), std::string::npos) << result.out;
     EXPECT_NE(result.out.find(name), std::string::npos) << result.out;
   }
-  EXPECT_TRUE(fs::is_empty(tmp)) << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
+  struct stat info {};
+  ASSERT_EQ(stat(users.c_str(), &info), 0) << users;
+  EXPECT_EQ(info.st_mode & 0777, 0700u) << users;
+  EXPECT_TRUE(fs::is_empty(users))
+      << "left in " << users << ": " << fs::directory_iterator(users)->path();
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()), 1)
+      << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
+}
+
+// A directory of that name that others may enter is not used (another user
+// could have made it, or a umask left it open): the job makes one of its
+// own beside it, removed at the end, and leaves the other as it was.
+TEST_F(RunTest, AnOpenUsersDirectoryIsPassedOver) {
+  const fs::path tmp = dir_ / "tmp";
+  const fs::path users = tmp / ("cohort-" + std::to_string(geteuid()));
+  fs::create_directories(users);
+  fs::permissions(users, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+  const ProcessResult result = job_with_error_file(tmp);
+  EXPECT_EQ(result.out.find(users.string() + "/"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(tmp.string() + "/cohort-"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("/attempt_0.rank_1.error.json"), std::string::npos) << result.out;
+  EXPECT_TRUE(fs::is_empty(users)) << "the job wrote in " << users;
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()), 1)
+      << "left in TMPDIR: " << fs::directory_iterator(tmp)->path();
 }
 
 TEST_F(RunTest, OutputLinesNeverMixMidLine) {

@@ -298,6 +298,45 @@ TEST_F(SecondUser, CannotTurnLogFilesAgainstTheirUser) {
   }
 }
 
+// The user's directory for error files, $TMPDIR/cohort-UID, has a name
+// anyone can guess: nobody makes it first in a shared sticky directory, as
+// a directory of its own and as a symbolic link to one of root's. Root's job
+// uses neither (it makes a directory of the job's own beside them), runs,
+// and writes nothing into them.
+TEST_F(SecondUser, CannotHandTheUsersErrorDirectoryToRoot) {
+  const fs::path shared = dir_.path() / "shared";  // as /tmp is: 1777
+  fs::create_directory(shared);
+  fs::permissions(shared, fs::perms::all | fs::perms::sticky_bit);
+  const fs::path roots = dir_.path() / "roots";
+  fs::create_directory(roots);
+  fs::permissions(roots, fs::perms::owner_all);
+  const fs::path planted = shared / "cohort-0";
+  for (const std::string& plant : {detail::cat("mkdir -m 700 ", planted.string()),
+                                   detail::cat("ln -s ", roots.string(), " ", planted.string())}) {
+    SCOPED_TRACE(plant);
+    const auto made = test::run_process(
+        {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", plant});
+    ASSERT_EQ(made.exit_code, 0) << test::describe(made);
+    test::ProcessOptions options;
+    options.env = process_environment();
+    (*options.env)["TMPDIR"] = shared.string();
+    const auto result =
+        test::run_process({COHORT_CLI_PATH, "run", "-n", "1", "--", "sh", "-c",
+                           "echo $TORCHELASTIC_ERROR_FILE; echo '{}' > $TORCHELASTIC_ERROR_FILE"},
+                          options);
+    EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    EXPECT_NE(result.out.find(shared.string() + "/cohort-"), std::string::npos) << result.out;
+    EXPECT_EQ(result.out.find(planted.string() + "/"), std::string::npos) << result.out;
+    EXPECT_TRUE(fs::is_empty(roots)) << "root's job wrote through nobody's link";
+    if (!fs::is_symlink(planted)) {
+      EXPECT_TRUE(fs::is_empty(planted)) << "root's job wrote in nobody's directory";
+    }
+    EXPECT_EQ(std::distance(fs::directory_iterator(shared), fs::directory_iterator()), 1)
+        << "left beside nobody's: " << fs::directory_iterator(shared)->path();
+    fs::remove_all(planted);
+  }
+}
+
 // COHORT_JOB_TOKEN=a was found from another host in 11 tries: a rank
 // without agent refuses a token that can be guessed before it serves or
 // connects to anything, and says how to make one.

@@ -75,34 +75,60 @@ TEST(Guardian, AWorkerListsItselfSoItsChildrenDieWithASigkilledAgent) {
   if (!gone) kill(child, SIGKILL);
 }
 
-// The job's directory is handed over after the fork (the agent forks its
-// guardian first): a SIGKILLed agent's guardian removes it and its files.
+// Waits up to 10 s for `path` to be gone.
+bool goes(const fs::path& path) {
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
+    if (!fs::exists(path)) return true;
+  }
+  return false;
+}
+
+// An agent that hands `dir` and `prefix` to its guardian and is SIGKILLed.
+void sigkilled_agent(const fs::path& dir, const std::string& prefix) {
+  const pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    Guardian guardian;
+    guardian.remove_at_end(dir.string(), prefix);
+    raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(agent, &status, 0), agent);
+}
+
+// The job's files are handed over after the fork (the agent forks its
+// guardian first): a SIGKILLed agent's guardian removes them.
 TEST(Guardian, RemovesTheJobsDirectoryItWasGivenOnceTheAgentIsGone) {
   const test::TempDir dir("cohort-guardian");
   const fs::path job_dir = dir.path() / "job";
   fs::create_directories(job_dir / "empty");
   std::ofstream(job_dir / "error_0.json") << "{}";
-  const pid_t agent = fork();
-  ASSERT_GE(agent, 0);
-  if (agent == 0) {
-    Guardian guardian;
-    guardian.remove_at_end(job_dir.string());
-    raise(SIGKILL);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(agent, &status, 0), agent);
-  bool gone = false;
-  for (auto deadline = std::chrono::steady_clock::now() + 10s;
-       !gone && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
-    gone = !fs::exists(job_dir);
-  }
-  EXPECT_TRUE(gone) << job_dir << " outlived the agent and its guardian";
+  ASSERT_NO_FATAL_FAILURE(sigkilled_agent(job_dir, ""));
+  EXPECT_TRUE(goes(job_dir)) << job_dir << " outlived the agent and its guardian";
   EXPECT_TRUE(fs::exists(dir.path())) << "only the job's directory goes";
+}
+
+// In the user's directory, shared with other jobs, only the names with the
+// job's prefix go, and the directory stays.
+TEST(Guardian, RemovesOnlyTheJobsFilesFromTheUsersDirectory) {
+  const test::TempDir dir("cohort-guardian");
+  for (const char* name : {"job-1.attempt_0.rank_0.error.json", "job-1.attempt_1.rank_0.error.json",
+                           "job-2.attempt_0.rank_0.error.json", "job-1"}) {
+    std::ofstream(dir.path() / name) << "{}";
+  }
+  ASSERT_NO_FATAL_FAILURE(sigkilled_agent(dir.path(), "job-1."));
+  EXPECT_TRUE(goes(dir.path() / "job-1.attempt_0.rank_0.error.json"));
+  EXPECT_TRUE(goes(dir.path() / "job-1.attempt_1.rank_0.error.json"));
+  EXPECT_TRUE(fs::exists(dir.path() / "job-2.attempt_0.rank_0.error.json"))
+      << "another job's file went";
+  EXPECT_TRUE(fs::exists(dir.path() / "job-1")) << "a name without the whole prefix went";
 }
 
 TEST(Guardian, RefusesAPathLongerThanTheSystemAllows) {
   Guardian guardian;
-  EXPECT_THROW(guardian.remove_at_end("/" + std::string(PATH_MAX, 'a')), Error);
+  EXPECT_THROW(guardian.remove_at_end("/" + std::string(PATH_MAX, 'a'), ""), Error);
+  EXPECT_THROW(guardian.remove_at_end("/tmp", std::string(NAME_MAX + 1, 'a')), Error);
 }
 
 }  // namespace
