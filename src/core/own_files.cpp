@@ -93,7 +93,7 @@ Fd open_private_directory(int parent, const std::string& name) {
       (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     return {};
   }
-  constexpr time_t kDay = 24 * 60 * 60;
+  constexpr time_t kDay = time_t{24} * 60 * 60;
   if (info.st_mtime < ::time(nullptr) - kDay) ::futimens(fd.get(), nullptr);
   return fd;
 }
