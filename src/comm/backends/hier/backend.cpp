@@ -244,7 +244,8 @@ class HierBackend final : public Backend {
                   static_cast<unsigned char*>(here.data) + place_in_rails(r) * block, block);
     }
   }
-  // Hosts of consecutive ranks with the root leading its own: in place
+  // Hosts of consecutive ranks: small, round the leaders' sync ring
+  // (gather_by_sum); with the root leading its own: in place
   // (gather_in_place). Else, with rails: each host gathers to its rank of
   // the root's local index, whose rail gathers the hosts' blocks at the
   // root. Else the leaders' way (each host's blocks alone, unpadded), and
@@ -252,6 +253,9 @@ class HierBackend final : public Backend {
   // not the leader.
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
     if (flat_between_ranks(input.bytes())) return flat().gather(input, output, root, timeout);
+    if (!first_ranks_.empty() && leaders_ring(input.bytes() * static_cast<std::size_t>(size()))) {
+      return gather_by_sum(input, output, root, timeout);
+    }
     const int via = local_index(root);
     if (via == 0 && !first_ranks_.empty()) return gather_in_place(input, output, root, timeout);
     if (Communicator* rail = this->rail()) {
@@ -272,7 +276,8 @@ class HierBackend final : public Backend {
     if (via != 0) groups_.host->broadcast(every, 0, timeout);
     if (rank_ == root) unpad(every, output);
   }
-  // The reverse of gather: in place where gather is; else the root's rail
+  // The reverse of gather: small round the leaders' sync ring
+  // (scatter_by_sum) and in place where gather is; else the root's rail
   // scatters each host its blocks, then each host scatters from its rank of
   // the root's local index. Else the leaders' way: the root's leader gets
   // the input (a broadcast inside that host when the root is not the
@@ -280,6 +285,9 @@ class HierBackend final : public Backend {
   // scatters inside its host.
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
     if (flat_between_ranks(output.bytes())) return flat().scatter(input, output, root, timeout);
+    if (!first_ranks_.empty() && leaders_ring(output.bytes() * static_cast<std::size_t>(size()))) {
+      return scatter_by_sum(input, output, root, timeout);
+    }
     const int via = local_index(root);
     if (via == 0 && !first_ranks_.empty()) return scatter_in_place(input, output, root, timeout);
     const std::size_t block = output.bytes();
@@ -563,15 +571,48 @@ class HierBackend final : public Backend {
   void all_gather_by_sum(Buffer input, Buffer output, Duration timeout) {
     const Buffer mine = stretch(output, my_node(), input.count);
     groups_.host->all_gather(input, mine, timeout);  // in place when the input is its slice
-    if (groups_.leaders) {
-      const std::size_t before =
-          static_cast<std::size_t>(first_ranks_[static_cast<std::size_t>(my_node())]) *
-          input.bytes();
-      std::memset(output.data, 0, before);
-      std::memset(at(output, before + mine.bytes(), 1), 0, output.bytes() - before - mine.bytes());
-      groups_.leaders->all_reduce(as_integers(output.data, output.bytes()), ReduceOp::sum, timeout);
-    }
+    if (groups_.leaders) sum_across_leaders(output, mine, timeout);
     if (groups_.host->size() > 1) groups_.host->broadcast(output, 0, timeout);
+  }
+  // The same for gather (leaders_ring): each host gathers to its leader, the
+  // leaders sum every host's stretch round their sync ring, and the root's
+  // leader hands the whole to the root. Gloo's gather of the leaders' way
+  // waits on its loop thread at each end of each message.
+  void gather_by_sum(Buffer input, Buffer output, int root, Duration timeout) {
+    const std::size_t bytes = input.bytes() * static_cast<std::size_t>(size());
+    Buffer whole{rank_ == root ? output.data : scratch(bytes), input.count * size(), input.type};
+    const Buffer mine = stretch(whole, my_node(), input.count);
+    groups_.host->gather(input, mine, 0, timeout);
+    if (groups_.leaders) sum_across_leaders(whole, mine, timeout);
+    if (my_node() == node_of(root) && local_index(root) != 0) {
+      groups_.host->broadcast(whole, 0, timeout);
+    }
+  }
+  // Its reverse: the root's leader takes the input (a broadcast inside the
+  // root's host when the root is not its leader), the leaders sum it with
+  // zeros round their sync ring, and each leader scatters its host's stretch.
+  void scatter_by_sum(Buffer input, Buffer output, int root, Duration timeout) {
+    const std::size_t bytes = output.bytes() * static_cast<std::size_t>(size());
+    Buffer whole{scratch(bytes), output.count * size(), output.type};
+    const bool root_host = my_node() == node_of(root);
+    if (rank_ == root) std::memcpy(whole.data, input.data, bytes);  // the sum writes its buffer
+    if (root_host && local_index(root) != 0) {
+      groups_.host->broadcast(whole, local_index(root), timeout);
+    }
+    if (groups_.leaders) {
+      if (!root_host) std::memset(whole.data, 0, bytes);
+      groups_.leaders->all_reduce(as_integers(whole.data, bytes), ReduceOp::sum, timeout);
+    }
+    groups_.host->scatter(stretch(whole, my_node(), output.count), output, 0, timeout);
+  }
+  // A leader's all_reduce of `whole`, zero but this host's stretch `mine`,
+  // as integers: every host's stretch at every leader, bit for bit.
+  void sum_across_leaders(Buffer whole, Buffer mine, Duration timeout) {
+    const std::size_t before = static_cast<std::size_t>(static_cast<unsigned char*>(mine.data) -
+                                                        static_cast<unsigned char*>(whole.data));
+    std::memset(whole.data, 0, before);
+    std::memset(at(whole, before + mine.bytes(), 1), 0, whole.bytes() - before - mine.bytes());
+    groups_.leaders->all_reduce(as_integers(whole.data, whole.bytes()), ReduceOp::sum, timeout);
   }
   // Hosts of consecutive ranks, small: each host reduces the whole input to
   // its leader (into a copy; a non-leader's input is only read), the
