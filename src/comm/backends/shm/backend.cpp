@@ -28,11 +28,18 @@ using Duration = Backend::Duration;
 // "The shm backend"): every rank's slot, the size up to which reductions
 // take one round (with a core per rank, two rounds were faster at every size
 // from 1 KiB: each rank copies and reduces 1/n of the data instead of all
-// of it), and each point-to-point channel.
+// of it), and each point-to-point channel. With more ranks than cores, one
+// round up to 32 KiB (8 KiB until 2026-12-04): a round fewer to wait for a
+// descheduled rank in. Three runs of each in turn (compare_allreduce
+// --iters 100, shm): n = 3 beside a CPU-bound process per
+// core took 12-34 µs at 16 KiB and 14-63 µs at 32 KiB in one round, 35-63
+// and 53-103 µs in two; idle at 16 KiB, n = 4 11-13 against 19-20 µs, n = 3
+// 8-11 against 11-13 µs; at 64 KiB one round was no faster idle (n = 3:
+// 18-26 against 19-20 µs).
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kSlotBytes = 256 * kKiB;
 constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
-constexpr std::size_t kSmallOversubscribedBytes = 8 * kKiB;
+constexpr std::size_t kSmallOversubscribedBytes = 32 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
 // Single copies (COHORT_SHM_SINGLE_COPY=auto): where they were faster than
 // the rounds in one job, run after run (docs/communicator.md, "Single
