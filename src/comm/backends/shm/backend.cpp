@@ -31,9 +31,9 @@ using Duration = Backend::Duration;
 // of it), and each point-to-point channel. With more ranks than cores, one
 // round up to 32 KiB (8 KiB until 2026-12-04): a round fewer to wait for a
 // descheduled rank in. Three runs of each in turn (compare_allreduce
-// --iters 100, shm): n = 3 beside a CPU-bound process per
-// core took 12-34 µs at 16 KiB and 14-63 µs at 32 KiB in one round, 35-63
-// and 53-103 µs in two; idle at 16 KiB, n = 4 11-13 against 19-20 µs, n = 3
+// --iters 100, shm): n = 3 beside a CPU-bound process per core took
+// 12-34 µs at 16 KiB and 14-63 µs at 32 KiB in one round, 35-63 and
+// 53-103 µs in two; idle at 16 KiB, n = 4 11-13 against 19-20 µs, n = 3
 // 8-11 against 11-13 µs; at 64 KiB one round was no faster idle (n = 3:
 // 18-26 against 19-20 µs).
 constexpr std::size_t kKiB = 1024;
