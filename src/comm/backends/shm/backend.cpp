@@ -110,8 +110,21 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRankOnIntel{
 // single copies were as fast or faster from 1 MiB (n = 3: 1.08-1.70x;
 // n = 4: 0.98-1.43x), in `cohort bench allreduce -n N --backend shm` with
 // COHORT_SHM_SINGLE_COPY=off and =always in turn (docs/communicator.md).
+// Since the waits changed (2026-12-04: a rank that finds another process on
+// its core polls longer before it sleeps, waiting.hpp), the rounds won
+// again, so nowhere since that afternoon: compare_allreduce with
+// COHORT_SHM_SINGLE_COPY=auto (then from 1 MiB) and =off in turn, idle,
+// n = 4 took 0.54-0.60 against 0.30-0.32 ms at 1 MiB (Open MPI 0.44-0.73 ms:
+// auto was slower than it at 1-4 MiB), 65.6 against 39.3 ms at 128 MiB;
+// n = 3 0.50-0.52 against 0.21-0.25 ms at 1 MiB, 5.0 against 1.7 ms at
+// 8 MiB (auto 0.97x Open MPI there), 93.6 against 65.3 ms at 256 MiB.
+// Beside a CPU-bound process per core, n = 3 1.11 against 0.60 ms at 1 MiB
+// and 10.9 against 11.9 ms at 16 MiB; n = 4 1.39-1.41 against 0.79-0.87 ms
+// at 1 MiB, but 4.0-4.3 against 4.4-5.7 ms at 4 MiB and 50.4 against
+// 69.2 ms at 64 MiB (there single copies stay 1.0-1.4x faster, and both are
+// far ahead of Open MPI beside the same processes: 17 ms at 1 MiB).
 constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCores{
-    .all_reduce = {1024 * kKiB, SIZE_MAX},
+    .all_reduce = kNever,
     .broadcast = kNever,
     .gather = kNever,
     .all_gather = kNever,
