@@ -55,7 +55,7 @@ class JobFiles {
  private:
   /// DIR/attempt_K/rank_R, made when missing; its path in `*path`.
   Fd rank_dir(int attempt, int rank, std::string* path);
-  /// Whether error files lie in DIR itself (nothing else is kept there).
+  /// Whether error files lie in DIR itself, side by side (no logs kept).
   bool flat() const noexcept { return (made_ || !prefix_.empty()) && !keep_; }
   /// The user's own directory in `tmp` for the job's error files, with
   /// prefix_ set; false when it cannot be used.
