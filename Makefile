@@ -14,9 +14,8 @@
 # required at configure and fails `make test` when any test was skipped, but
 # those in tests/needs-hardware; without it skips are summed up in one line.
 # CTEST_ARGS narrows or changes the ctest run (e.g. CTEST_ARGS='-L unit').
-# Under SANITIZE, LeakSanitizer takes tests/fuzz/lsan-suppressions.txt: the
-# thread-local state libcrypto keeps for a thread that is still running at
-# exit (the store's), as the fuzz runs do.
+# Under SANITIZE, LeakSanitizer takes tests/fuzz/lsan-suppressions.txt, as
+# the fuzz runs do.
 # ccache, when installed (scripts/install-deps installs it), caches compiles.
 
 JOBS ?= 2

@@ -24,7 +24,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # cohort's own libraries are in the package: dpkg-shlibdeps resolves them there.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${COHORT_BUILD_LIBDIR})
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
-# Libraries cohort loads only when a job needs them (libcrypto, PMIx, MUNGE:
+# Libraries cohort loads only when a job needs them (PMIx, MUNGE:
 # cohort_load_at_run_time), which dpkg-shlibdeps cannot see; CPack adds
 # what it computes to these Depends.
 foreach(_cohort_relation DEPENDS RECOMMENDS)

@@ -210,13 +210,6 @@ class StoreServer {
     /// PyTorch's server would (a WAIT asks again every 30 s while its client
     /// waits).
     std::optional<Upstream> relay_to;
-
-    /// The server's thread sets up libcrypto for handshakes as it starts
-    /// (about 1 ms), beside whatever this process does meanwhile, instead
-    /// of when the first client arrives, who would wait for it. Only for a
-    /// process that does not fork in the meantime without exec: a fork
-    /// during that set-up leaves its locks held in the child.
-    bool prepare_handshakes_at_start = false;
   };
 
   /// Binds, then serves until destroyed. Throws cohort::Error naming

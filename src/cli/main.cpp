@@ -7,14 +7,12 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
-#include "store/proof.hpp"
 
 int main(int argc, char** argv) {
   using namespace cohort::cli;
   if (argc > 1 && (std::string_view(argv[1]) == "env" || std::string_view(argv[1]) == "bench")) {
     return exec_comm_tools(argv);
   }
-  cohort::detail::store_proof::set_up_lean();  // this process is cohort's own
   return cli_main(
       argc, argv,
       [](CLI::App& app, Runner& run, std::vector<std::string>& args) {

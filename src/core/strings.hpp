@@ -35,8 +35,8 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
 std::vector<std::string> split_at(std::string_view text, char separator);
 
 /// `bytes` random bytes from the kernel's generator (getrandom: no CPUID,
-/// as std::random_device's first call makes, and no set-up, as OpenSSL's
-/// RAND_bytes makes). Throws cohort::Error when the kernel has none.
+/// as std::random_device's first call makes, and no generator of its own
+/// to set up, as OpenSSL's RAND_bytes has). Throws cohort::Error when the kernel has none.
 std::string random_bytes(std::size_t bytes);
 
 /// random_bytes(bytes) as 2 * bytes hex digits (run ids, job tokens).

@@ -49,7 +49,6 @@
 #include "launch/ssh_launch.hpp"
 #include "launch/thread_budget.hpp"
 #include "launch/worker_setup.hpp"
-#include "store/proof.hpp"
 
 namespace cohort {
 namespace detail {
@@ -239,9 +238,6 @@ int Agent::run_job() {
       return finish_node();
     }
   }
-  // cohort::spawn's workers are forks that go on to connect to the store,
-  // while this process's store thread may be setting libcrypto up.
-  if (role_.entry) detail::store_proof::warm_up();
   if (files_->goes_with_the_job()) guardian_->remove_at_end(files_->dir(), files_->names_prefix());
   const SubreaperScope subreaper;
 

@@ -152,7 +152,6 @@ void NodeGroup::start_relay() {
   relay.torch_port = options_.relay_torch_port;
   relay.torch_host = "127.0.0.1";
   relay.on_unservable = options_.on_unservable;
-  relay.prepare_handshakes_at_start = true;  // as the store's (start_server)
   relay.relay_to = StoreServer::Options::Upstream{options_.store_host, port_, options_.munge, "",
                                                   options_.rendezvous_timeout};
   relay.relay_to->connect_at_start = true;  // this agent's own first request needs it
@@ -324,10 +323,6 @@ bool NodeGroup::start_server(bool required) {
   server.torch_remote = options_.nnodes > 1;
   server.torch_host = options_.torch_host;
   server.on_unservable = options_.on_unservable;
-  // Other nodes' agents and workers prove themselves; this node's workers
-  // inherit trusted sockets. The agent forks no worker without exec but
-  // cohort::spawn's, which waits for this (store_proof::warm_up).
-  server.prepare_handshakes_at_start = options_.nnodes > 1;
   try {
     server_ = std::make_unique<StoreServer>(server);
   } catch (const torch_wire::PortError& error) {

@@ -175,9 +175,7 @@ struct StoreServer::Impl final : detail::StoreCore {
     }
     thread = std::thread([this] {
       detail::name_this_thread(relay_to ? "cohort-relay" : "cohort-store");
-      if (server_options.prepare_handshakes_at_start) detail::store_proof::warm_up();
       run();
-      detail::store_proof::forget_thread_state();  // its nonces' generators
     });
   }
 
