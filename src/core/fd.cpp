@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cohort/errors.hpp>
@@ -33,6 +35,48 @@ int write_all(int fd, std::string_view bytes) noexcept {
     at += static_cast<std::size_t>(n);
   }
   return 0;
+}
+
+std::size_t write_without_waiting(int fd, std::string_view bytes) noexcept {
+  SigpipeHeld held;
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    iovec piece{const_cast<char*>(bytes.data() + done), bytes.size() - done};
+    const ssize_t wrote = pwritev2(fd, &piece, 1, -1, RWF_NOWAIT);
+    if (wrote > 0) {
+      done += static_cast<std::size_t>(wrote);
+    } else if (wrote < 0 && errno == EINTR) {
+      continue;
+    } else {
+      if (wrote < 0) held.failed(errno);
+      break;
+    }
+  }
+  return done;
+}
+
+SigpipeHeld::SigpipeHeld() noexcept {
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, &before_);
+  sigset_t pending;
+  sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+}
+
+SigpipeHeld::~SigpipeHeld() {
+  const int error = errno;
+  if (raised_ && !was_pending_) {
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    const timespec now{};
+    while (sigtimedwait(&pipe_signal, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &before_, nullptr);
+  errno = error;
 }
 
 std::string errno_text(int error) {

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cerrno>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <signal.h>
 
 namespace cohort::detail {
 
@@ -44,6 +47,33 @@ auto retry_eintr(Call call) {
 /// Writes all of `bytes` to `fd`, retrying EINTR: 0, or the errno of the
 /// write that failed (EIO for one that wrote nothing).
 int write_all(int fd, std::string_view bytes) noexcept;
+
+/// Writes what `fd` takes at once and returns how many bytes that was:
+/// pwritev2 with RWF_NOWAIT, which a pipe, a socket or /dev/null with room
+/// takes; a full one takes nothing, and a descriptor that cannot write
+/// without waiting (a terminal, most regular files) refuses it, so 0. A
+/// reader that is gone ends it with no SIGPIPE (SigpipeHeld).
+std::size_t write_without_waiting(int fd, std::string_view bytes) noexcept;
+
+/// Holds back the SIGPIPE that a call with no MSG_NOSIGNAL (sendfile, a
+/// write to a pipe) raises in this thread when its reader is gone: blocks
+/// SIGPIPE while it lives, and on destruction takes the one the call raised
+/// (`failed(EPIPE)` says it did) unless one was pending before, from
+/// elsewhere; then restores the signal mask.
+class SigpipeHeld {
+ public:
+  SigpipeHeld() noexcept;
+  ~SigpipeHeld();
+  SigpipeHeld(const SigpipeHeld&) = delete;
+  SigpipeHeld& operator=(const SigpipeHeld&) = delete;
+  /// The call failed with `error`.
+  void failed(int error) noexcept { raised_ = raised_ || error == EPIPE; }
+
+ private:
+  sigset_t before_;
+  bool was_pending_ = false;
+  bool raised_ = false;
+};
 
 /// Sets O_NONBLOCK; throws cohort::Error naming `what` on failure.
 void set_nonblocking(int fd, const char* what);

@@ -11,8 +11,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -348,24 +346,11 @@ long send_with_file(int fd, const void* data, std::size_t size, int file) noexce
 
 long send_file_part(int fd, int file, std::size_t offset, std::size_t size) noexcept {
   // sendfile has no MSG_NOSIGNAL: the SIGPIPE a closed peer raises is sent
-  // to this thread, so it is blocked around the call and, when the call
-  // raised it, taken (unless one was pending already, from elsewhere).
-  sigset_t pipe_signal, before, pending;
-  sigemptyset(&pipe_signal);
-  sigaddset(&pipe_signal, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_signal, &before);
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  // to this thread.
+  SigpipeHeld held;
   off_t at = static_cast<off_t>(offset);
   const ssize_t sent = sendfile(fd, file, &at, size);
-  const int error = errno;
-  if (sent < 0 && error == EPIPE && !was_pending) {
-    const timespec now{};
-    while (sigtimedwait(&pipe_signal, nullptr, &now) < 0 && errno == EINTR) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
-  errno = error;
+  if (sent < 0) held.failed(errno);
   return sent;
 }
 

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/fd.hpp"
 #include "core/strings.hpp"
 #include "core/thread_name.hpp"
 #include "launch/output.hpp"
@@ -55,6 +56,16 @@ class Console {
         lines += c == '\n';
       stream.dropped_lines += lines == 0 ? 1 : lines;
       return;
+    }
+    if (stream.queue.empty() && !stream.writing && stream.dropped_lines == 0) {
+      // Nothing ahead of it: what the reader takes at once goes now, from
+      // this thread, with no writer thread to start or wake (a one-rank
+      // job's only line started one at the job's end: 6.78 -> 6.59 ms for
+      // `cohort run -n 1` of the hello, 80 starts each). The rest goes
+      // through the writer, as everything does where the reader cannot
+      // take a write without waiting (a terminal, most files).
+      text.remove_prefix(write_without_waiting(stream.fd, text));
+      if (text.empty()) return;
     }
     if (stream.queue.empty()) stream.progress = Clock::now().time_since_epoch().count();
     stream.queue.emplace_back(text);

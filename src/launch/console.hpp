@@ -3,7 +3,9 @@
 // thread per stream through a buffer, so that a reader that stops reading
 // never stops the launcher (signals, --grace and --timeout are enforced
 // whatever the console does), and stdout and stderr never wait for each
-// other.
+// other; a write with nothing queued before it that the reader takes at
+// once (a pipe or a socket with room: write_without_waiting) goes straight
+// from the caller instead.
 //
 // Workers' output is held back, not dropped, while the reader is merely
 // slow: past kConsoleHighWater bytes queued for a stream, console_behind()

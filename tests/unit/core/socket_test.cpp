@@ -1,7 +1,8 @@
 // core/socket's moves of large answers between sockets and memory files:
 // a file's bytes from its pages to a peer that may have gone (without
 // MSG_NOSIGNAL's help), and a socket's bytes into a file through a pipe;
-// and a connection's receive buffer made for large answers.
+// a connection's receive buffer made for large answers; and core/fd's
+// write that never waits (the console's first try at a line).
 #include "core/socket.hpp"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -63,6 +65,42 @@ TEST(SendFilePart, APeerThatWentIsEpipeAndNoSignal) {
   pthread_sigmask(SIG_BLOCK, nullptr, &mask_after);
   EXPECT_EQ(sigismember(&mask_after, SIGPIPE), sigismember(&mask_before, SIGPIPE))
       << "the thread's signal mask is as it was";
+}
+
+// A pipe: {read end, write end}.
+std::pair<Fd, Fd> make_pipe() {
+  int ends[2];
+  EXPECT_EQ(pipe2(ends, O_CLOEXEC), 0);
+  return {Fd(ends[0]), Fd(ends[1])};
+}
+
+TEST(WriteWithoutWaiting, APipeWithRoomTakesItAll) {
+  const auto [reader, writer] = make_pipe();
+  EXPECT_EQ(write_without_waiting(writer.get(), "a line\n"), 7u);
+  char got[16] = {};
+  ASSERT_EQ(read(reader.get(), got, sizeof(got)), 7);
+  EXPECT_EQ(std::string(got, 7), "a line\n");
+}
+
+// The console's writer thread then takes the rest: this call must not wait
+// for a reader that is not reading.
+TEST(WriteWithoutWaiting, AFullPipeTakesWhatFitsAndNoWaiting) {
+  const auto [reader, writer] = make_pipe();
+  const int room = fcntl(writer.get(), F_GETPIPE_SZ);
+  ASSERT_GT(room, 0);
+  const std::string more(static_cast<std::size_t>(room) + 4096, 'x');
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(write_without_waiting(writer.get(), more), static_cast<std::size_t>(room));
+  EXPECT_EQ(write_without_waiting(writer.get(), "y"), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
+TEST(WriteWithoutWaiting, AReaderThatWentTakesNothingAndNoSignal) {
+  auto [reader, writer] = make_pipe();
+  reader.reset();
+  // SIGPIPE's default action ends the process: this test dies if one comes.
+  EXPECT_EQ(write_without_waiting(writer.get(), "lost\n"), 0u);
+  EXPECT_FALSE(sigpipe_pending()) << "the SIGPIPE it raised is taken, not left pending";
 }
 
 // A connected pair of Unix stream sockets, non-blocking on the reader's side
