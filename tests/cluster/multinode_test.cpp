@@ -72,13 +72,6 @@ std::multiset<std::string> hosts_of(const std::vector<std::string>& lines) {
   return hosts;
 }
 
-bool process_alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const std::size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
-}
-
 class MultiNode : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -171,7 +164,7 @@ class MultiNode : public ::testing::Test {
       bool any = false;
       for (const auto& entry : fs::directory_iterator(pids_)) {
         if (entry.path().filename().string().front() == '.') continue;
-        any = any || process_alive(std::stoi(test::read_file(entry.path())));
+        any = any || test::process_runs(std::stoi(test::read_file(entry.path())));
       }
       if (!any) return true;
       if (std::chrono::steady_clock::now() > deadline) return false;

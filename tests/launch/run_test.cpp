@@ -47,15 +47,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-bool alive(pid_t pid) {
-  // A zombie is dead for this purpose: it runs nothing.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  if (text.empty()) return false;
-  const std::size_t close = text.rfind(')');
-  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
-}
-
 // What /proc says of `pid` (its stat line and command line), for a failure message.
 std::string describe(pid_t pid) {
   const fs::path proc = "/proc/" + std::to_string(pid);
@@ -457,12 +448,12 @@ TEST_F(RunTest, KillingTheLauncherLeavesNoWorkerAlive) {
     processes.push_back(std::stoi(test::read_file(dir_ / name)));
   }
   for (pid_t pid : processes)
-    ASSERT_TRUE(alive(pid)) << pid;
+    ASSERT_TRUE(test::process_runs(pid)) << pid;
   kill(launcher.pid(), SIGKILL);
   launcher.finish();
   for (pid_t pid : processes) {
     // Generous: the bound only ends a failing test, a passing one returns at once.
-    EXPECT_TRUE(eventually([&] { return !alive(pid); }, 20s))
+    EXPECT_TRUE(eventually([&] { return !test::process_runs(pid); }, 20s))
         << "process " << pid << " outlived: " << describe(pid);
   }
 }
@@ -528,7 +519,7 @@ TEST_F(RunTest, KillingASpawnerLeavesNothingBehind) {
       const std::string pid = entry.path().filename();
       if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
       const std::string cmdline = test::read_file(entry.path() / "cmdline");
-      if (cmdline.find(dir_.string()) != std::string::npos && alive(std::stoi(pid))) {
+      if (cmdline.find(dir_.string()) != std::string::npos && test::process_runs(std::stoi(pid))) {
         found.push_back(pid);
       }
     }
@@ -817,7 +808,8 @@ TEST_F(RunTest, ASpawnThatFailsHalfWayLeavesNoWorker) {
   for (const auto& entry : fs::directory_iterator(dir_)) {
     const std::string pid = test::read_file(entry.path());
     if (pid.empty()) continue;
-    EXPECT_TRUE(eventually([&] { return !alive(std::stoi(pid)); }, 5s)) << entry.path();
+    EXPECT_TRUE(eventually([&] { return !test::process_runs(std::stoi(pid)); }, 5s))
+        << entry.path();
   }
 }
 
@@ -876,7 +868,7 @@ TEST_F(RunTest, ADaemonizedWorkerIsStoppedAtTheEnd) {
                                ")/comm 2>/dev/null)\" != sleep ]; do sleep 0.01; done"});
   EXPECT_EQ(result.exit_code, 0) << test::describe(result);
   const pid_t daemon = std::stoi(test::read_file(pid_file));
-  EXPECT_FALSE(alive(daemon)) << "the daemon " << daemon << " outlived the job";
+  EXPECT_FALSE(test::process_runs(daemon)) << "the daemon " << daemon << " outlived the job";
   EXPECT_NE(result.err.find("stopped 1 process the workers left running outside their process "
                             "groups: pid " +
                             std::to_string(daemon) + " (sleep)"),

@@ -1,4 +1,5 @@
-// Files for tests: a temporary directory removed afterwards, and whole-file reads.
+// Files for tests: a temporary directory removed afterwards, whole-file reads,
+// and whether a process runs (from /proc).
 #pragma once
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include <stdlib.h>
+#include <sys/types.h>
 
 namespace cohort::test {
 
@@ -42,6 +44,14 @@ inline std::string read_file(const std::filesystem::path& path) {
   } catch (const std::ios_base::failure&) {
     return "";
   }
+}
+
+/// Whether process `pid` runs something: a zombie does not, nor one gone
+/// (reaped while its stat was read, which read_file gives as "").
+inline bool process_runs(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }
 
 }  // namespace cohort::test
