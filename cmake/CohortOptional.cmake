@@ -228,17 +228,17 @@ macro(cohort_probe_torch found_var why_var)
   endif()
 endmacro()
 
-# cohort_load_at_run_time(<target> <macro> LIBRARY <file> INCLUDES <dir>...
-#                         [REQUIRED]): <target> uses the library <file> through
+# cohort_load_at_run_time(<target> <macro> LIBRARY <file> INCLUDES <dir>...):
+# <target> uses the library <file> through
 # dlopen when it first needs it (core/shared_library.hpp) instead of linking
 # it: its headers only, <macro> defined as the file to load, the library's
 # directory and soname ("/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.2", so
 # that a newer build of the same ABI loads), and <macro>_PACKAGE as the
 # Debian package that has it (the soname where dpkg does not know it).
-# dpkg-shlibdeps cannot see such a library: the package depends on it when
-# REQUIRED, else recommends it (COHORT_RUN_TIME_DEPENDS, _RECOMMENDS).
+# dpkg-shlibdeps cannot see such a library: the package recommends it
+# (COHORT_RUN_TIME_RECOMMENDS).
 function(cohort_load_at_run_time target macro)
-  cmake_parse_arguments(LOAD "REQUIRED" "LIBRARY" "INCLUDES" ${ARGN})
+  cmake_parse_arguments(LOAD "" "LIBRARY" "INCLUDES" ${ARGN})
   execute_process(COMMAND ${CMAKE_OBJDUMP} -p "${LOAD_LIBRARY}" OUTPUT_VARIABLE dynamic
                   RESULT_VARIABLE status)
   if(NOT status EQUAL 0 OR NOT dynamic MATCHES "SONAME +([^\n]+)")
@@ -251,11 +251,7 @@ function(cohort_load_at_run_time target macro)
                   RESULT_VARIABLE status ERROR_QUIET)
   if(status EQUAL 0 AND owner MATCHES "^([^:,]+)")
     set(package "${CMAKE_MATCH_1}")
-    if(LOAD_REQUIRED)
-      set_property(GLOBAL APPEND PROPERTY COHORT_RUN_TIME_DEPENDS ${package})
-    else()
-      set_property(GLOBAL APPEND PROPERTY COHORT_RUN_TIME_RECOMMENDS ${package})
-    endif()
+    set_property(GLOBAL APPEND PROPERTY COHORT_RUN_TIME_RECOMMENDS ${package})
   endif()
   target_include_directories(${target} SYSTEM PRIVATE ${LOAD_INCLUDES})
   target_compile_definitions(${target} PRIVATE ${macro}="${directory}/${soname}"

@@ -25,13 +25,10 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${COHORT_BUILD_LIBDIR})
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 # Libraries cohort loads only when a job needs them (PMIx, MUNGE:
-# cohort_load_at_run_time), which dpkg-shlibdeps cannot see; CPack adds
-# what it computes to these Depends.
-foreach(_cohort_relation DEPENDS RECOMMENDS)
-  get_property(_cohort_packages GLOBAL PROPERTY COHORT_RUN_TIME_${_cohort_relation})
-  list(REMOVE_DUPLICATES _cohort_packages)
-  list(JOIN _cohort_packages ", " CPACK_DEBIAN_PACKAGE_${_cohort_relation})
-endforeach()
+# cohort_load_at_run_time), which dpkg-shlibdeps cannot see: recommended.
+get_property(_cohort_packages GLOBAL PROPERTY COHORT_RUN_TIME_RECOMMENDS)
+list(REMOVE_DUPLICATES _cohort_packages)
+list(JOIN _cohort_packages ", " CPACK_DEBIAN_PACKAGE_RECOMMENDS)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_SOURCE_IGNORE_FILES "/build.*/" "/\\\\.git/")
 include(CPack)

@@ -26,13 +26,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-// Not a zombie, not gone: it still runs.
-bool running(pid_t pid) {
-  const std::string stat = test::read_file("/proc/" + std::to_string(pid) + "/stat");
-  const std::size_t close = stat.rfind(')');
-  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
-}
-
 // Waits for `path` to hold a whole line; "" after 10 s.
 std::string wait_for_line(const fs::path& path) {
   for (auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -69,7 +62,7 @@ TEST(Guardian, AWorkerListsItselfSoItsChildrenDieWithASigkilledAgent) {
   bool gone = false;
   for (auto deadline = std::chrono::steady_clock::now() + 10s;
        !gone && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(5ms)) {
-    gone = !running(child);
+    gone = !test::process_runs(child);
   }
   EXPECT_TRUE(gone) << "the worker's child " << child << " outlived the agent and its guardian";
   if (!gone) kill(child, SIGKILL);
