@@ -23,9 +23,9 @@
 namespace cohort::detail {
 namespace {
 
+// Rounded up: a wait that ends with it has reached its deadline.
 int millis_until(Deadline deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
 }
 

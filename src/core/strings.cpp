@@ -50,6 +50,10 @@ std::string join(std::span<const std::string> parts, std::string_view separator)
   return out;
 }
 
+std::string duration_text(std::chrono::milliseconds time) {
+  return time.count() % 1000 == 0 ? cat(time.count() / 1000, " s") : cat(time.count(), " ms");
+}
+
 std::string random_bytes(std::size_t bytes) {
   std::string out(bytes, '\0');
   for (std::size_t drawn = 0; drawn < bytes;) {

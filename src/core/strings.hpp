@@ -1,6 +1,7 @@
 // Small string helpers shared by every part.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -29,6 +30,9 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) noexcept;
 
 /// `parts` joined with `separator` in between.
 std::string join(std::span<const std::string> parts, std::string_view separator);
+
+/// A duration for a message: "300 s", or "1500 ms" where it is not whole seconds.
+std::string duration_text(std::chrono::milliseconds time);
 
 /// `text` cut at every `separator`, empty fields kept: "a\t\tb" is
 /// {"a", "", "b"}, "" is {""}.

@@ -168,21 +168,35 @@ int Agent::run_job() {
   const bool torch_relayed =
       detail::runs_with_python(options_) && options_.agent_store && options_.torch_store_relay;
   plan_.group.relay_torch_port = torch_relayed ? 0 : -1;
-  group_ = std::make_unique<detail::NodeGroup>(plan_.group);
-  // Nothing reaches the lifecycle before the loop turns, after the join.
-  lifecycle_ = std::make_unique<detail::Lifecycle>(
-      detail::Lifecycle::Facts{0, host_, multi_node(), options_.timeout, group_->budget()});
+  // Until the loop turns, a stop signal ends the join through this watch.
+  if (multi_node()) {
+    join_watch_ = std::make_unique<detail::JoinWatch>(
+        [this](const std::string& text) { print(text); }, plan_.group.rendezvous_timeout);
+    plan_.group.join_watch = join_watch_.get();
+  }
+  const auto stopped_joining = [this](int signal) {
+    print(cat("cohort run: stopped by ", detail::signal_name(signal),
+              " while waiting to join the job\n"));
+    return detail::stop_exit_code(signal);
+  };
   const auto joining = detail::Timeline::Clock::now();
   try {
+    group_ = std::make_unique<detail::NodeGroup>(plan_.group);
+    // Nothing reaches the lifecycle before the loop turns, after the join.
+    lifecycle_ = std::make_unique<detail::Lifecycle>(
+        detail::Lifecycle::Facts{0, host_, multi_node(), options_.timeout, group_->budget()});
     placement_ = group_->join(options_.nproc_per_node, host_, node_name(), options_.run_id);
-  } catch (const detail::JobEndedWhileWaiting& ended) {
-    print(cat(ended.what(), "\n"));
-    return 0;
   } catch (const StoppedWhileWaiting& stopped) {
-    print(cat("cohort run: stopped by ", detail::signal_name(stopped.signal),
-              " while waiting to join the job\n"));
-    return detail::stop_exit_code(stopped.signal);
+    return stopped_joining(stopped.signal);
+  } catch (const Error& error) {
+    // The watch ended the join's calls: whatever they threw, a signal stopped it.
+    if (const int signal = join_watch_ ? join_watch_->finish() : 0) return stopped_joining(signal);
+    if (dynamic_cast<const detail::JobEndedWhileWaiting*>(&error) == nullptr) throw;
+    print(cat(error.what(), "\n"));
+    return 0;
   }
+  plan_.group.join_watch = nullptr;
+  if (const int signal = join_watch_ ? join_watch_->finish() : 0) return stopped_joining(signal);
   lifecycle_->begin_attempt(group_->node_rank());
   if (!options_.trace.empty()) {
     timeline_ = std::make_unique<detail::Timeline>(group_->member_id(), host_);

@@ -170,6 +170,8 @@ class Agent {
   std::unique_ptr<EventLoop> loop_;
   // Before group_, whose store's thread writes them: they outlive it.
   ThreadMessage unservable_;  ///< from the store's thread: a client it cannot serve
+  // While the agent joins; it outlives group_, which points to it until then.
+  std::unique_ptr<JoinWatch> join_watch_;
   std::unique_ptr<NodeGroup> group_;
   Placement placement_;
   std::unique_ptr<Lifecycle> lifecycle_;  ///< what this attempt's events mean

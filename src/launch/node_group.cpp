@@ -64,6 +64,10 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   // Through the relay, the first request is what meets the store: this
   // agent's last words, or, where it has no node rank yet, a probe.
   const bool leaves_words_first = relay_ && options_.node_rank >= 0;
+  waiting_for([&] {
+    return cat(node_name(options_.node_rank), " of ", options_.nnodes,
+               " waits for the job's store at ", options_.store_host, ":", port_);
+  });
   reach_store([&] {
     store_ = connect(client);
     if (relay_ && !leaves_words_first) (void)store_->num_keys();
@@ -266,15 +270,47 @@ StoreClient::Options NodeGroup::client_options() const {
 }
 
 std::shared_ptr<StoreClient> NodeGroup::connect(const StoreClient::Options& client) const {
-  if (server_) return server_->connect_in_process(client.timeout);
-  if (relay_) return relay_->connect_in_process(client.timeout);
-  return std::make_shared<StoreClient>(client);
+  std::shared_ptr<StoreClient> made = server_  ? server_->connect_in_process(client.timeout)
+                                      : relay_ ? relay_->connect_in_process(client.timeout)
+                                               : connect_directly(client);
+  if (options_.join_watch) options_.join_watch->end_on_stop(made);
+  return made;
+}
+
+// While the agent joins, a second at a time, so that a stop signal ends the
+// wait for a store that does not answer. As in await_server_or_serve, a try
+// that fails within half its turn met something there that is not this
+// job's store: that fails at once.
+std::shared_ptr<StoreClient> NodeGroup::connect_directly(const StoreClient::Options& client) const {
+  if (!options_.join_watch) return std::make_shared<StoreClient>(client);
+  constexpr std::chrono::milliseconds kTurn{1000};
+  const auto deadline = Clock::now() + client.timeout;
+  for (;;) {
+    StoreClient::Options turn = client;
+    const auto start = Clock::now();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start);
+    turn.timeout = std::clamp(left, std::chrono::milliseconds{1}, kTurn);
+    try {
+      auto made = std::make_shared<StoreClient>(turn);
+      made->set_timeout(client.timeout);
+      return made;
+    } catch (const Error&) {
+      const auto now = Clock::now();
+      if (now >= deadline || now - start < turn.timeout / 2 || options_.join_watch->stopped()) {
+        throw;
+      }
+    }
+  }
+}
+
+void NodeGroup::waiting_for(const std::function<std::string()>& what) const {
+  if (options_.join_watch) options_.join_watch->waiting_for(what());
 }
 
 Timeout NodeGroup::unreachable_store(const Error& error) const {
   return Timeout(cat("cohort run: ", node_name(options_.node_rank), " of ", options_.nnodes,
-                     " could not reach the job's store at ", options_.store_host, ":", port_,
-                     " within ", seconds(options_.rendezvous_timeout), " (", error.what(),
+                     " could not reach the job's store at ", options_.store_host, ":", port_, " (",
+                     error.what(),
                      "). Check that node 0's cohort run started with the same --nnodes, "
                      "--master-addr and --master-port (or --rdzv-endpoint, or in the same Slurm "
                      "step), that ",
@@ -307,6 +343,9 @@ void NodeGroup::await_server_or_serve() {
       if (now >= deadline || now - start < probe.timeout / 2) throw unreachable_store(error);
     }
     if (start_server(false)) return;
+    if (options_.join_watch && options_.join_watch->stopped()) {
+      throw Error("cohort run: stopped while waiting for the job's store");
+    }
   }
 }
 

@@ -26,6 +26,7 @@
 
 #include "core/fd.hpp"
 #include "launch/agent_tree.hpp"
+#include "launch/join_watch.hpp"
 #include "launch/membership.hpp"
 #include "launch/stop_record.hpp"
 #include "launch/worker_layout.hpp"
@@ -125,6 +126,10 @@ struct NodeGroupOptions {
   /// Called about once a second while this agent waits to be taken in;
   /// throws to stop waiting (a stop signal arrived).
   std::function<void()> check_interrupt;
+  /// While the agent joins (this group's making and its first join()):
+  /// its connections to the store, ended by a stop signal, and what the
+  /// join waits for, said when it takes long. May be null.
+  JoinWatch* join_watch = nullptr;
 };
 
 /// An agent that waited to be taken in (elastic membership) learnt that
@@ -312,6 +317,9 @@ class NodeGroup {
   StoreClient::Options client_options() const;
   // A connection to the job's store: in this process when it serves it.
   std::shared_ptr<StoreClient> connect(const StoreClient::Options& client) const;
+  std::shared_ptr<StoreClient> connect_directly(const StoreClient::Options& client) const;
+  // Tells the join's watch what it waits for now (JoinWatch::waiting_for).
+  void waiting_for(const std::function<std::string()>& what) const;
   Timeout unreachable_store(const Error& error) const;
   void take_node_rank();
   void wake_everyone();

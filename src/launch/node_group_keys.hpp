@@ -109,7 +109,7 @@ inline std::string entry_relay(const std::string& entry) {
 }
 
 inline std::string seconds(std::chrono::milliseconds time) {
-  return time.count() % 1000 == 0 ? cat(time.count() / 1000, " s") : cat(time.count(), " ms");
+  return duration_text(time);
 }
 
 }  // namespace cohort::detail::node_keys

@@ -127,7 +127,17 @@ void authenticate_to_store(int fd, const std::string& address, const ExpectedSto
   const std::string client_nonce = store_proof::nonce();
   send_or_throw(fd, wire::hello(client_nonce), address, deadline);
 
-  const std::string answer = expect_ok(fd, address, deadline, {});
+  const Deadline answer_by = std::min(deadline, deadline_after(expected.hello_answer));
+  std::string answer;
+  try {
+    answer = expect_ok(fd, address, answer_by, {});
+  } catch (const StoreError&) {
+    if (answer_by == deadline || Clock::now() < answer_by) throw;
+    throw StoreError(cat("store at ", address, " accepted the connection but did not answer ",
+                         "cohort's handshake within ", duration_text(expected.hello_answer),
+                         ": another program holds this port, or the store's process is ",
+                         "stopped; ", find_the_listener(address)));
+  }
   if (!expected.process.empty() && owner.where == PeerOwner::Where::this_host) {
     check_process(fd, std::string(expected.process), address);
   }

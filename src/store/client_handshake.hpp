@@ -31,6 +31,11 @@ struct ExpectedStore {
   std::string_view token{};
   bool munge = false;          ///< one on another host shows a MUNGE credential
   std::string_view process{};  ///< process_identity() of one on this host, or ""
+  /// How long the store may take to answer the hello: one answers at once,
+  /// a busy one within seconds; a process that accepts and says nothing
+  /// (another program on the port) would otherwise hold the client for its
+  /// whole timeout.
+  std::chrono::milliseconds hello_answer{30000};
 };
 
 /// Runs the handshake on `fd`, connected to the store at `address`

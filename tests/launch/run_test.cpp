@@ -1197,6 +1197,33 @@ TEST_F(RunTest, AgentsMeetOnceTheEndpointsPortIsFreeAgain) {
   EXPECT_EQ(lines, (std::vector<std::string>{"[0] 0/2", "[1] 1/2"}));
 }
 
+// Static nodes that wait at the rendezvous, before any worker runs: node 1
+// for a store no one serves, node 0 for a node that never comes. A stop
+// signal ends the wait at once (the rendezvous timeout is 300 s), each with
+// the shell's status for it.
+TEST_F(RunTest, AStopSignalEndsTheWaitForTheStoreOrForTheOtherNodes) {
+  const auto node = [&](int rank, int port) {
+    return cohort_run({"--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
+                       "127.0.0.1", "--master-port", std::to_string(port), "-n", "1", "sh", "-c",
+                       "touch \"$0/ran.$RANK\"", dir_.string()});
+  };
+  test::Subprocess without_store(node(1, free_port()), options());
+  test::Subprocess without_peer(node(0, free_port()), options());
+  std::this_thread::sleep_for(500ms);  // only an order: a signal ends the wait whenever it comes
+  kill(without_store.pid(), SIGTERM);
+  kill(without_peer.pid(), SIGINT);
+  const ProcessResult store = without_store.finish();
+  const ProcessResult peer = without_peer.finish();
+  EXPECT_EQ(store.exit_code, 128 + SIGTERM) << test::describe(store);
+  EXPECT_NE(store.err.find("stopped by SIGTERM while waiting to join the job"), std::string::npos)
+      << store.err;
+  EXPECT_EQ(peer.exit_code, 128 + SIGINT) << test::describe(peer);
+  EXPECT_NE(peer.err.find("stopped by SIGINT while waiting to join the job"), std::string::npos)
+      << peer.err;
+  EXPECT_FALSE(fs::exists(dir_ / "ran.0"));
+  EXPECT_FALSE(fs::exists(dir_ / "ran.1"));
+}
+
 // Elastic membership on this machine (--nnodes 1:2): two agents make the
 // job; two more come late and wait to be taken in. One is told to stop
 // (SIGTERM) while it waits, the other leaves when the job ends.

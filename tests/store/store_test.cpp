@@ -354,6 +354,27 @@ TEST(StoreClientCheck, AServerThatCannotProveTheTokenLearnsNothing) {
   EXPECT_EQ(received.find("0123456789abcdef"), std::string::npos);
 }
 
+// Another program holds the job's port and says nothing (the kernel
+// accepts for it): the client gives up after the hello's patience, not its
+// whole timeout, and says what is likely there.
+TEST(StoreClientCheck, AListenerThatNeverAnswersIsNamedAfterTheHellosPatience) {
+  detail::Listener silent = detail::listen_tcp("127.0.0.1", 0);
+  detail::ExpectedStore expected;
+  expected.token = "0123456789abcdef0123456789abcdef";
+  expected.hello_answer = 300ms;
+  try {
+    (void)detail::connect_to_store("127.0.0.1", silent.port, expected, 60s);
+    FAIL() << "a listener that never answered passed for the store";
+  } catch (const StoreError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(detail::cat("store at 127.0.0.1:", silent.port,
+                                       " accepted the connection but did not answer cohort's "
+                                       "handshake within 300 ms: another program holds this port")),
+              std::string::npos)
+        << message;
+  }
+}
+
 // The same user's other job serves a store on this job's port, with the
 // same token (one token file for both): its proof holds, but it is not the
 // process the launcher named (COHORT_STORE_PROCESS), so the client refuses
