@@ -45,10 +45,10 @@ JoinWatch::~JoinWatch() {
   finish();
 }
 
-void JoinWatch::end_on_stop(std::shared_ptr<StoreClient> connection) {
+void JoinWatch::end_on_stop(const std::shared_ptr<StoreClient>& connection) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (signal_ != 0 && !finished_) connection->shut_down();
-  connections_.push_back(std::move(connection));
+  connections_.push_back(connection);
 }
 
 void JoinWatch::waiting_for(std::string what) {

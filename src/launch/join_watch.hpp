@@ -38,7 +38,7 @@ class JoinWatch {
   JoinWatch& operator=(const JoinWatch&) = delete;
 
   /// A connection whose calls a stop signal ends (at once, when one came).
-  void end_on_stop(std::shared_ptr<StoreClient> connection);
+  void end_on_stop(const std::shared_ptr<StoreClient>& connection);
   /// What the join waits for now, as the subject and verb of a sentence
   /// ("node 2 of 4 waits for the job's store at n1:23456").
   void waiting_for(std::string what);
