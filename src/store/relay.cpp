@@ -62,6 +62,10 @@ constexpr std::chrono::milliseconds kNamedHopPatience{2000};
 // gone (only the first connection waits the upstream timeout for a store
 // that does not listen yet).
 constexpr std::chrono::milliseconds kStoreReconnect{5000};
+// How long the connection made as the relay starts waits for the answer to
+// its hello: a store answers at once, and where something else holds the
+// port and says nothing, the first request's own try (30 s) names it.
+constexpr std::chrono::milliseconds kEarlyHelloAnswer{5000};
 // The receive buffer of the connection upstream, where a job's tables come
 // (4.4 MB at 100,000 ranks): with the default one a table arrives in a
 // window grown a round trip at a time (in rendezvous_scale, the table
@@ -424,8 +428,10 @@ struct StoreRelay::Impl {
   int opening = -1;  // a connection in its handshake, shut down by the relay's end
   std::thread sender;
 
-  ExpectedStore expected(bool to_store) const {
-    return {token, upstream.munge, to_store ? std::string_view(upstream.process) : ""};
+  ExpectedStore expected(bool to_store, bool once) const {
+    ExpectedStore store{token, upstream.munge, to_store ? std::string_view(upstream.process) : ""};
+    if (once) store.hello_answer = std::min(store.hello_answer, kEarlyHelloAnswer);
+    return store;
   }
 
   // --- sending ----------------------------------------------------------
@@ -597,7 +603,7 @@ struct StoreRelay::Impl {
         relay.opening = -1;
       }
     } opened{*this};
-    authenticate_to_store(fd.get(), at, expected(to_store), deadline);
+    authenticate_to_store(fd.get(), at, expected(to_store, once), deadline);
     wire::Writer multiplex;
     multiplex.u8(static_cast<std::uint8_t>(wire::Op::multiplex));
     if (!target.name.empty()) multiplex.bytes(target.name);
