@@ -116,10 +116,7 @@ Agent::Agent(const RunOptions& options, AgentRole role, detail::AgentPlan plan)
     // The event loop does not turn while the rendezvous waits: take a
     // pending stop signal here (taken, it cannot kill this process once
     // the loop unblocks it on the way out).
-    sigset_t stops;
-    sigemptyset(&stops);
-    for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT})
-      sigaddset(&stops, signal);
+    const sigset_t stops = detail::signals_that_stop_the_job();
     const timespec now{};
     const int signal = sigtimedwait(&stops, nullptr, &now);
     if (signal > 0) throw StoppedWhileWaiting{signal};
@@ -195,7 +192,6 @@ int Agent::run_job() {
     print(cat(error.what(), "\n"));
     return 0;
   }
-  plan_.group.join_watch = nullptr;
   if (const int signal = join_watch_ ? join_watch_->finish() : 0) return stopped_joining(signal);
   lifecycle_->begin_attempt(group_->node_rank());
   if (!options_.trace.empty()) {

@@ -12,26 +12,15 @@
 
 #include "core/strings.hpp"
 #include "core/thread_name.hpp"
+#include "launch/lifecycle.hpp"
 #include "launch/signal_guard.hpp"
 
 namespace cohort::detail {
 
-namespace {
-
-sigset_t stop_signals() {
-  sigset_t stops;
-  sigemptyset(&stops);
-  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT})
-    sigaddset(&stops, signal);
-  return stops;
-}
-
-}  // namespace
-
 JoinWatch::JoinWatch(Say say, std::chrono::milliseconds patience,
                      std::chrono::milliseconds first_note, std::chrono::milliseconds every)
     : say_(std::move(say)), patience_(patience), first_note_(first_note), every_(every) {
-  const sigset_t stops = stop_signals();
+  const sigset_t stops = signals_that_stop_the_job();
   signals_ = Fd(signalfd(-1, &stops, SFD_CLOEXEC | SFD_NONBLOCK));
   done_ = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!signals_.valid() || !done_.valid()) {

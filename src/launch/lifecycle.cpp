@@ -12,6 +12,14 @@ bool stops_the_job(int signal) noexcept {
   return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
 }
 
+sigset_t signals_that_stop_the_job() noexcept {
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT})
+    sigaddset(&stops, signal);
+  return stops;
+}
+
 void Lifecycle::begin_attempt(int node_rank) {
   facts_.node_rank = node_rank;
   cause_ = StopCause::none;

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <signal.h>
+
 #include "launch/stop_record.hpp"
 
 namespace cohort::detail {
@@ -144,5 +146,7 @@ inline constexpr int kTimeoutExitCode = 124;
 
 /// TERM, INT, HUP and QUIT stop the job; other signals are passed on.
 bool stops_the_job(int signal) noexcept;
+/// Those four as a set (to block, wait for or read from a signalfd).
+sigset_t signals_that_stop_the_job() noexcept;
 
 }  // namespace cohort::detail

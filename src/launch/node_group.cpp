@@ -64,10 +64,8 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
   // Through the relay, the first request is what meets the store: this
   // agent's last words, or, where it has no node rank yet, a probe.
   const bool leaves_words_first = relay_ && options_.node_rank >= 0;
-  waiting_for([&] {
-    return cat(node_name(options_.node_rank), " of ", options_.nnodes,
-               " waits for the job's store at ", options_.store_host, ":", port_);
-  });
+  waiting_for(cat(node_name(options_.node_rank), " of ", options_.nnodes,
+                  " waits for the job's store at ", options_.store_host, ":", port_));
   reach_store([&] {
     store_ = connect(client);
     if (relay_ && !leaves_words_first) (void)store_->num_keys();
@@ -270,41 +268,45 @@ StoreClient::Options NodeGroup::client_options() const {
 }
 
 std::shared_ptr<StoreClient> NodeGroup::connect(const StoreClient::Options& client) const {
-  std::shared_ptr<StoreClient> made = server_  ? server_->connect_in_process(client.timeout)
-                                      : relay_ ? relay_->connect_in_process(client.timeout)
-                                               : connect_directly(client);
+  // While the agent joins, a second at a time, so that a stop signal ends
+  // the wait for a store that does not answer.
+  std::shared_ptr<StoreClient> made =
+      server_  ? server_->connect_in_process(client.timeout)
+      : relay_ ? relay_->connect_in_process(client.timeout)
+      : options_.join_watch
+          ? connect_in_turns(client, Clock::now() + client.timeout, std::chrono::seconds(1), {})
+          : std::make_shared<StoreClient>(client);
   if (options_.join_watch) options_.join_watch->end_on_stop(made);
   return made;
 }
 
-// While the agent joins, a second at a time, so that a stop signal ends the
-// wait for a store that does not answer. As in await_server_or_serve, a try
-// that fails within half its turn met something there that is not this
-// job's store: that fails at once.
-std::shared_ptr<StoreClient> NodeGroup::connect_directly(const StoreClient::Options& client) const {
-  if (!options_.join_watch) return std::make_shared<StoreClient>(client);
-  constexpr std::chrono::milliseconds kTurn{1000};
-  const auto deadline = Clock::now() + client.timeout;
+// A try that fails within half its turn met something there that is not
+// this job's store (a client retries a refused connection until its
+// timeout): that fails at once, as a try at the deadline or after a stop
+// signal does.
+std::shared_ptr<StoreClient> NodeGroup::connect_in_turns(
+    StoreClient::Options client, Clock::time_point deadline, std::chrono::milliseconds turn,
+    const std::function<bool()>& between) const {
+  const std::chrono::milliseconds patience = client.timeout;
   for (;;) {
-    StoreClient::Options turn = client;
     const auto start = Clock::now();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start);
-    turn.timeout = std::clamp(left, std::chrono::milliseconds{1}, kTurn);
+    client.timeout = std::clamp(left, std::chrono::milliseconds{1}, turn);
     try {
-      auto made = std::make_shared<StoreClient>(turn);
-      made->set_timeout(client.timeout);
+      auto made = std::make_shared<StoreClient>(client);
+      made->set_timeout(patience);
       return made;
     } catch (const Error&) {
       const auto now = Clock::now();
-      if (now >= deadline || now - start < turn.timeout / 2 || options_.join_watch->stopped()) {
-        throw;
-      }
+      const bool stopped = options_.join_watch && options_.join_watch->stopped();
+      if (now >= deadline || now - start < client.timeout / 2 || stopped) throw;
     }
+    if (between && between()) return nullptr;
   }
 }
 
-void NodeGroup::waiting_for(const std::function<std::string()>& what) const {
-  if (options_.join_watch) options_.join_watch->waiting_for(what());
+void NodeGroup::waiting_for(std::string what) const {
+  if (options_.join_watch) options_.join_watch->waiting_for(std::move(what));
 }
 
 Timeout NodeGroup::unreachable_store(const Error& error) const {
@@ -328,24 +330,11 @@ Timeout NodeGroup::unreachable_store(const Error& error) const {
 // timeout, so a probe that fails sooner met something there that is not
 // this job's store: that fails at once, as it always did.
 void NodeGroup::await_server_or_serve() {
-  constexpr std::chrono::milliseconds kTurn{2000};
-  const auto deadline = Clock::now() + options_.rendezvous_timeout;
-  for (;;) {
-    StoreClient::Options probe = client_options();
-    const auto start = Clock::now();
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start);
-    probe.timeout = std::clamp(left, std::chrono::milliseconds{1}, kTurn);
-    try {
-      const StoreClient reached(probe);  // connected: someone serves it
-      return;
-    } catch (const Error& error) {
-      const auto now = Clock::now();
-      if (now >= deadline || now - start < probe.timeout / 2) throw unreachable_store(error);
-    }
-    if (start_server(false)) return;
-    if (options_.join_watch && options_.join_watch->stopped()) {
-      throw Error("cohort run: stopped while waiting for the job's store");
-    }
+  try {
+    (void)connect_in_turns(client_options(), Clock::now() + options_.rendezvous_timeout,
+                           std::chrono::seconds(2), [this] { return start_server(false); });
+  } catch (const Error& error) {
+    throw unreachable_store(error);
   }
 }
 

@@ -317,9 +317,14 @@ class NodeGroup {
   StoreClient::Options client_options() const;
   // A connection to the job's store: in this process when it serves it.
   std::shared_ptr<StoreClient> connect(const StoreClient::Options& client) const;
-  std::shared_ptr<StoreClient> connect_directly(const StoreClient::Options& client) const;
+  // Connects a turn at a time until `deadline`; `between`, called after each
+  // turn in which no one answered, ends the tries (nullptr) by returning true.
+  std::shared_ptr<StoreClient> connect_in_turns(StoreClient::Options client,
+                                                std::chrono::steady_clock::time_point deadline,
+                                                std::chrono::milliseconds turn,
+                                                const std::function<bool()>& between) const;
   // Tells the join's watch what it waits for now (JoinWatch::waiting_for).
-  void waiting_for(const std::function<std::string()>& what) const;
+  void waiting_for(std::string what) const;
   Timeout unreachable_store(const Error& error) const;
   void take_node_rank();
   void wake_everyone();

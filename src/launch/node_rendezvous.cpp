@@ -81,10 +81,9 @@ std::vector<std::string> NodeGroup::exchange_entries(const std::string& mine,
     if (options_.torch_port < 0) job.set(kMasterPort, std::to_string(pick_free_port()));
     store_->run(job);
   }
-  waiting_for([&] {
-    return cat(node_name(options_.node_rank), " of ", options_.nnodes, " waits for the other ",
-               options_.unit, "s to reach the job's store at ", options_.store_host, ":", port_);
-  });
+  waiting_for(cat(node_name(options_.node_rank), " of ", options_.nnodes, " waits for the other ",
+                  options_.unit, "s to reach the job's store at ", options_.store_host, ":",
+                  port_));
   try {
     return exchange_values(*store_, kNodes, options_.node_rank, options_.nnodes, mine,
                            options_.rendezvous_timeout);
@@ -107,11 +106,9 @@ std::vector<std::string> NodeGroup::exchange_entries(const std::string& mine,
 // while the round closes without this agent (it came late, or MAX nodes
 // run): an agent taken in by none waits until the job restarts.
 RoundTable NodeGroup::join_round(const std::string& entry, const std::string& run_id) {
-  waiting_for([&] {
-    return cat("this ", options_.unit, " waits for the rendezvous of ",
-               std::max(options_.min_nodes, 1), " to ", options_.nnodes, " ", options_.unit,
-               "s at the job's store at ", options_.store_host, ":", port_);
-  });
+  waiting_for(cat("this ", options_.unit, " waits for the rendezvous of ",
+                  std::max(options_.min_nodes, 1), " to ", options_.nnodes, " ", options_.unit,
+                  "s at the job's store at ", options_.store_host, ":", port_));
   bool waiting = false;
   for (;;) {
     const int round = attempt_;
