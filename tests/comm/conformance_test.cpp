@@ -622,11 +622,12 @@ TEST_P(Conformance, ReduceScatterReducesEachSliceForEveryOp) {
 TEST_P(Conformance, AllReduceTakesEveryPathBySizeAndTimeout) {
   // Sizes on both sides of each of the gloo backend's thresholds (32 KiB:
   // whole on the sync ring; past it in pieces of 32 KiB while a rank sends
-  // (ranks - 1) × the message ≤ 256 KiB, the last piece short; else the
-  // ring on loop pairs up to 1 MiB; above: new-style), by default and by
-  // another timeout.
-  const std::size_t counts[] = {8 * 1024,      8 * 1024 + 1, 16 * 1024,
-                                16 * 1024 + 1, 256 * 1024,   256 * 1024 + 3};
+  // (ranks - 1) × the message ≤ 384 KiB, the last piece short (4 ranks:
+  // 128 KiB in pieces, 4 bytes more on the loop pairs); else the ring on
+  // loop pairs up to 1 MiB; above: new-style), by default and by another
+  // timeout.
+  const std::size_t counts[] = {8 * 1024,  8 * 1024 + 1,  16 * 1024,  16 * 1024 + 1,
+                                32 * 1024, 32 * 1024 + 1, 256 * 1024, 256 * 1024 + 3};
   for (std::chrono::milliseconds timeout : {kDefault, kOther}) {
     for (std::size_t count : counts) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {

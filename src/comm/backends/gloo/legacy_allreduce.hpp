@@ -11,7 +11,7 @@
 // size:
 //   - up to kMaxSyncBytes (sync_ring.hpp), on pairs in sync mode: the calling thread writes
 //     and reads the sockets itself, tens of microseconds;
-//   - larger, while each rank sends at most kMaxSyncRingSend in all
+//   - larger, while each rank sends at most kMaxAllReduceSyncRingSend in all
 //     ((ranks - 1) × the message: the ring passes every rank's whole
 //     buffer on), in pieces of kMaxSyncBytes on the sync pairs, one after
 //     another;
