@@ -543,8 +543,11 @@ TEST_P(Conformance, GatherAndScatterAtEveryRoot) {
   const auto value = [](int root, int from, int to, std::size_t i) {
     return static_cast<double>(root * 1000 + from * 100 + to * 10) + static_cast<double>(i);
   };
+  // Counts for each of hier's ways: its leaders' sync ring (5), the
+  // leaders' way on three hosts, past what a leader sends round the ring in
+  // pieces (1024: 8 KiB blocks), a flat group (65536: 512 KiB blocks).
   for (int root = 0; root < ranks(); ++root) {
-    for (std::size_t count : {std::size_t{5}, std::size_t{65536}}) {
+    for (std::size_t count : {std::size_t{5}, std::size_t{1024}, std::size_t{65536}}) {
       on_every_rank([&](int rank, Communicator& comm) {
         const std::size_t n = static_cast<std::size_t>(ranks());
         Values input(DataType::i64, count), at_root(DataType::i64, count * n);
