@@ -8,16 +8,17 @@
 
 namespace cohort::detail {
 
-bool stops_the_job(int signal) noexcept {
-  return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
-}
-
 sigset_t signals_that_stop_the_job() noexcept {
   sigset_t stops;
   sigemptyset(&stops);
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT})
     sigaddset(&stops, signal);
   return stops;
+}
+
+bool stops_the_job(int signal) noexcept {
+  const sigset_t stops = signals_that_stop_the_job();
+  return sigismember(&stops, signal) == 1;  // -1 for no signal at all
 }
 
 void Lifecycle::begin_attempt(int node_rank) {
