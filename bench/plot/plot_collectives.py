@@ -84,7 +84,7 @@ def panel(axes, title, tables, lines, floor=None, ceiling=None):
 
 
 def plot_allreduce(results, out, title):
-    ranks = sorted(results, key=int)
+    ranks = sorted((n for n in results if n != "rounds"), key=int)
     figure, panels = plt.subplots(1, len(ranks), figsize=(6.5 * len(ranks), 5), squeeze=False)
     for axes, n in zip(panels[0], ranks):
         tables = results[n]
@@ -96,8 +96,9 @@ def plot_allreduce(results, out, title):
 
 
 def plot_collectives(results, out, title):
-    """results: {op: {n: {backend: {size: {"time_us": ...}}}}}."""
-    ops = list(results)
+    """results: {op: {n: {backend: {size: {"time_us": ...}}}}}, and the
+    rounds' own times under "rounds" (--rounds), not drawn."""
+    ops = [op for op in results if op != "rounds"]
     ranks = sorted({n for op in ops for n in results[op]}, key=int)
     figure, panels = plt.subplots(len(ops), len(ranks), figsize=(6.5 * len(ranks), 4.5 * len(ops)),
                                   squeeze=False)
