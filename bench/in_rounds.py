@@ -1,8 +1,8 @@
 """Columns of a benchmark's table measured in rounds, in turns: every column
 runs once per round, in the columns' order, then in the reverse order, and
 so on; a cell is the median of its rounds. A few busy seconds of this
-shared machine (its two vCPUs moved apart on the host, so that copies
-between them run at half speed for seconds to minutes) then fall on one
+shared machine (copies between its two vCPUs now and then run at half
+speed for seconds to minutes) then fall on one
 round of one column, not on a whole column, and both sides of a ratio
 meet the same moments.
 
