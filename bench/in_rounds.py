@@ -2,15 +2,15 @@
 runs once per round, in the columns' order, then in the reverse order, and
 so on; a cell is the median of its rounds. A few busy seconds of this
 shared machine (copies between its two vCPUs now and then run at half
-speed for seconds to minutes) then fall on one
-round of one column, not on a whole column, and both sides of a ratio
-meet the same moments.
+speed for seconds to minutes) then fall on one round of one column, not
+on a whole column, and both sides of a ratio meet the same moments.
 
     table, rounds = measure_in_rounds(measure, ["shm", "mpi"], 3)
 
 `measure(order)` runs the columns in `order` once and returns
 {column: {size: time}}; `table` is {column: {size: median time}} and
-`rounds` each round's own {column: {size: time}}.
+`rounds` each round's own {column: {size: time}}; `as_json` gives either
+its sizes as JSON's string keys.
 
 >>> calls = []
 >>> def measure(order):
@@ -26,6 +26,8 @@ meet the same moments.
 '0.67–2.00× (1 of 3 below 1)'
 >>> ratio_range(rounds, "b", "a", 2)
 '—'
+>>> as_json(table)
+{'a': {'1': 20.0}, 'b': {'1': 20.0, '2': 10.0}}
 """
 import statistics
 
@@ -45,12 +47,18 @@ def measure_in_rounds(measure, columns, rounds):
     return table, per_round
 
 
-def ratio_range(rounds, slower, faster, size):
-    """The range of the rounds' own `slower`/`faster` time ratios at `size`
-    (above 1: `faster` was faster), and how many were below 1."""
-    ratios = [r[slower][size] / r[faster][size] for r in rounds
-              if r.get(slower, {}).get(size) and r.get(faster, {}).get(size)]
+def ratio_range(rounds, other, base, size):
+    """The range of the rounds' own ratios of `other`'s time over `base`'s
+    at `size` (above 1: `base` was faster), and how many were below 1."""
+    ratios = [r[other][size] / r[base][size] for r in rounds
+              if r.get(other, {}).get(size) and r.get(base, {}).get(size)]
     if not ratios:
         return "—"
     below = sum(ratio < 1 for ratio in ratios)
     return f"{min(ratios):.2f}–{max(ratios):.2f}× ({below} of {len(ratios)} below 1)"
+
+
+def as_json(table):
+    """{column: {size: value}} with its sizes as strings, as JSON keys are."""
+    return {column: {str(size): value for size, value in by_size.items()}
+            for column, by_size in table.items()}
