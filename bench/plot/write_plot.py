@@ -9,10 +9,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLOTTING_PYTHON = "/usr/bin/python3"
 
 
-def write_plot(kind, results_json, out, reps):
+def write_plot(kind, results_json, out, reps, of="reps"):
     """Returns whether OUT was written; says why not on stderr. Its title
-    dates the run and names the machine's CPUs and the benchmark's reps."""
-    title = f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, median of {reps} reps"
+    dates the run and names the machine's CPUs and the benchmark's `reps`
+    (or what `of` names: "rounds in one job")."""
+    title = f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, median of {reps} {of}"
     if subprocess.run([PLOTTING_PYTHON, "-c", "import matplotlib"],
                       capture_output=True).returncode != 0:
         print(f"no plot: {PLOTTING_PYTHON} has no matplotlib (apt install python3-matplotlib, "

@@ -5,30 +5,37 @@
 // them one after another in a shuffled order, so all see the same machine.
 //
 //   settings_in_one_job [--op OP] [--sizes 256K:64M] [--rounds 21]
-//                       [--cold BYTES] CONFIG...
+//                       [--cold BYTES] [--whole] [--json FILE] CONFIG...
 //
 // A CONFIG is BACKEND[:VAR=VALUE,...]: a communicator of that backend made
 // with those variables set while it connects (the shm backend reads its
 // settings then), e.g. shm:COHORT_SHM_SINGLE_COPY=off, shm, mpi (Open MPI's
-// own collectives: start it with mpirun then). The item `allocate` in the
+// own collectives through cohort's mpi backend: start it with mpirun then),
+// mpi-raw (MPI's own call made directly, as bench/allreduce/allreduce_mpi.c
+// makes it, with MPI initialised by this program at MPI_THREAD_SINGLE, or at
+// MPI_THREAD_MULTIPLE when `mpi` is listed too). The item `allocate` in the
 // list (shm:allocate) puts the operation's buffers in the communicator's
 // own memory (Communicator::allocate). Start it with `cohort run -n
 // N` or `mpirun -np N`. OP: all_reduce (the default, float sum in place),
 // broadcast, gather and scatter (to and from rank 0), all_gather, reduce_scatter (sum),
 // all_to_all. Rank 0 prints, per size (all_reduce and broadcast: bytes of the
 // buffer; the others: bytes of each rank's block, n of which make the larger
-// buffer), the median over the rounds of each config's
+// buffer; with --whole, bytes of the larger buffer as `cohort bench
+// allreduce --op` counts them, each block 1/n of it), the median over the
+// rounds of each config's
 // time per operation (a round's time: the slowest rank's mean over a few
 // back-to-back operations), and in brackets the first config's time over
 // this one's (above 1x: this one is faster). --cold BYTES: every timed
 // operation starts from cold caches, as DDP's all-reduce after backward
 // does: each rank first writes BYTES of other memory (say 4x the last-level
-// cache), untimed, and the ranks meet at a barrier.
+// cache), untimed, and the ranks meet at a barrier. --json FILE: rank 0
+// also writes every config's time of every round, per size, to FILE.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -36,11 +43,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <cohort/cohort.hpp>
 
 #include "comm/backend_context.hpp"
 #include "comm/registry.hpp"
 #include "core/strings.hpp"
+
+#ifdef COHORT_BENCH_WITH_MPI
+#include <mpi.h>
+#endif
 
 namespace {
 
@@ -48,9 +61,11 @@ using cohort::Buffer;
 using cohort::Communicator;
 using cohort::ReduceOp;
 
+constexpr const char* kRawMpi = "mpi-raw";
+
 struct Config {
   std::string text;
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Communicator> comm;  // none for mpi-raw
   std::vector<double> times;
   bool allocated = false;  // the buffers from comm->allocate
   // For the size under way: each of the operation's buffers, in the size's
@@ -102,9 +117,71 @@ std::unique_ptr<Communicator> connect(cohort::World& world, const std::string& c
   return comm;
 }
 
+#ifdef COHORT_BENCH_WITH_MPI
+// MPI's own call for `op` on the buffers a communicator gets (as Open MPI's
+// columns of bench/compare_allreduce and compare_collectives make them).
+void run_raw_mpi(const std::string& op, std::span<float> data, std::span<float> whole,
+                 std::span<float> received) {
+  const int count = static_cast<int>(data.size());
+  if (op == "all_reduce") {
+    MPI_Allreduce(MPI_IN_PLACE, data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  } else if (op == "broadcast") {
+    MPI_Bcast(data.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  } else if (op == "all_gather") {
+    MPI_Allgather(data.data(), count, MPI_FLOAT, whole.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+  } else if (op == "reduce_scatter") {
+    MPI_Reduce_scatter_block(whole.data(), data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  } else if (op == "scatter") {
+    MPI_Scatter(whole.data(), count, MPI_FLOAT, data.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  } else if (op == "gather") {
+    MPI_Gather(data.data(), count, MPI_FLOAT, whole.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  } else {
+    MPI_Alltoall(whole.data(), count, MPI_FLOAT, received.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+  }
+}
+#endif
+
+// Whether MPI was started here for mpi-raw (then it is finalized here too).
+bool start_mpi_for(const std::vector<Config>& configs) {
+  const auto listed = [&](const std::string& name) {
+    return std::any_of(configs.begin(), configs.end(), [&](const Config& config) {
+      return config.text.substr(0, config.text.find(':')) == name;
+    });
+  };
+  if (!listed(kRawMpi)) return false;
+#ifdef COHORT_BENCH_WITH_MPI
+  // cohort's mpi backend needs MPI_THREAD_MULTIPLE (its default); alone,
+  // MPI's default level, at which Open MPI takes no locks.
+  const int level = listed("mpi") ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE;
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, level, &provided) != MPI_SUCCESS) {
+    throw cohort::Error("settings_in_one_job: MPI_Init_thread failed; start it under mpirun");
+  }
+  return true;
+#else
+  throw cohort::Error(
+      "settings_in_one_job: mpi-raw needs MPI, and this build has none (install libopenmpi-dev "
+      "and configure again)");
+#endif
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
+}
+
+// One size's entry of --json: every config's time per round, in µs.
+nlohmann::json json_size(std::size_t bytes, const std::vector<Config>& configs) {
+  nlohmann::json rounds = nlohmann::json::object();
+  for (const Config& config : configs)
+    rounds[config.text] = config.times;
+  return {{"bytes", bytes}, {"rounds_us", rounds}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& run) {
+  std::ofstream file(path);
+  file << run.dump(1) << "\n";
+  if (!file) throw cohort::Error(cohort::detail::cat("settings_in_one_job: cannot write ", path));
 }
 
 }  // namespace
@@ -115,6 +192,8 @@ int main(int argc, char** argv) {
   std::size_t largest = 64 * 1024 * 1024;
   int rounds = 21;
   std::size_t cold = 0;
+  std::string json_path;
+  bool whole_sizes = false;
   std::vector<Config> configs;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -129,6 +208,10 @@ int main(int argc, char** argv) {
                     : cohort::detail::parse_byte_size(sizes.substr(colon + 1)).value_or(0);
     } else if (arg == "--cold" && i + 1 < argc) {
       cold = cohort::detail::parse_byte_size(argv[++i]).value_or(SIZE_MAX);  // SIZE_MAX: refused
+    } else if (arg == "--whole") {
+      whole_sizes = true;
+    } else if (arg == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
     } else if (arg == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else {
@@ -145,16 +228,20 @@ int main(int argc, char** argv) {
                         op == "reduce_scatter" || op == "scatter" || op == "gather" ||
                         op == "all_to_all";
   if (configs.empty() || !known_op || smallest < 4 || largest < smallest || cold == SIZE_MAX) {
-    std::fprintf(stderr,
-                 "usage: settings_in_one_job [--op all_reduce|broadcast|all_gather|reduce_scatter|"
-                 "gather|scatter|all_to_all] [--sizes 256K:64M] "
-                 "[--rounds 21] [--cold BYTES] BACKEND[:VAR=VALUE,...]...\n");
+    std::fprintf(
+        stderr,
+        "usage: settings_in_one_job [--op all_reduce|broadcast|all_gather|reduce_scatter|"
+        "gather|scatter|all_to_all] [--sizes 256K:64M] "
+        "[--rounds 21] [--cold BYTES] [--whole] [--json FILE] BACKEND[:VAR=VALUE,...]...\n");
     return 2;
   }
   try {
+    const bool own_mpi = start_mpi_for(configs);
     cohort::World world = cohort::init();
-    for (std::size_t c = 0; c < configs.size(); ++c)
-      configs[c].comm = connect(world, configs[c].text, static_cast<int>(c));
+    for (std::size_t c = 0; c < configs.size(); ++c) {
+      if (configs[c].text != kRawMpi)
+        configs[c].comm = connect(world, configs[c].text, static_cast<int>(c));
+    }
     const int n = world.size();
     if (world.rank() == 0) {
       std::printf("# %s, %d ranks: time per operation (us), median of %d shuffled rounds%s\n",
@@ -166,12 +253,22 @@ int main(int argc, char** argv) {
     }
     std::mt19937 shuffle(12345);  // the same order on every rank
     std::vector<unsigned char> evict(cold);
+    std::vector<std::string> names;
+    for (const Config& config : configs)
+      names.push_back(config.text);
+    nlohmann::json run = {{"op", op},         {"ranks", world.size()},
+                          {"rounds", rounds}, {"bytes_are", whole_sizes ? "whole" : "block"},
+                          {"configs", names}, {"sizes", nlohmann::json::array()}};
     for (std::size_t bytes = smallest; bytes <= largest; bytes *= 2) {
-      std::vector<float> data(bytes / sizeof(float), 1.0f);
       // all_reduce, broadcast: `data` is the buffer. The others: it is each
       // rank's block, and `whole` holds n blocks.
-      std::vector<float> whole(
-          op == "all_reduce" || op == "broadcast" ? 0 : data.size() * static_cast<std::size_t>(n));
+      const bool in_blocks = op != "all_reduce" && op != "broadcast";
+      std::vector<float> data(
+          in_blocks && whole_sizes
+              ? std::max<std::size_t>(1, bytes / sizeof(float) / static_cast<std::size_t>(n))
+              : bytes / sizeof(float),
+          1.0f);
+      std::vector<float> whole(in_blocks ? data.size() * static_cast<std::size_t>(n) : 0);
       std::vector<float> received(op == "all_to_all" ? whole.size() : 0);
       for (Config& config : configs) {
         config.memory.clear();
@@ -188,6 +285,12 @@ int main(int argc, char** argv) {
         config.received = place(received);
       }
       const auto run_once = [&](Config& config) {
+        if (!config.comm) {
+#ifdef COHORT_BENCH_WITH_MPI
+          run_raw_mpi(op, config.data, config.whole, config.received);
+#endif
+          return;
+        }
         Communicator& comm = *config.comm;
         const Buffer block = Buffer::of(config.data);
         const Buffer blocks = Buffer::of(config.whole);
@@ -207,6 +310,29 @@ int main(int argc, char** argv) {
           comm.all_to_all(blocks, Buffer::of(config.received));
         }
       };
+      // Each config is timed within its own transport: mpi-raw's ranks meet
+      // at MPI_Barrier and take the slowest mean with MPI_Allreduce, as
+      // allreduce_mpi.c does.
+      const auto barrier = [&](Config& config) {
+        if (config.comm) {
+          config.comm->barrier();
+        } else {
+#ifdef COHORT_BENCH_WITH_MPI
+          MPI_Barrier(MPI_COMM_WORLD);
+#endif
+        }
+      };
+      const auto slowest_of = [&](Config& config, double mine) {
+        std::vector<double> slowest{mine};
+        if (config.comm) {
+          config.comm->all_reduce(std::span(slowest), ReduceOp::max);
+        } else {
+#ifdef COHORT_BENCH_WITH_MPI
+          MPI_Allreduce(MPI_IN_PLACE, slowest.data(), 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+#endif
+        }
+        return slowest[0];
+      };
       // A round lasts about a millisecond or more: enough operations to
       // outweigh the barrier and the clock.
       const int per_round = bytes <= 64 * 1024 ? 100 : bytes <= 1024 * 1024 ? 10 : 3;
@@ -218,32 +344,30 @@ int main(int argc, char** argv) {
       for (int round = 0; round < rounds; ++round) {
         std::shuffle(order.begin(), order.end(), shuffle);
         for (std::size_t c : order) {
-          Communicator& comm = *configs[c].comm;
           run_once(configs[c]);  // warm: the buffer's pages, the peers' caches
-          std::vector<double> slowest{0};
+          double mine = 0;
           if (cold > 0) {
             for (int k = 0; k < per_round; ++k) {
               std::fill(evict.begin(), evict.end(), static_cast<unsigned char>(k + round));
-              comm.barrier();
+              barrier(configs[c]);
               const auto start = std::chrono::steady_clock::now();
               run_once(configs[c]);
-              slowest[0] += std::chrono::duration<double, std::micro>(
-                                std::chrono::steady_clock::now() - start)
-                                .count() /
-                            per_round;
+              mine += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                                start)
+                          .count() /
+                      per_round;
             }
           } else {
-            comm.barrier();
+            barrier(configs[c]);
             const auto start = std::chrono::steady_clock::now();
             for (int k = 0; k < per_round; ++k)
               run_once(configs[c]);
-            slowest[0] =
+            mine =
                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
                     .count() /
                 per_round;
           }
-          comm.all_reduce(std::span(slowest), ReduceOp::max);
-          configs[c].times.push_back(slowest[0]);
+          configs[c].times.push_back(slowest_of(configs[c], mine));
         }
       }
       if (world.rank() != 0) continue;
@@ -255,6 +379,14 @@ int main(int argc, char** argv) {
       }
       std::printf("\n");
       std::fflush(stdout);
+      run["sizes"].push_back(json_size(bytes, configs));
+    }
+    if (world.rank() == 0 && !json_path.empty()) write_json(json_path, run);
+    if (own_mpi) {
+      configs.clear();
+#ifdef COHORT_BENCH_WITH_MPI
+      MPI_Finalize();
+#endif
     }
     return 0;
   } catch (const cohort::Error& error) {

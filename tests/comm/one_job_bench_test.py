@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""bench/compare_allreduce and compare_collectives --one-job end to end:
+cohort's shm (ordinary and allocated buffers) and MPI's own call
+(MPI_Allreduce, MPI_Allgather) timed in one mpirun job
+(build/bin/settings_in_one_job's mpi-raw), every round of every column kept
+in the JSON, all_gather's sizes its whole output with nccl-tests' bus
+bandwidth, and what one job cannot measure refused by name.
+
+    one_job_bench_test.py SOURCE_DIR BUILD_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROUNDS = 3
+SIZES = ["4096", "8192"]
+
+
+def main():
+    source, build = sys.argv[1], sys.argv[2]
+    script = os.path.join(source, "bench", "compare_allreduce")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "results.json")
+        done = subprocess.run([script, "--build", build, "--one-job", "--ranks", "2", "--sizes",
+                               "4K:8K", "--rounds", str(ROUNDS), "--json", out],
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "in one mpirun job: median of 3 rounds" in done.stdout, done.stdout
+        with open(out) as f:
+            results = json.load(f)
+    for column in ("shm", "shm_allocate", "mpi"):
+        times = results["2"][column]
+        assert sorted(times) == SIZES, (column, times)
+        assert all(t > 0 for t in times.values()), (column, times)
+    rounds = results["rounds"]["2"]
+    assert len(rounds) == ROUNDS, rounds
+    for one in rounds:
+        assert sorted(one) == ["mpi", "shm", "shm_allocate"], one
+    # A cell is the median of its rounds, each round's time as the job gave it.
+    for size in SIZES:
+        by_round = sorted(one["mpi"][size] for one in rounds)
+        assert results["2"]["mpi"][size] == by_round[ROUNDS // 2], (size, by_round)
+
+    refused = subprocess.run([script, "--build", build, "--one-job", "--only", "shm,torch"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0, refused.stdout
+    assert "--one-job measures shm, shm_allocate, mpi; --only names torch" in refused.stderr, \
+        refused.stderr
+    check_collectives(os.path.join(source, "bench", "compare_collectives"), build)
+    print("ok: shm, shm_allocate and mpi in one job, 3 rounds each; --only torch refused; "
+          "all_gather of n = 3 in one job; --ops all_to_all refused")
+
+
+def check_collectives(script, build):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "results.json")
+        done = subprocess.run([script, "--build", build, "--one-job", "--ops", "all_gather",
+                               "--ranks", "3", "--sizes", "4K:8K", "--rounds", str(ROUNDS),
+                               "--json", out], capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Open MPI (its own call)" in done.stdout, done.stdout
+        with open(out) as f:
+            results = json.load(f)
+    for column in ("shm", "alloc", "mpi"):
+        rows = results["all_gather"]["3"][column]
+        assert sorted(rows) == SIZES, (column, rows)
+        for size, row in rows.items():
+            assert row["time_us"] > 0 and row["bytes"] == int(size), row
+            algbw = int(size) / row["time_us"] / 1e3
+            assert abs(row["busbw_gbps"] - algbw * 2 / 3) < 1e-9 * algbw, row
+    assert len(results["rounds"]["all_gather"]["3"]) == ROUNDS
+    refused = subprocess.run([script, "--build", build, "--one-job", "--ops", "all_to_all"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0, refused.stdout
+    assert "--one-job measures broadcast, all_gather, reduce_scatter; --ops names all_to_all" \
+        in refused.stderr, refused.stderr
+
+
+if __name__ == "__main__":
+    main()
