@@ -117,9 +117,12 @@ std::unique_ptr<Communicator> connect(cohort::World& world, const std::string& c
   return comm;
 }
 
+// mpi-raw's calls: MPI's own collective for `op` on the buffers a
+// communicator gets (as Open MPI's columns of bench/compare_allreduce and
+// compare_collectives make them), and the barrier and slowest mean it is
+// timed with, as allreduce_mpi.c times it, and MPI's end. Without MPI they are never
+// called: start_mpi_for refuses mpi-raw first.
 #ifdef COHORT_BENCH_WITH_MPI
-// MPI's own call for `op` on the buffers a communicator gets (as Open MPI's
-// columns of bench/compare_allreduce and compare_collectives make them).
 void run_raw_mpi(const std::string& op, std::span<float> data, std::span<float> whole,
                  std::span<float> received) {
   const int count = static_cast<int>(data.size());
@@ -139,6 +142,26 @@ void run_raw_mpi(const std::string& op, std::span<float> data, std::span<float> 
     MPI_Alltoall(whole.data(), count, MPI_FLOAT, received.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
   }
 }
+
+void raw_mpi_barrier() {
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+double raw_mpi_slowest(double mine) {
+  MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return mine;
+}
+
+void finalize_mpi() {
+  MPI_Finalize();
+}
+#else
+void run_raw_mpi(const std::string&, std::span<float>, std::span<float>, std::span<float>) {}
+void raw_mpi_barrier() {}
+double raw_mpi_slowest(double mine) {
+  return mine;
+}
+void finalize_mpi() {}
 #endif
 
 // Whether MPI was started here for mpi-raw (then it is finalized here too).
@@ -285,12 +308,7 @@ int main(int argc, char** argv) {
         config.received = place(received);
       }
       const auto run_once = [&](Config& config) {
-        if (!config.comm) {
-#ifdef COHORT_BENCH_WITH_MPI
-          run_raw_mpi(op, config.data, config.whole, config.received);
-#endif
-          return;
-        }
+        if (!config.comm) return run_raw_mpi(op, config.data, config.whole, config.received);
         Communicator& comm = *config.comm;
         const Buffer block = Buffer::of(config.data);
         const Buffer blocks = Buffer::of(config.whole);
@@ -310,27 +328,15 @@ int main(int argc, char** argv) {
           comm.all_to_all(blocks, Buffer::of(config.received));
         }
       };
-      // Each config is timed within its own transport: mpi-raw's ranks meet
-      // at MPI_Barrier and take the slowest mean with MPI_Allreduce, as
-      // allreduce_mpi.c does.
-      const auto barrier = [&](Config& config) {
-        if (config.comm) {
-          config.comm->barrier();
-        } else {
-#ifdef COHORT_BENCH_WITH_MPI
-          MPI_Barrier(MPI_COMM_WORLD);
-#endif
-        }
+      // Each config is timed within its own transport.
+      const auto barrier = [](Config& config) {
+        if (!config.comm) return raw_mpi_barrier();
+        config.comm->barrier();
       };
-      const auto slowest_of = [&](Config& config, double mine) {
+      const auto slowest_of = [](Config& config, double mine) {
+        if (!config.comm) return raw_mpi_slowest(mine);
         std::vector<double> slowest{mine};
-        if (config.comm) {
-          config.comm->all_reduce(std::span(slowest), ReduceOp::max);
-        } else {
-#ifdef COHORT_BENCH_WITH_MPI
-          MPI_Allreduce(MPI_IN_PLACE, slowest.data(), 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-#endif
-        }
+        config.comm->all_reduce(std::span(slowest), ReduceOp::max);
         return slowest[0];
       };
       // A round lasts about a millisecond or more: enough operations to
@@ -384,9 +390,7 @@ int main(int argc, char** argv) {
     if (world.rank() == 0 && !json_path.empty()) write_json(json_path, run);
     if (own_mpi) {
       configs.clear();
-#ifdef COHORT_BENCH_WITH_MPI
-      MPI_Finalize();
-#endif
+      finalize_mpi();
     }
     return 0;
   } catch (const cohort::Error& error) {
