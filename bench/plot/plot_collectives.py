@@ -1,7 +1,7 @@
 """Plots of the collective benchmarks: time against size on log axes, one
 line per peer, the physical floor as a band. Run by bench/compare_allreduce
 and bench/compare_collectives (--plot FILE) with Debian's interpreter, whose
-matplotlib is python3-matplotlib (scripts/install-deps bench):
+matplotlib is python3-matplotlib (scripts/install-deps test, or bench):
 
   /usr/bin/python3 bench/plot/plot_collectives.py allreduce RESULTS.json OUT.svg [TITLE]
   /usr/bin/python3 bench/plot/plot_collectives.py collectives RESULTS.json OUT.svg [TITLE]
@@ -96,9 +96,13 @@ def plot_allreduce(results, out, title):
 
 
 def plot_collectives(results, out, title):
-    """results: {op: {n: {backend: {size: {"time_us": ...}}}}}, and the
-    rounds' own times under "rounds" (--rounds), not drawn."""
-    ops = [op for op in results if op != "rounds"]
+    """results: {op: {n: {backend: {size: {"time_us": ...}}}}}, the rounds'
+    own times under "rounds" (--rounds), not drawn, and under "labels" a
+    column's legend where it is not COLLECTIVE_LINES' (--one-job's Open MPI
+    is MPI's own call, not cohort's mpi backend)."""
+    labels = results.get("labels", {})
+    lines = [(key, labels.get(key, label), style) for key, label, style in COLLECTIVE_LINES]
+    ops = [op for op in results if op not in ("rounds", "labels")]
     ranks = sorted({n for op in ops for n in results[op]}, key=int)
     figure, panels = plt.subplots(len(ops), len(ranks), figsize=(6.5 * len(ranks), 4.5 * len(ops)),
                                   squeeze=False)
@@ -106,7 +110,7 @@ def plot_collectives(results, out, title):
         for column, n in enumerate(ranks):
             tables = {backend: {size: cell["time_us"] for size, cell in rows.items()}
                       for backend, rows in results[op].get(n, {}).items()}
-            panel(panels[row][column], f"{op}, n = {n}", tables, COLLECTIVE_LINES)
+            panel(panels[row][column], f"{op}, n = {n}", tables, lines)
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(out)

@@ -4,7 +4,8 @@ cohort's shm (ordinary and allocated buffers) and MPI's own call
 (MPI_Allreduce, MPI_Allgather) timed in one mpirun job
 (build/bin/settings_in_one_job's mpi-raw), every round of every column kept
 in the JSON, all_gather's sizes its whole output with nccl-tests' bus
-bandwidth, and what one job cannot measure refused by name.
+bandwidth, each run's --plot drawn (SVG, its text kept as text) with a
+line per column measured, and what one job cannot measure refused by name.
 
     one_job_bench_test.py SOURCE_DIR BUILD_DIR
 """
@@ -23,13 +24,21 @@ def main():
     script = os.path.join(source, "bench", "compare_allreduce")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "results.json")
+        plot = os.path.join(tmp, "allreduce.svg")
         done = subprocess.run([script, "--build", build, "--one-job", "--ranks", "2", "--sizes",
-                               "4K:8K", "--rounds", str(ROUNDS), "--json", out],
+                               "4K:8K", "--rounds", str(ROUNDS), "--json", out, "--plot", plot],
                               capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "in one mpirun job: median of 3 rounds" in done.stdout, done.stdout
+        # The table has the columns measured and no other.
+        header = next(line for line in done.stdout.splitlines() if line.startswith("| size |"))
+        assert header == ("| size | cohort (shm) | cohort (shm, allocate) | Open MPI | mpi/shm "
+                          "| mpi/alloc | mpi/shm by round |"), header
         with open(out) as f:
             results = json.load(f)
+        check_plot(plot, ["all_reduce, float32 sum, n = 2", "cohort (shm)",
+                          "cohort (shm, allocate)", "Open MPI", "median of 3 rounds in one job"],
+                   ["cohort (gloo)", "PyTorch gloo"])
     for column in ("shm", "shm_allocate", "mpi"):
         times = results["2"][column]
         assert sorted(times) == SIZES, (column, times)
@@ -53,16 +62,34 @@ def main():
           "all_gather of n = 3 in one job; --ops all_to_all refused")
 
 
+def check_plot(path, present, absent):
+    """The SVG at `path` was drawn, and its text (a title, the legend) has
+    every one of `present` and none of `absent`."""
+    assert os.path.exists(path), f"no plot at {path}"
+    with open(path) as f:
+        svg = f.read()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg, svg[:200]
+    text = svg.replace("&#39;", "'")
+    for wanted in present:
+        assert wanted in text, (path, wanted)
+    for unwanted in absent:
+        assert unwanted not in text, (path, unwanted)
+
+
 def check_collectives(script, build):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "results.json")
+        plot = os.path.join(tmp, "collectives.svg")
         done = subprocess.run([script, "--build", build, "--one-job", "--ops", "all_gather",
                                "--ranks", "3", "--sizes", "4K:8K", "--rounds", str(ROUNDS),
-                               "--json", out], capture_output=True, text=True, timeout=240)
+                               "--json", out, "--plot", plot],
+                              capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "Open MPI (its own call)" in done.stdout, done.stdout
         with open(out) as f:
             results = json.load(f)
+        check_plot(plot, ["all_gather, n = 3", "cohort (shm)", "Open MPI (its own call)"],
+                   ["cohort's mpi backend", "cohort (gloo)"])
     for column in ("shm", "alloc", "mpi"):
         rows = results["all_gather"]["3"][column]
         assert sorted(rows) == SIZES, (column, rows)
