@@ -4,8 +4,10 @@ cohort's shm (ordinary and allocated buffers) and MPI's own call
 (MPI_Allreduce, MPI_Allgather) timed in one mpirun job
 (build/bin/settings_in_one_job's mpi-raw), every round of every column kept
 in the JSON, all_gather's sizes its whole output with nccl-tests' bus
-bandwidth, each run's --plot drawn (SVG, its text kept as text) with a
-line per column measured, and what one job cannot measure refused by name.
+bandwidth, all_reduce's memory-bandwidth floor and cross-core bound beside
+the job's columns (runs of their own), each run's --plot drawn (SVG, its
+text kept as text) with a line per column measured and the floors' band,
+and what one job cannot measure refused by name.
 
     one_job_bench_test.py SOURCE_DIR BUILD_DIR
 """
@@ -17,6 +19,9 @@ import tempfile
 
 ROUNDS = 3
 SIZES = ["4096", "8192"]
+# all_reduce's bounds at n = 2: the cross-core one only where each rank has
+# a CPU of its own (bench/allreduce/crosscore.c).
+BOUNDS = ("floor", "xcore") if (os.cpu_count() or 1) >= 2 else ("floor",)
 
 
 def main():
@@ -32,14 +37,19 @@ def main():
         assert "in one mpirun job: median of 3 rounds" in done.stdout, done.stdout
         # The table has the columns measured and no other.
         header = next(line for line in done.stdout.splitlines() if line.startswith("| size |"))
-        assert header == ("| size | cohort (shm) | cohort (shm, allocate) | Open MPI | mpi/shm "
-                          "| mpi/alloc | mpi/shm by round |"), header
+        xcore = "xcore" in BOUNDS
+        assert header == ("| size | cohort (shm) | cohort (shm, allocate) | Open MPI "
+                          f"| floor 2nS/B |{' xcore |' if xcore else ''} mpi/shm | floor/shm |"
+                          f"{' xcore/shm |' if xcore else ''} mpi/alloc | floor/alloc "
+                          "| mpi/shm by round |"), header
         with open(out) as f:
             results = json.load(f)
         check_plot(plot, ["all_reduce, float32 sum, n = 2", "cohort (shm)",
-                          "cohort (shm, allocate)", "Open MPI", "median of 3 rounds in one job"],
+                          "cohort (shm, allocate)", "Open MPI", "median of 3 rounds in one job",
+                          "floor (memory, cross-core)" if xcore else "floor (memory bandwidth)"],
                    ["cohort (gloo)", "PyTorch gloo"])
-    for column in ("shm", "shm_allocate", "mpi"):
+    # The bounds come from runs of their own, beside the job's columns.
+    for column in ("shm", "shm_allocate", "mpi") + BOUNDS:
         times = results["2"][column]
         assert sorted(times) == SIZES, (column, times)
         assert all(t > 0 for t in times.values()), (column, times)
@@ -55,10 +65,11 @@ def main():
     refused = subprocess.run([script, "--build", build, "--one-job", "--only", "shm,torch"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0, refused.stdout
-    assert "--one-job measures shm, shm_allocate, mpi; --only names torch" in refused.stderr, \
-        refused.stderr
+    assert "--one-job measures shm, shm_allocate, mpi, floor, xcore; --only names torch" \
+        in refused.stderr, refused.stderr
     check_collectives(os.path.join(source, "bench", "compare_collectives"), build)
-    print("ok: shm, shm_allocate and mpi in one job, 3 rounds each; --only torch refused; "
+    print("ok: shm, shm_allocate and mpi in one job, 3 rounds each, the floors beside; "
+          "--only torch refused; "
           "all_gather of n = 3 in one job; --ops all_to_all refused")
 
 
