@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <sched.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -115,6 +116,11 @@ std::string cpu_vendor() {
   }
 #endif
   return "";
+}
+
+std::size_t l2_cache_bytes() {
+  const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? static_cast<std::size_t>(bytes) : 0;
 }
 
 }  // namespace cohort::detail

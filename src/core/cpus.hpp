@@ -1,6 +1,7 @@
 // How many CPUs this process may run on.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,5 +38,10 @@ std::vector<int> affinity_cpus();
 /// where there is no CPUID (not x86-64). For tunings measured to differ by
 /// vendor (the shm backend's single copies).
 std::string cpu_vendor();
+
+/// Bytes of one core's level-2 cache, as the C library reads it (CPUID on
+/// x86-64); 0 where it is not known. For chunks sized to stay in it (the
+/// shm backend's broadcast).
+std::size_t l2_cache_bytes();
 
 }  // namespace cohort::detail

@@ -228,6 +228,21 @@ Tuning::Windows automatic_single_copies(const Settings& settings) {
   return chosen;
 }
 
+// broadcast's rounds, each a copy into the root's slot and one out of it by
+// every other rank: at most half a core's L2 cache, so that a round's
+// piece of the slot and of the buffer it is copied to or from stay in that
+// cache together (0: a whole slot, where the L2 is not known or a slot fits
+// already). On an AMD EPYC of 1 MiB of L2 a core (2026-12-05, more ranks
+// than cores: 1 MiB slots), compare_collectives --one-job had broadcast at
+// n = 3 slower than Open MPI from 1 MiB in every round (0.43-0.59x), and at
+// n = 4 at 512 KiB (0.83x); in one job of settings_in_one_job, rounds of
+// 512 KiB were 1.3-2.1x as fast as the slot's 1 MiB at n = 3 and 1.15-1.6x
+// at n = 4 from 128 KiB to 64 MiB (docs/communicator.md). The Intel Xeon's
+// 2 MiB of L2 leaves its 1 MiB rounds as they were.
+std::size_t broadcast_chunk_bytes(std::size_t l2_bytes) {
+  return l2_bytes / 2 / 64 * 64;
+}
+
 // This rank's settings from its environment, for a group of `size` ranks
 // that may run on `cpus` CPUs together, beside which `busy` ranks of the job
 // run there in all (hier's host group on one machine's namespaces: the
@@ -245,6 +260,7 @@ Settings local_settings(int size, int busy, int cpus) {
   Tuning& tuning = settings.tuning;
   tuning.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
                                       settings.oversubscribed ? kSmallOversubscribedBytes : 0);
+  tuning.broadcast_chunk_bytes = broadcast_chunk_bytes(l2_cache_bytes());
   // n² channels: at most 16 MiB of them in all (64 KiB each up to 16 ranks).
   const auto pairs = static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
   settings.channel_bytes =
@@ -289,7 +305,7 @@ Settings agree_on_settings(Store* store, int rank, int size, int busy, Duration 
       std::ostringstream text;
       text << settings.slot_bytes << ' ' << settings.channel_bytes << ' '
            << (settings.oversubscribed ? 1 : 0) << ' ' << static_cast<int>(settings.single_copy)
-           << ' ' << tuning.small_bytes;
+           << ' ' << tuning.small_bytes << ' ' << tuning.broadcast_chunk_bytes;
       for (const Window* window : windows(tuning.single_copies))
         text << ' ' << window->min << ' ' << window->max;
       store->set("shm/settings", text.str());
@@ -299,7 +315,7 @@ Settings agree_on_settings(Store* store, int rank, int size, int busy, Duration 
   int single_copy = 0;
   std::istringstream text(store->get("shm/settings", timeout));
   text >> settings.slot_bytes >> settings.channel_bytes >> settings.oversubscribed >> single_copy >>
-      tuning.small_bytes;
+      tuning.small_bytes >> tuning.broadcast_chunk_bytes;
   for (Window* window : windows(tuning.single_copies))
     text >> window->min >> window->max;
   settings.single_copy = static_cast<SingleCopy>(single_copy);

@@ -304,7 +304,9 @@ void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const 
     return after_single_copies(group, call);
   }
   const std::size_t element = size_of(data.type);
-  const std::size_t per_chunk = chunk_elements(group, data.type, 1);
+  std::size_t per_chunk = chunk_elements(group, data.type, 1);
+  if (tuning.broadcast_chunk_bytes > 0)
+    per_chunk = std::clamp<std::size_t>(tuning.broadcast_chunk_bytes / element, 1, per_chunk);
   for (std::size_t first = 0; first < data.count; first += per_chunk) {
     const std::size_t bytes = std::min(per_chunk, data.count - first) * element;
     if (group.rank() == root) copy_bytes(group.next_slot(), bytes_of(data, first), bytes);

@@ -61,6 +61,10 @@ struct Window {
 /// How the collectives cut their work (the same on every rank of a group).
 struct Tuning {
   std::size_t small_bytes = 0;  ///< all_reduce/reduce up to this size: one round
+  /// broadcast's rounds carry at most this many bytes each (0: a whole slot),
+  /// so that a round's piece of the slot and of a rank's buffer fit in one
+  /// core's L2 cache together.
+  std::size_t broadcast_chunk_bytes = 0;
   /// A window per collective that has one.
   struct Windows {
     Window all_reduce, broadcast, gather, all_gather, scatter, reduce_scatter, all_to_all;
