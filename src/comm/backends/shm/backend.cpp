@@ -231,14 +231,15 @@ Tuning::Windows automatic_single_copies(const Settings& settings) {
 // broadcast's rounds, each a copy into the root's slot and one out of it by
 // every other rank: at most half a core's L2 cache, so that a round's
 // piece of the slot and of the buffer it is copied to or from stay in that
-// cache together (0: a whole slot, where the L2 is not known or a slot fits
-// already). On an AMD EPYC of 1 MiB of L2 a core (2026-12-05, more ranks
-// than cores: 1 MiB slots), compare_collectives --one-job had broadcast at
-// n = 3 slower than Open MPI from 1 MiB in every round (0.43-0.59x), and at
-// n = 4 at 512 KiB (0.83x); in one job of settings_in_one_job, rounds of
-// 512 KiB were 1.3-2.1x as fast as the slot's 1 MiB at n = 3 and 1.15-1.6x
-// at n = 4 from 128 KiB to 64 MiB (docs/communicator.md). The Intel Xeon's
-// 2 MiB of L2 leaves its 1 MiB rounds as they were.
+// cache together (0 where the L2 is not known: a whole slot, as where a
+// slot is that small already). On an AMD EPYC of 1 MiB of L2 a core
+// (2026-12-05, more ranks than cores: 1 MiB slots), compare_collectives
+// --one-job had broadcast at n = 3 slower than Open MPI from 1 MiB in
+// every round (0.43-0.59x), and at n = 4 at 512 KiB (0.83x); in one job of
+// settings_in_one_job, rounds of 512 KiB were 1.0-2.1x as fast as the
+// slot's 1 MiB at n = 3 (1.9-2.1x from 1 to 8 MiB) and 1.1-1.6x at n = 4,
+// from 128 KiB to 64 MiB (docs/communicator.md). The Intel Xeon's 2 MiB of
+// L2 leaves its 1 MiB rounds as they were.
 std::size_t broadcast_chunk_bytes(std::size_t l2_bytes) {
   return l2_bytes / 2 / 64 * 64;
 }
