@@ -25,7 +25,8 @@
 //
 //   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE] [--cold]
-//                    [--phases]
+//                    [--phases] [--ranks-per-node L] [--tree-width W] [--tree-by-arrival]
+//                    [--processes P|nodes]
 //
 // With --ranks-per-node L, cohort's ranks meet through their nodes' relays
 // as `cohort run`'s workers do: on socket pairs that take large answers as
@@ -38,6 +39,12 @@
 // store, taking the next place as it arrives and moving under its parent
 // once that one is published (launch/tree_arrival.hpp), as where it does not
 // (elastic jobs, torchrun's c10d form, mpirun's).
+//
+// --processes P: the relays run in P processes (threads of each, as an
+// agent runs its relay), or in as many as the open-file limit needs if
+// that is more; `--processes nodes`: each simulated node's relay in a
+// process of its own, as each node's agent is. The default: as few
+// processes as the open-file limit allows.
 //
 // Before each run of a table pattern it touches as much memory as the run's
 // copies of the table take, and frees it (warm_memory: a virtual machine's
@@ -58,6 +65,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -116,12 +124,23 @@ std::vector<std::string> keys_of(int n) {
   return keys;
 }
 
+// A process that drives simulated nodes (measure_through_relays) ends at
+// once on failure: its relays' threads run, and exit()'s destructors would
+// end them in the middle.
+bool in_shard = false;
+
+[[noreturn]] void fail() {
+  if (!in_shard) std::exit(1);
+  std::fflush(stderr);
+  _exit(1);
+}
+
 void send_or_die(int fd, const std::string& bytes) {
   std::string error;
   if (!cohort::detail::send_all(fd, bytes.data(), bytes.size(),
                                 Clock::now() + std::chrono::minutes(10), &error)) {
     std::fprintf(stderr, "rendezvous_scale: send: %s\n", error.c_str());
-    std::exit(1);
+    fail();
   }
 }
 
@@ -140,7 +159,7 @@ Fd connect_or_die(int port) {
                                       &error);
   if (!fd.valid()) {
     std::fprintf(stderr, "rendezvous_scale: connect to port %d: %s\n", port, error.c_str());
-    std::exit(1);
+    fail();
   }
   return fd;
 }
@@ -190,7 +209,7 @@ struct CohortProtocol : Protocol {
           cohort::detail::deadline_after(std::chrono::seconds(60)));
     } catch (const cohort::Error& error) {
       std::fprintf(stderr, "rendezvous_scale: %s\n", error.what());
-      std::exit(1);
+      fail();
     }
     return fd;
   }
@@ -672,6 +691,7 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
     return line;
   };
   std::vector<Shard> running;
+  std::fflush(nullptr);  // else a shard that exits prints what this process had not yet written
   for (int s = 0; s < shards; ++s) {
     const int first_node = nodes * s / shards;
     const int end_node = nodes * (s + 1) / shards;
@@ -680,6 +700,17 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
     if (pipe(go) != 0 || pipe(answers) != 0) std::exit(1);
     const pid_t pid = fork();
     if (pid == 0) {
+      in_shard = true;
+      std::set_terminate([] {  // what a relay or the tree threw, in any of its threads
+        try {
+          if (const std::exception_ptr thrown = std::current_exception())
+            std::rethrow_exception(thrown);
+        } catch (const std::exception& error) {
+          std::fprintf(stderr, "rendezvous_scale: a process of simulated nodes: %s\n",
+                       error.what());
+        }
+        fail();
+      });
       close(go[1]);
       close(answers[0]);
       for (Shard& other : running) {  // their ends: the others' end of file is the parent's
@@ -696,6 +727,10 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
         options.relay_to = cohort::StoreServer::Options::Upstream{"127.0.0.1", server.port(), false,
                                                                   "", std::chrono::minutes(10)};
         options.relay_to->connect_at_start = true;  // as an agent's
+        // Thousands of simulated nodes share two cores here: a parent's
+        // answer may take longer than the 5 s after which a relay counts
+        // it lost (a cut cable) and goes on without it. Not a loss here.
+        options.relay_to->hop_timeout = std::chrono::minutes(10);
         if (tree_width > 0 && !by_arrival) {
           options.host = loopback_of(node);
           options.port = server.port();
@@ -734,7 +769,10 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
         if (!receive(rank.get(), 5, limit)) _exit(1);
         ranks.push_back(std::move(rank));
       }
-      const Fd setter = protocol.open(server.port());
+      // What a completer sets goes through its node's relay, as from a
+      // worker (until 2026-12-06 on a connection of its own to the store,
+      // one for each of these processes).
+      const Fd setter(relays.front()->trusted_socket());
       (void)!write(answers[1], "ready\n", 6);
       char c = 0;
       if (read(go[0], &c, 1) != 1) _exit(1);
@@ -896,6 +934,7 @@ int main(int argc, char** argv) {
   int ranks_per_node = 0;  // 0: every rank connects to the store itself
   int torch_max = 16384;
   int tree_width = cohort::detail::kDefaultTreeWidth;
+  int processes = 0;  // through relays: 0, as few as the open-file limit allows
   std::string python = "/usr/bin/python3";
   std::string json;
   bool cold = false;
@@ -904,6 +943,7 @@ int main(int argc, char** argv) {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
         "                 [--ranks-per-node L] [--tree-width 32] [--tree-by-arrival]\n"
+        "                 [--processes P|nodes]\n"
         "                 [--wait-all-max 4096]\n"
         "                 [--torch-max 16384] [--cold] [--phases]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
@@ -923,7 +963,7 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc || flag.rfind("--", 0) != 0 ||
         (flag != "--sizes" && flag != "--patterns" && flag != "--wait-all-max" &&
          flag != "--python" && flag != "--json" && flag != "--ranks-per-node" &&
-         flag != "--torch-max" && flag != "--tree-width")) {
+         flag != "--torch-max" && flag != "--tree-width" && flag != "--processes")) {
       std::fprintf(stderr, "rendezvous_scale: %s%s\n", flag.c_str(),
                    i + 1 >= argc ? " needs a value" : ": unknown flag");
       usage();
@@ -943,6 +983,14 @@ int main(int argc, char** argv) {
       torch_max = std::atoi(argv[i + 1]);
     } else if (flag == "--tree-width") {
       tree_width = std::max(0, std::atoi(argv[i + 1]));
+    } else if (flag == "--processes") {
+      const std::string value = argv[i + 1];
+      processes = value == "nodes" ? -1 : std::atoi(value.c_str());
+      if (value != "nodes" && (processes < 1 || std::to_string(processes) != value)) {
+        std::fprintf(stderr, "rendezvous_scale: --processes %s: give a number from 1, or 'nodes'\n",
+                     value.c_str());
+        return 2;
+      }
     } else if (flag == "--python") {
       python = argv[i + 1];
     } else if (flag == "--json") {
@@ -972,10 +1020,18 @@ int main(int argc, char** argv) {
   }
   if (ranks_per_node > 0) {
     std::printf(
-        "cohort: the ranks meet through their node's relay, %d ranks per node (relays are "
-        "threads, as agents run them, of processes that also drive their nodes' ranks), %s; "
+        "cohort: the ranks meet through their node's relay, %d ranks per node (%s), %s; "
         "TCPStore: every rank connects to it\n",
         ranks_per_node,
+        processes < 0 ? "each relay a thread, as agents run them, of a process of its own "
+                        "that also drives its node's ranks, as each node's agent is"
+        : processes > 0
+            ? cohort::detail::cat("relays are threads, as agents run them, of ", processes,
+                                  " processes, or as many as the open-file limit needs, that "
+                                  "also drive their nodes' ranks")
+                  .c_str()
+            : "relays are threads, as agents run them, of as few processes as the open-file "
+              "limit allows, that also drive their nodes' ranks",
         tree_width == 0 ? "every relay connected to the store"
         : tree_by_arrival
             ? cohort::detail::cat(
@@ -1030,7 +1086,9 @@ int main(int argc, char** argv) {
           // a child's on average).
           const long descriptors = 2L * n + 8L * n / ranks_per_node;
           const long per_shard = std::max(1000L, files - 1024);
-          const int shards = static_cast<int>((descriptors + per_shard - 1) / per_shard);
+          const int nodes = (n + ranks_per_node - 1) / ranks_per_node;
+          const int fewest = static_cast<int>((descriptors + per_shard - 1) / per_shard);
+          const int shards = std::clamp(processes < 0 ? nodes : processes, fewest, nodes);
           ours = measure_through_relays(server, pattern, n, ranks_per_node, shards, tree_width,
                                         tree_by_arrival, limit, warm_bytes);
         } else {

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""build/bin/rendezvous_scale end to end, small: 512 simulated ranks, 8 a
+node (64 nodes, two levels of the agents' tree of 32), every pattern of a
+job's start answered through the nodes' relays
+
+- with the relays as threads and the tree known ahead: the store holds
+  fewer descriptors than there are nodes (its 32 children, not one
+  connection per node);
+- with every relay at the store (--tree-width 0): at least one per node,
+  so the column counts what it says;
+- with each node's relay in a process of its own, placed as it arrives
+  (--processes nodes --tree-by-arrival), as agents of a torchrun-form job
+  that start at once.
+
+    rendezvous_scale_bench_test.py BUILD_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+RANKS = 512
+PER_NODE = 8
+NODES = RANKS // PER_NODE
+PATTERNS = ("barrier", "table", "hosts")
+
+
+def run(build, *flags):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rows.json")
+        command = [os.path.join(build, "bin", "rendezvous_scale"), "--sizes", str(RANKS),
+                   "--ranks-per-node", str(PER_NODE), "--patterns", ",".join(PATTERNS),
+                   "--torch-max", "0", "--json", out, *flags]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, " ".join(command) + "\n" + done.stdout + done.stderr
+        with open(out) as f:
+            rows = json.load(f)
+    assert [row["pattern"] for row in rows] == list(PATTERNS), rows
+    for row in rows:
+        assert row["n"] == RANKS and row["cohort_s"] is not None, (flags, row, done.stderr)
+        assert row["tcpstore_s"] is None, row  # --torch-max 0
+    return rows, done.stdout
+
+
+def main():
+    build = sys.argv[1]
+    rows, stdout = run(build)
+    assert "relays are threads" in stdout, stdout
+    for row in rows:
+        assert row["cohort_fds"] < NODES, ("the tree", row)
+    rows, _ = run(build, "--tree-width", "0")
+    for row in rows:
+        assert row["cohort_fds"] >= NODES, ("every relay at the store", row)
+    _, stdout = run(build, "--processes", "nodes", "--tree-by-arrival")
+    assert "a process of its own" in stdout, stdout
+    print("rendezvous_scale: every pattern answered, threads and processes")
+
+
+if __name__ == "__main__":
+    main()
