@@ -1019,19 +1019,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (ranks_per_node > 0) {
+    std::string relays =
+        "relays are threads, as agents run them, of as few processes as the "
+        "open-file limit allows, that also drive their nodes' ranks";
+    if (processes < 0) {
+      relays =
+          "each relay a thread, as agents run them, of a process of its own that also "
+          "drives its node's ranks, as each node's agent is";
+    } else if (processes > 0) {
+      relays = cohort::detail::cat("relays are threads, as agents run them, of ", processes,
+                                   " processes, or as many as the open-file limit needs, that "
+                                   "also drive their nodes' ranks");
+    }
     std::printf(
         "cohort: the ranks meet through their node's relay, %d ranks per node (%s), %s; "
         "TCPStore: every rank connects to it\n",
-        ranks_per_node,
-        processes < 0 ? "each relay a thread, as agents run them, of a process of its own "
-                        "that also drives its node's ranks, as each node's agent is"
-        : processes > 0
-            ? cohort::detail::cat("relays are threads, as agents run them, of ", processes,
-                                  " processes, or as many as the open-file limit needs, that "
-                                  "also drive their nodes' ranks")
-                  .c_str()
-            : "relays are threads, as agents run them, of as few processes as the open-file "
-              "limit allows, that also drive their nodes' ranks",
+        ranks_per_node, relays.c_str(),
         tree_width == 0 ? "every relay connected to the store"
         : tree_by_arrival
             ? cohort::detail::cat(
@@ -1074,8 +1077,8 @@ int main(int argc, char** argv) {
       // As much memory as every simulated node's copy of the table (or, with
       // a connection per rank, the bench's ranks' copies at a time) takes.
       const std::string table = has_table ? table_of(n, name == "hosts" ? 8 : 1) : "";
-      const int copies = ranks_per_node > 0 ? (n + ranks_per_node - 1) / ranks_per_node
-                                            : std::min(n, kTableWindow);
+      const int nodes = ranks_per_node > 0 ? (n + ranks_per_node - 1) / ranks_per_node : 0;
+      const int copies = ranks_per_node > 0 ? nodes : std::min(n, kTableWindow);
       const std::size_t warm_bytes = cold ? 0 : table.size() * static_cast<std::size_t>(copies);
       Result ours;
       {
@@ -1086,7 +1089,6 @@ int main(int argc, char** argv) {
           // a child's on average).
           const long descriptors = 2L * n + 8L * n / ranks_per_node;
           const long per_shard = std::max(1000L, files - 1024);
-          const int nodes = (n + ranks_per_node - 1) / ranks_per_node;
           const int fewest = static_cast<int>((descriptors + per_shard - 1) / per_shard);
           const int shards = std::clamp(processes < 0 ? nodes : processes, fewest, nodes);
           ours = measure_through_relays(server, pattern, n, ranks_per_node, shards, tree_width,
