@@ -582,6 +582,10 @@ struct StoreServer::Impl final : detail::StoreCore {
                       connection.authenticated ? "sent far more than one request ahead"
                                                : "sent more than a handshake before its answer");
         }
+        // A short read emptied the socket as it stood: what comes later is
+        // the next readiness's (level-triggered), not a recv that fails
+        // with EAGAIN here, one system call per request saved.
+        if (static_cast<std::size_t>(n) < sizeof(buffer)) break;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
