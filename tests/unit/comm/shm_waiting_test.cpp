@@ -18,6 +18,10 @@ TEST(ShmWaiting, AYieldThatFindsTheCounterThereEndsTheWait) {
   counter.value = 5;
   WaitPolicy policy;
   policy.yields = 4;
+  // On a loaded machine a yield can take a whole time slice (1 ms by
+  // default), which rightly teaches the wait to skip yields: not what this
+  // test is about, so no yield here is ever that slow.
+  policy.time_slice = std::chrono::hours(1);
   WaitState state;
   EXPECT_TRUE(yield_until(counter, 5, policy, state));
   EXPECT_TRUE(yield_until(counter, 4, policy, state));  // passed it
