@@ -84,29 +84,27 @@ bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, so
   return true;
 }
 
-}  // namespace
-
-std::vector<NetInterface> ipv4_interfaces() {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) {
-    throw Error(cat("getifaddrs failed: ", std::strerror(errno)));
+bool resolve_ipv4_in_place(const std::string& host, sockaddr_in* out, std::string* error) {
+  if (inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1) {
+    out->sin_family = AF_INET;
+    return true;
   }
-  std::vector<NetInterface> out;
-  for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
-    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
-    sockaddr_in address{};
-    std::memcpy(&address, entry->ifa_addr, sizeof(address));
-    out.push_back({entry->ifa_name, ipv4_text(address), (entry->ifa_flags & IFF_UP) != 0,
-                   (entry->ifa_flags & IFF_LOOPBACK) != 0});
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0 || !found) {
+    *error = cat(host, " does not resolve: ", rc != 0 ? gai_strerror(rc) : "no address");
+    return false;
   }
-  freeifaddrs(list);
-  return out;
+  std::memcpy(out, found->ai_addr, sizeof(sockaddr_in));
+  freeaddrinfo(found);
+  return true;
 }
 
-Route route_to(const std::string& host, std::chrono::milliseconds resolve_timeout) {
+// The kernel's route to `target`, `host` resolved.
+Route route_to_address(const std::string& host, sockaddr_in target) {
   Route route;
-  sockaddr_in target{};
-  if (!resolve_ipv4(host, resolve_timeout, &target, &route.error)) return route;
   route.host_address = ipv4_text(target);
   target.sin_port = htons(9);  // any port: connect() on UDP only picks a route
 
@@ -134,6 +132,39 @@ Route route_to(const std::string& host, std::chrono::milliseconds resolve_timeou
     }
   }
   return route;
+}
+
+}  // namespace
+
+std::vector<NetInterface> ipv4_interfaces() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    throw Error(cat("getifaddrs failed: ", std::strerror(errno)));
+  }
+  std::vector<NetInterface> out;
+  for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+    sockaddr_in address{};
+    std::memcpy(&address, entry->ifa_addr, sizeof(address));
+    out.push_back({entry->ifa_name, ipv4_text(address), (entry->ifa_flags & IFF_UP) != 0,
+                   (entry->ifa_flags & IFF_LOOPBACK) != 0});
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+Route route_to(const std::string& host, std::chrono::milliseconds resolve_timeout) {
+  sockaddr_in target{};
+  Route unresolved;
+  if (!resolve_ipv4(host, resolve_timeout, &target, &unresolved.error)) return unresolved;
+  return route_to_address(host, target);
+}
+
+Route route_to_resolving_in_place(const std::string& host) {
+  sockaddr_in target{};
+  Route unresolved;
+  if (!resolve_ipv4_in_place(host, &target, &unresolved.error)) return unresolved;
+  return route_to_address(host, target);
 }
 
 std::string listen_address_for(const std::string& host, std::string* why) {

@@ -35,6 +35,14 @@ struct Route {
 Route route_to(const std::string& host,
                std::chrono::milliseconds resolve_timeout = std::chrono::seconds(2));
 
+/// route_to, resolving `host` with plain getaddrinfo: no thread, and no
+/// bound but the resolver's own. For cohort run's agent, which resolves
+/// the same names with getaddrinfo to reach the store anyway, and which
+/// forks workers without exec (cohort::spawn): glibc's asynchronous lookups
+/// do not survive a fork, and their thread took 1-6 ms of a 4-node start
+/// on a 2-vCPU VM (docs/measurements/launch.md).
+Route route_to_resolving_in_place(const std::string& host);
+
 /// Where a server should listen so that its peers reach it at `host` and
 /// nobody reaches it any other way: `host` resolved, when that is loopback or
 /// one of this machine's addresses; "" when it is not (behind NAT, or a name

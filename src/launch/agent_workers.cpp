@@ -47,7 +47,7 @@ std::string workers_interface(const Environment& env, const std::string& local_a
   if (auto named = env.find("COHORT_IFNAME"); named != env.end() && !named->second.empty()) {
     return named->second;
   }
-  return route_to(local_addr.empty() ? master_addr : local_addr).interface;
+  return route_to_resolving_in_place(local_addr.empty() ? master_addr : local_addr).interface;
 }
 
 }  // namespace

@@ -187,7 +187,7 @@ void NodeGroup::start_relay() {
   // (agent_tree.hpp).
   std::string reachable;
   if (tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
-    const Route route = route_to(options_.store_host);
+    const Route route = route_to_resolving_in_place(options_.store_host);
     if (route.found) reachable = route.source_address;
   }
   if (!reachable.empty()) relay.host = reachable;
@@ -220,7 +220,7 @@ std::optional<NodeGroup::TreeAhead> NodeGroup::tree_ahead() const {
   // 127.0.1.1) is not where other hosts reach it, unless the store too is
   // on loopback (every node on this machine).
   if (!ahead.address.empty() && ahead.address.rfind("127.", 0) == 0 &&
-      route_to(options_.store_host).host_address.rfind("127.", 0) != 0) {
+      route_to_resolving_in_place(options_.store_host).host_address.rfind("127.", 0) != 0) {
     why = cat(options_.node_hosts[static_cast<std::size_t>(id)], " resolves to ", ahead.address,
               " here, a loopback address");
     ahead.address.clear();
@@ -232,7 +232,8 @@ std::optional<NodeGroup::TreeAhead> NodeGroup::tree_ahead() const {
   const int parent =
       tree_parent_ahead(id, options_.nnodes, *options_.store_node, options_.tree_width);
   if (parent >= 0) {
-    const Route route = route_to(options_.node_hosts[static_cast<std::size_t>(parent)]);
+    const Route route =
+        route_to_resolving_in_place(options_.node_hosts[static_cast<std::size_t>(parent)]);
     // Unresolved, it is found at the rendezvous.
     if (route.found)
       ahead.parent = StoreServer::Hop{route.host_address, port_, cat("node ", parent)};
