@@ -30,11 +30,6 @@ std::string ipv4_text(const sockaddr_in& address) {
 // diagnostic command hang for the resolver's full retry schedule.
 bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, sockaddr_in* out,
                   std::string* error) {
-  // A dotted quad needs no lookup (getaddrinfo_a starts a thread for one).
-  if (inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1) {
-    out->sin_family = AF_INET;
-    return true;
-  }
   // On the heap: a lookup that outlives the deadline and cannot be cancelled
   // still writes into it from glibc's thread, so it is then left allocated.
   struct Lookup {
@@ -85,10 +80,6 @@ bool resolve_ipv4(const std::string& host, std::chrono::milliseconds timeout, so
 }
 
 bool resolve_ipv4_in_place(const std::string& host, sockaddr_in* out, std::string* error) {
-  if (inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1) {
-    out->sin_family = AF_INET;
-    return true;
-  }
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
@@ -102,9 +93,18 @@ bool resolve_ipv4_in_place(const std::string& host, sockaddr_in* out, std::strin
   return true;
 }
 
-// The kernel's route to `target`, `host` resolved.
-Route route_to_address(const std::string& host, sockaddr_in target) {
+// The kernel's route to `host`, which `resolve(&address, &error)` resolves
+// unless it is a dotted quad: that needs no lookup (getaddrinfo_a starts a
+// thread for one).
+template <class Resolve>
+Route route_with(const std::string& host, Resolve&& resolve) {
   Route route;
+  sockaddr_in target{};
+  if (inet_pton(AF_INET, host.c_str(), &target.sin_addr) == 1) {
+    target.sin_family = AF_INET;
+  } else if (!resolve(&target, &route.error)) {
+    return route;
+  }
   route.host_address = ipv4_text(target);
   target.sin_port = htons(9);  // any port: connect() on UDP only picks a route
 
@@ -154,17 +154,15 @@ std::vector<NetInterface> ipv4_interfaces() {
 }
 
 Route route_to(const std::string& host, std::chrono::milliseconds resolve_timeout) {
-  sockaddr_in target{};
-  Route unresolved;
-  if (!resolve_ipv4(host, resolve_timeout, &target, &unresolved.error)) return unresolved;
-  return route_to_address(host, target);
+  return route_with(host, [&](sockaddr_in* out, std::string* error) {
+    return resolve_ipv4(host, resolve_timeout, out, error);
+  });
 }
 
 Route route_to_resolving_in_place(const std::string& host) {
-  sockaddr_in target{};
-  Route unresolved;
-  if (!resolve_ipv4_in_place(host, &target, &unresolved.error)) return unresolved;
-  return route_to_address(host, target);
+  return route_with(host, [&](sockaddr_in* out, std::string* error) {
+    return resolve_ipv4_in_place(host, out, error);
+  });
 }
 
 std::string listen_address_for(const std::string& host, std::string* why) {
