@@ -10,9 +10,11 @@
 //             completes the count GETs every entry and SETs one table, which
 //             every rank GETs (store/exchange.cpp: cohort's agents' join and
 //             host exchange since 2026-11-25). O(N) requests, N × table bytes.
-//   hosts     the same with 8 ranks per entry, as cohort::init()'s exchange of
-//             host identities: the table holds each distinct entry once and
-//             a run of ranks per entry (store/exchange.hpp).
+//   hosts     the same with a host's ranks sharing one entry, as
+//             cohort::init()'s exchange of host identities: the table holds
+//             each distinct entry once and a run of ranks per entry
+//             (store/exchange.hpp). A host's ranks: --ranks-per-host H, else
+//             --ranks-per-node L (each simulated node is one host), else 8.
 //   wait-all  each rank WAITs for all of N keys, then the N keys are set (the
 //             multi-node join's pattern: every agent waits for every agent's
 //             entry). Its requests alone are N² keys: 16,384 ranks would send
@@ -26,7 +28,7 @@
 //   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE] [--cold]
 //                    [--phases] [--ranks-per-node L] [--tree-width W] [--tree-by-arrival]
-//                    [--processes P|nodes]
+//                    [--processes P|nodes] [--ranks-per-host H]
 //
 // With --ranks-per-node L, cohort's ranks meet through their nodes' relays
 // as `cohort run`'s workers do: on socket pairs that take large answers as
@@ -166,6 +168,8 @@ Fd connect_or_die(int port) {
 
 // --phases (above).
 bool print_phases = false;
+// The ranks that share a host identity in the hosts pattern (above).
+int ranks_per_host = 8;
 
 // One wire protocol: how to open a connection, the requests, and the size
 // of their answers.
@@ -624,10 +628,10 @@ std::optional<double> table(const Protocol& protocol, std::vector<Fd>& ranks, co
   return exchange_table(protocol, ranks, setter, n, limit, slice, 1);
 }
 
-// Eight ranks per host identity (cohort::init()'s host exchange).
+// A host's ranks per host identity (cohort::init()'s host exchange).
 std::optional<double> hosts(const Protocol& protocol, std::vector<Fd>& ranks, const Fd& setter,
                             int n, std::chrono::seconds limit, const Slice& slice) {
-  return exchange_table(protocol, ranks, setter, n, limit, slice, 8);
+  return exchange_table(protocol, ranks, setter, n, limit, slice, ranks_per_host);
 }
 
 Result measure(ServerProcess& server, const Protocol& protocol, Pattern pattern, int n,
@@ -939,11 +943,12 @@ int main(int argc, char** argv) {
   std::string json;
   bool cold = false;
   bool tree_by_arrival = false;
+  bool host_given = false;  // --ranks-per-host
   const auto usage = [] {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
         "                 [--ranks-per-node L] [--tree-width 32] [--tree-by-arrival]\n"
-        "                 [--processes P|nodes]\n"
+        "                 [--processes P|nodes] [--ranks-per-host H]\n"
         "                 [--wait-all-max 4096]\n"
         "                 [--torch-max 16384] [--cold] [--phases]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
@@ -963,7 +968,8 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc || flag.rfind("--", 0) != 0 ||
         (flag != "--sizes" && flag != "--patterns" && flag != "--wait-all-max" &&
          flag != "--python" && flag != "--json" && flag != "--ranks-per-node" &&
-         flag != "--torch-max" && flag != "--tree-width" && flag != "--processes")) {
+         flag != "--torch-max" && flag != "--tree-width" && flag != "--processes" &&
+         flag != "--ranks-per-host")) {
       std::fprintf(stderr, "rendezvous_scale: %s%s\n", flag.c_str(),
                    i + 1 >= argc ? " needs a value" : ": unknown flag");
       usage();
@@ -979,6 +985,14 @@ int main(int argc, char** argv) {
       wait_all_max = std::atoi(argv[i + 1]);
     } else if (flag == "--ranks-per-node") {
       ranks_per_node = std::max(0, std::atoi(argv[i + 1]));
+    } else if (flag == "--ranks-per-host") {
+      ranks_per_host = std::atoi(argv[i + 1]);
+      if (ranks_per_host < 1) {
+        std::fprintf(stderr, "rendezvous_scale: --ranks-per-host %s: give a number from 1\n",
+                     argv[i + 1]);
+        return 2;
+      }
+      host_given = true;
     } else if (flag == "--torch-max") {
       torch_max = std::atoi(argv[i + 1]);
     } else if (flag == "--tree-width") {
@@ -997,6 +1011,7 @@ int main(int argc, char** argv) {
       json = argv[i + 1];
     }
   }
+  if (!host_given && ranks_per_node > 0) ranks_per_host = ranks_per_node;
   const int largest = *std::max_element(sizes.begin(), sizes.end());
   // This process holds a connection per rank, the server (a child) one
   // more each, or the relays (another child) one more each and a few per
@@ -1076,7 +1091,7 @@ int main(int argc, char** argv) {
       }
       // As much memory as every simulated node's copy of the table (or, with
       // a connection per rank, the bench's ranks' copies at a time) takes.
-      const std::string table = has_table ? table_of(n, name == "hosts" ? 8 : 1) : "";
+      const std::string table = has_table ? table_of(n, name == "hosts" ? ranks_per_host : 1) : "";
       const int nodes = ranks_per_node > 0 ? (n + ranks_per_node - 1) / ranks_per_node : 0;
       const int copies = ranks_per_node > 0 ? nodes : std::min(n, kTableWindow);
       const std::size_t warm_bytes = cold ? 0 : table.size() * static_cast<std::size_t>(copies);
@@ -1144,6 +1159,12 @@ int main(int argc, char** argv) {
       "a GiB or more (the host of a virtual machine takes back memory left free); '-': not "
       "measured, or no answer within %lld s\n",
       static_cast<long long>(kColdIdle.count()), static_cast<long long>(limit.count()));
+  if (std::find(patterns.begin(), patterns.end(), "hosts") != patterns.end()) {
+    std::printf("hosts: %d ranks share a host identity (%s)\n", ranks_per_host,
+                host_given           ? "--ranks-per-host"
+                : ranks_per_node > 0 ? "a simulated node's ranks, --ranks-per-node"
+                                     : "without --ranks-per-node or --ranks-per-host");
+  }
   if (cold) {
     std::printf(
         "memory: not warmed (--cold): each run took fresh pages from this machine's host\n");

@@ -8,6 +8,8 @@ job's start answered through the nodes' relays
   connection per node);
 - with every relay at the store (--tree-width 0): at least one per node,
   so the column counts what it says;
+- the hosts pattern's ranks per identity: a simulated node's, or
+  --ranks-per-host's;
 - with each node's relay in a process of its own, placed as it arrives
   (--processes nodes --tree-by-arrival), as agents of a torchrun-form job
   that start at once.
@@ -47,9 +49,12 @@ def main():
     build = sys.argv[1]
     rows, stdout = run(build)
     assert "relays are threads" in stdout, stdout
+    # The hosts pattern's identities: one a simulated node unless told.
+    assert f"hosts: {PER_NODE} ranks share a host identity (a simulated node's" in stdout, stdout
     for row in rows:
         assert row["cohort_fds"] < NODES, ("the tree", row)
-    rows, _ = run(build, "--tree-width", "0")
+    rows, stdout = run(build, "--tree-width", "0", "--ranks-per-host", "3")
+    assert "hosts: 3 ranks share a host identity (--ranks-per-host)" in stdout, stdout
     for row in rows:
         assert row["cohort_fds"] >= NODES, ("every relay at the store", row)
     _, stdout = run(build, "--processes", "nodes", "--tree-by-arrival")
