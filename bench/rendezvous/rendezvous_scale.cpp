@@ -56,7 +56,10 @@
 // when, in a table pattern's run, its requests were all sent, the count
 // was complete (the completer's process), the completer had every entry
 // and sent the table, and its first and last rank had the table: the
-// fan-in and the fan-out apart.
+// fan-in and the fan-out apart; and, for every pattern, the CPU its
+// threads took from the start until every process's pattern ended, by
+// thread name (the relays' loops, upstream readers and senders, and the
+// main thread, which drives the simulated ranks).
 //
 // Raises its own open-file limit (ulimit -n) to the hard limit. PyTorch's
 // columns are "-" when its interpreter cannot import torch, or when an answer
@@ -71,6 +74,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -168,6 +172,20 @@ Fd connect_or_die(int port) {
 
 // --phases (above).
 bool print_phases = false;
+
+// CPU time of this process's threads so far, ns, summed by thread name.
+std::map<std::string, long long> cpu_by_thread_name() {
+  std::map<std::string, long long> sums;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::ifstream comm(task.path() / "comm");
+    std::ifstream schedstat(task.path() / "schedstat");  // its first field: ns on a CPU
+    std::string name;
+    long long ns = 0;
+    if (std::getline(comm, name) && (schedstat >> ns)) sums[name] += ns;
+  }
+  return sums;
+}
 // The ranks that share a host identity in the hosts pattern (above).
 int ranks_per_host = 8;
 
@@ -780,15 +798,28 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
       (void)!write(answers[1], "ready\n", 6);
       char c = 0;
       if (read(go[0], &c, 1) != 1) _exit(1);
+      const auto cpu_before =
+          print_phases ? cpu_by_thread_name() : std::map<std::string, long long>{};
       const auto seconds = pattern(protocol, ranks, setter, n, limit, Slice{first, false, true});
       const std::string line =
           seconds ? std::to_string(Clock::now().time_since_epoch().count()) + "\n" : "-\n";
       (void)!write(answers[1], line.data(), line.size());
       // Measured. The shards end one after another: relays whose parents
       // were another shard's would say that they lost them.
+      const Fd said(dup(STDERR_FILENO));  // for --phases' CPU, once every shard ended
       const Fd quiet(open("/dev/null", O_WRONLY | O_CLOEXEC));
       if (quiet.valid()) dup2(quiet.get(), STDERR_FILENO);
       while (read(go[0], &c, 1) > 0) {
+        if (c != 'c' || !said.valid()) continue;
+        std::string cpu = cohort::detail::cat("phase: ranks ", first, "-", first + ranks.size() - 1,
+                                              ": CPU by thread name, ms:");
+        for (const auto& [name, ns] : cpu_by_thread_name()) {
+          const auto before = cpu_before.find(name);
+          cpu += cohort::detail::cat(
+              " ", name, " ", (ns - (before == cpu_before.end() ? 0 : before->second)) / 1'000'000);
+        }
+        cpu += "\n";
+        (void)!write(said.get(), cpu.data(), cpu.size());
       }
       _exit(0);
     }
@@ -835,6 +866,10 @@ Result measure_through_relays(ServerProcess& server, Pattern pattern, int n, int
   }
   result.descriptors = std::max(result.descriptors, server.descriptors());
   result.grown_kib = server.grown_kib();
+  if (print_phases) {
+    for (Shard& shard : running)
+      (void)!write(shard.go.get(), "c", 1);  // each prints its threads' CPU
+  }
   for (Shard& shard : running) {
     shard.go.reset();
     waitpid(shard.pid, nullptr, 0);

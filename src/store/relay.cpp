@@ -416,6 +416,14 @@ struct StoreRelay::Impl {
   };
   std::shared_ptr<Link> link;
   std::vector<std::shared_ptr<Link>> retired;  // their readers end, then are joined
+  // The loop sends what a round forwarded itself when the connection takes
+  // it at once (send_now): a wake-up of the sender fewer for each round.
+  // `sending`: the sender is writing to the connection (outside `mutex`);
+  // `unsent`: what the loop could not send on `unsent_on`, which goes out
+  // before anything else on it.
+  bool sending = false;
+  std::string unsent;
+  std::shared_ptr<Link> unsent_on;
   // The connection this relay moved off, which holds its in-process
   // clients' last words until the next one does (install): a process that
   // dies while it moves has them said by one end or the other.
@@ -440,7 +448,7 @@ struct StoreRelay::Impl {
   bool has_work() const {
     return (!batch.empty() && !batch_out) || (batch_out && !batch_out->to_send.empty()) ||
            !ready.empty() || ((rerouted || (link && link->leaving)) && !batch_out) ||
-           (reconnect && !link);
+           (reconnect && !link) || !unsent.empty();
   }
 
   // The sender: connects, and sends what is ready, one batch out at a time.
@@ -451,6 +459,13 @@ struct StoreRelay::Impl {
       join_ended(lock);
       work.wait(lock, [&] { return stopping || has_work(); });
       if (stopping) return;
+      if (!unsent.empty()) {
+        // The loop's rest goes first, on the connection its requests are
+        // pending on (lose() drops it with that connection), before any move.
+        const std::shared_ptr<Link> on = std::exchange(unsent_on, nullptr);
+        send_out(on, std::exchange(unsent, {}), lock);
+        continue;
+      }
       if (rerouted && !batch_out) {
         move_on(0);
       } else if (link && link->leaving && !batch_out) {
@@ -465,14 +480,40 @@ struct StoreRelay::Impl {
       }
       const std::shared_ptr<Link> current = link;
       std::string out = take_frames(*current);
-      if (out.empty()) continue;
-      lock.unlock();
-      std::string why;
-      const bool sent = send_all(current->fd.get(), out.data(), out.size(),
-                                 deadline_after(upstream.timeout), &why);
-      lock.lock();
-      if (!sent) lose(current, why);
+      if (!out.empty()) send_out(current, std::move(out), lock);
     }
+  }
+
+  // Writes `out` to `on` outside `mutex` (held by `lock`).
+  void send_out(const std::shared_ptr<Link>& on, std::string out,
+                std::unique_lock<std::mutex>& lock) {
+    sending = true;
+    lock.unlock();
+    std::string why;
+    const bool sent =
+        send_all(on->fd.get(), out.data(), out.size(), deadline_after(upstream.timeout), &why);
+    lock.lock();
+    sending = false;
+    if (!sent) lose(on, why);
+  }
+
+  // What the loop's round forwarded, sent by the loop itself (under
+  // `mutex`) when the connection is up, nothing else is on its way on it
+  // and its socket takes all of it at once; otherwise, or for the rest,
+  // the sender is woken. The socket is never written by both.
+  void send_now() {
+    if (!link || sending || !unsent.empty() || link->leaving || rerouted || stopping) {
+      if (has_work()) work.notify_one();
+      return;
+    }
+    std::string out = take_frames(*link);
+    if (out.empty()) return;
+    const ssize_t n = ::send(link->fd.get(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(out.size())) return;
+    // Full, or failed: the sender sends the rest, or meets the failure.
+    unsent = out.substr(n > 0 ? static_cast<std::size_t>(n) : 0);
+    unsent_on = link;
+    work.notify_one();
   }
 
   // How long the other end of `to` may take to answer a quick request.
@@ -791,6 +832,10 @@ struct StoreRelay::Impl {
   // its requests; the job's store itself is lost for good.
   void lose(const std::shared_ptr<Link>& lost, const std::string& why) {
     ::shutdown(lost->fd.get(), SHUT_RDWR);  // its reader returns, if it has not
+    if (unsent_on == lost) {                // its requests are taken back below, or failed
+      unsent.clear();
+      unsent_on.reset();
+    }
     if (stopping) return;
     const std::string lost_with =
         cat("this node's relay lost the relay at ", lost->address,
@@ -1148,8 +1193,7 @@ struct StoreRelay::Impl {
     group.timeout = request.timeout;
     if (get) group.get_key = std::move(request.key);
     group.going.push_back(client);
-    ready.push_back(&*at);
-    work.notify_one();
+    ready.push_back(&*at);  // it leaves at flush(), with the round's others
   }
 
   // Client `id`'s last words are no longer this process's to leave (under
@@ -1250,7 +1294,7 @@ void StoreRelay::forward(Id id, RelayedRequest request) {
 
 void StoreRelay::flush() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (!impl_->batch.empty()) impl_->work.notify_one();
+  if (!impl_->batch.empty() || !impl_->ready.empty()) impl_->send_now();
 }
 
 void StoreRelay::say_last_words(Id id, bool own,

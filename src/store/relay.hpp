@@ -145,14 +145,18 @@ class StoreRelay {
   StoreRelay(const StoreRelay&) = delete;
   StoreRelay& operator=(const StoreRelay&) = delete;
 
-  /// Takes a request; a quick one goes up with the next batch, which
-  /// leaves at flush(). A SET_ON_CLOSE or CLEAR_ON_CLOSE is an in-process
-  /// client's, whose last words also go up (above).
+  /// Takes a request; it goes up at the next flush(): a quick one with the
+  /// next batch, one that may wait with the others of its round. A
+  /// SET_ON_CLOSE or CLEAR_ON_CLOSE is an in-process client's, whose last
+  /// words also go up (above).
   void forward(Id id, RelayedRequest request);
-  /// Sends the quick requests forwarded since the last batch left, if none
-  /// is out. The server's loop calls it after each round of events, so that
-  /// requests that arrived together go up as one batch (a node's ranks' SETs
-  /// and ADDs of one exchange) rather than the first alone.
+  /// Sends what was forwarded since: the quick requests as one batch if
+  /// none is out, and the requests that may wait. The server's loop calls
+  /// it after each round of events, so that requests that arrived together
+  /// go up as one batch (a node's ranks' SETs and ADDs of one exchange)
+  /// rather than the first alone. The caller's thread writes them itself
+  /// when the connection upstream takes them at once; else the relay's
+  /// sender does.
   void flush();
   /// The connection of client `id` ended with `words` (its SET_ON_CLOSE
   /// keys and values): they are set upstream; `own`: a client in this

@@ -333,6 +333,52 @@ TEST_F(StoreRelayTest, LargeAnswersReachClientsThatReadThemInTurn) {
   }
 }
 
+// Requests larger than the connection up takes at once: the relay's loop
+// writes what the socket takes and its sender the rest, before anything
+// else on it (StoreRelay::flush), while other clients' requests and waits
+// come in meanwhile; every value arrives whole and every wait is answered.
+TEST_F(StoreRelayTest, RequestsLargerThanTheSocketTakesAtOnceGoUpWhole) {
+  constexpr int kClients = 4;
+  constexpr int kRounds = 3;
+  constexpr std::size_t kBytes = std::size_t{6} << 20;
+  auto direct = client_of(*store_);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      try {
+        auto through = client_of(*relay_);
+        for (int round = 0; round < kRounds; ++round) {
+          const std::string key = "big/" + std::to_string(c) + "/" + std::to_string(round);
+          std::string value(kBytes, static_cast<char>('a' + c));
+          value.replace(0, key.size(), key);  // no two alike
+          through->set(key, value);
+          EXPECT_EQ(through->add("small/" + std::to_string(c), 1), round + 1);
+          // A wait that goes up while other clients' large SETs are on their way.
+          EXPECT_EQ(through->get("go/" + std::to_string(round), 10s), "now");
+        }
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << "client " << c << ": " << error.what();
+      }
+    });
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    std::this_thread::sleep_for(20ms);
+    direct->set("go/" + std::to_string(round), "now");
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  for (int c = 0; c < kClients; ++c) {
+    for (int round = 0; round < kRounds; ++round) {
+      const std::string key = "big/" + std::to_string(c) + "/" + std::to_string(round);
+      const std::string value = direct->get(key, 1s);
+      ASSERT_EQ(value.size(), kBytes) << key;
+      EXPECT_EQ(value.substr(0, key.size()), key);
+      EXPECT_EQ(value.find_first_not_of(static_cast<char>('a' + c), key.size()), std::string::npos)
+          << key;
+    }
+  }
+}
+
 // A node's ranks on socket pairs (as cohort run's workers reach their
 // agent) that wait for one large value share the memory file of each
 // answer that came up, not a copy each; small answers, and a client that did not ask for files,

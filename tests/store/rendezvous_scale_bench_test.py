@@ -12,7 +12,8 @@ job's start answered through the nodes' relays
   --ranks-per-host's;
 - with each node's relay in a process of its own, placed as it arrives
   (--processes nodes --tree-by-arrival), as agents of a torchrun-form job
-  that start at once.
+  that start at once; with --phases each of those processes says its
+  threads' CPU by name.
 
     rendezvous_scale_bench_test.py BUILD_DIR
 """
@@ -42,23 +43,27 @@ def run(build, *flags):
     for row in rows:
         assert row["n"] == RANKS and row["cohort_s"] is not None, (flags, row, done.stderr)
         assert row["tcpstore_s"] is None, row  # --torch-max 0
-    return rows, done.stdout
+    return rows, done.stdout, done.stderr
 
 
 def main():
     build = sys.argv[1]
-    rows, stdout = run(build)
+    rows, stdout, _ = run(build)
     assert "relays are threads" in stdout, stdout
     # The hosts pattern's identities: one a simulated node unless told.
     assert f"hosts: {PER_NODE} ranks share a host identity (a simulated node's" in stdout, stdout
     for row in rows:
         assert row["cohort_fds"] < NODES, ("the tree", row)
-    rows, stdout = run(build, "--tree-width", "0", "--ranks-per-host", "3")
+    rows, stdout, _ = run(build, "--tree-width", "0", "--ranks-per-host", "3")
     assert "hosts: 3 ranks share a host identity (--ranks-per-host)" in stdout, stdout
     for row in rows:
         assert row["cohort_fds"] >= NODES, ("every relay at the store", row)
-    _, stdout = run(build, "--processes", "nodes", "--tree-by-arrival")
+    _, stdout, stderr = run(build, "--processes", "nodes", "--tree-by-arrival", "--phases")
     assert "a process of its own" in stdout, stdout
+    # --phases: each process's threads' CPU by name, the relay's among them.
+    cpu = [line for line in stderr.splitlines() if "CPU by thread name, ms:" in line]
+    assert len(cpu) == len(PATTERNS) * NODES, stderr
+    assert all(" cohort-relay " in line for line in cpu), cpu[:3]
     print("rendezvous_scale: every pattern answered, threads and processes")
 
 
