@@ -563,8 +563,12 @@ std::optional<double> exchange_table(const Protocol& protocol, std::vector<Fd>& 
   const auto first = static_cast<std::size_t>(slice.first);
   const auto phase = [&](const char* what) {
     if (!print_phases || !slice.files) return;
-    std::fprintf(stderr, "phase: ranks %zu-%zu: %s at %.3f s\n", first, first + ranks.size() - 1,
-                 what, std::chrono::duration<double>(Clock::now() - start).count());
+    // With the clock's own reading, to line up with a profile's
+    // (perf record -k CLOCK_MONOTONIC).
+    const auto now = Clock::now();
+    std::fprintf(stderr, "phase: ranks %zu-%zu: %s at %.3f s (monotonic %.6f)\n", first,
+                 first + ranks.size() - 1, what, std::chrono::duration<double>(now - start).count(),
+                 std::chrono::duration<double>(now.time_since_epoch()).count());
   };
   // Says which answer did not come, so that a "-" in the table has a reason.
   const auto missing = [&](const char* what, std::size_t r) -> std::optional<double> {

@@ -29,25 +29,6 @@ int millis_until(Deadline deadline) {
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
 }
 
-// Waits until `fd` is ready for `events` or the deadline passes.
-bool wait_ready(int fd, short events, Deadline deadline, std::string* error) {
-  pollfd entry{fd, events, 0};
-  for (;;) {
-    const int timeout = millis_until(deadline);
-    const int n = poll(&entry, 1, timeout);
-    if (n > 0) return true;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *error = "poll failed: " + errno_text(errno);
-      return false;
-    }
-    if (timeout == 0) {
-      *error = "timed out";
-      return false;
-    }
-  }
-}
-
 // An address of `host` (IPv4 preferred, as every name the tests and most
 // clusters use has one; IPv6 when that is all it has: "::1").
 struct Resolved {
@@ -131,6 +112,24 @@ void raise_receive_buffer(int fd, std::size_t wanted) {
 }
 
 }  // namespace
+
+bool wait_ready(int fd, short events, Deadline deadline, std::string* error) {
+  pollfd entry{fd, events, 0};
+  for (;;) {
+    const int timeout = millis_until(deadline);
+    const int n = poll(&entry, 1, timeout);
+    if (n > 0) return true;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = "poll failed: " + errno_text(errno);
+      return false;
+    }
+    if (timeout == 0) {
+      *error = "timed out";
+      return false;
+    }
+  }
+}
 
 Deadline deadline_after(std::chrono::milliseconds timeout) noexcept {
   const Deadline now = Clock::now();
@@ -280,6 +279,7 @@ bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::stri
 
 bool recv_into_file(int fd, int file, std::size_t size, Deadline deadline, std::string* error,
                     std::string* file_error) {
+  if (size == 0) return true;
   int ends[2];
   if (pipe2(ends, O_CLOEXEC) != 0)
     return recv_into_file_through_memory(fd, file, size, deadline, error, file_error);

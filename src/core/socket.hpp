@@ -49,6 +49,10 @@ Fd connect_tcp(const std::string& host, int port, Deadline deadline, std::string
 /// error, not a SIGPIPE). False with `*error` set on failure.
 bool send_all(int fd, const void* data, std::size_t size, Deadline deadline, std::string* error);
 
+/// Waits until `fd` is ready for `events` (poll's) or `deadline` passes:
+/// false with `*error` ("timed out") then.
+bool wait_ready(int fd, short events, Deadline deadline, std::string* error);
+
 /// Receives exactly `size` bytes before `deadline`. False with `*error` set
 /// on failure; "closed the connection" when the peer did.
 bool recv_all(int fd, void* data, std::size_t size, Deadline deadline, std::string* error);

@@ -20,6 +20,7 @@
 #include "core/fd.hpp"
 #include "core/log.hpp"
 #include "core/socket.hpp"
+#include "core/socket_reader.hpp"
 #include "core/strings.hpp"
 #include "core/thread_name.hpp"
 #include "store/client_handshake.hpp"
@@ -934,15 +935,16 @@ struct StoreRelay::Impl {
   // A connection's reader: each answer to the request its tag names.
   void run_reader(const std::shared_ptr<Link>& from) {
     std::string why = "closed the connection";
-    std::string buffer;  // a piece of an answer read and dropped
-    const int fd = from->fd.get();
+    // A batch's answers come as many small frames: read ahead, most of them
+    // cost no system call of their own.
+    SocketReader in(from->fd.get());
     std::optional<Pending> pending;  // the request whose answer is being read
     for (;;) {
       pending.reset();
-      if (!readable(*from, &why)) break;
+      if (in.buffered() == 0 && !readable(*from, &why)) break;
       const Deadline deadline = deadline_after(upstream.timeout);
       char header[wire::kFrameHeaderBytes + wire::kTagBytes + 1];  // and the status
-      if (!recv_all(fd, header, sizeof(header), deadline, &why)) break;
+      if (!in.read(header, sizeof(header), deadline, &why)) break;
       const std::size_t length = wire::frame_length(header);
       if (length < wire::kTagBytes + 1) {
         why = cat("sent an answer of ", length, " bytes");
@@ -966,13 +968,13 @@ struct StoreRelay::Impl {
       }
       if (!pending || pending->kind == Pending::Kind::own) {
         // Ours (last words registered), or a request taken back: dropped.
-        if (!skip(fd, rest, deadline, &buffer, &why)) break;
+        if (!in.skip(rest, deadline, &why)) break;
         continue;
       }
       if (pending->kind == Pending::Kind::batch) {
         std::string frame = wire::Writer().frame_before(rest + 1);
         frame.push_back(status);
-        if (!receive_into(fd, &frame, rest, deadline, &why)) break;
+        if (!in.append_to(&frame, rest, deadline, &why)) break;
         std::lock_guard<std::mutex> lock(mutex);
         if (batch_out) answered_in_batch(pending->index, std::move(frame));
         continue;
@@ -992,16 +994,16 @@ struct StoreRelay::Impl {
           why = cat("sent an answer of ", length, " bytes to GET_VERSIONED, too short");
           break;
         }
-        answer = receive(fd, rest - 8, deadline, status, &why);
+        answer = receive(in, rest - 8, deadline, status, &why);
         char field[8];
-        if (!answer || !recv_all(fd, field, sizeof(field), deadline, &why)) break;
+        if (!answer || !in.read(field, sizeof(field), deadline, &why)) break;
         // An answer this relay could not keep (receive() made it an error)
         // has no version here: the next GET of the key asks for the value.
         if (answer->ok()) {
           version = static_cast<std::uint64_t>(wire::Reader(std::string_view(field, 8)).i64());
         }
       } else {
-        answer = receive(fd, rest, deadline, status, &why);
+        answer = receive(in, rest, deadline, status, &why);
         if (!answer) break;
       }
       group_answered(*pending, std::move(answer), unchanged, version);
@@ -1015,37 +1017,13 @@ struct StoreRelay::Impl {
     work.notify_one();
   }
 
-  // Appends `count` bytes to `*out`, which grows with what arrives, not with
-  // what a frame's header announces.
-  static bool receive_into(int fd, std::string* out, std::size_t count, Deadline deadline,
-                           std::string* why) {
-    for (std::size_t left = count; left > 0;) {
-      const std::size_t piece = std::min(left, kPieceBytes * 16);
-      out->resize(out->size() + piece);
-      if (!recv_all(fd, out->data() + out->size() - piece, piece, deadline, why)) return false;
-      left -= piece;
-    }
-    return true;
-  }
-
-  // Reads and drops `count` bytes.
-  static bool skip(int fd, std::size_t count, Deadline deadline, std::string* buffer,
-                   std::string* why) {
-    for (std::size_t left = count; left > 0;) {
-      buffer->resize(std::min(left, kPieceBytes));
-      if (!recv_all(fd, buffer->data(), buffer->size(), deadline, why)) return false;
-      left -= buffer->size();
-    }
-    return true;
-  }
-
   // The `count` bytes after an answer's `status`: a large answer into a
   // memory file, from the socket through a pipe (its frame then keeps only
   // its header), else after its frame's header. Null and `*why` when the
   // connection failed; when no file could be kept, the bytes are read and
   // dropped and the answer is an error that says so.
-  std::shared_ptr<RelayedAnswer> receive(int fd, std::size_t count, Deadline deadline, char status,
-                                         std::string* why) {
+  std::shared_ptr<RelayedAnswer> receive(SocketReader& in, std::size_t count, Deadline deadline,
+                                         char status, std::string* why) {
     auto answer = std::make_shared<RelayedAnswer>();
     answer->frame = wire::Writer().frame_before(count + 1);
     std::string error;  // no file: the bytes go into memory, as a small answer's
@@ -1053,12 +1031,18 @@ struct StoreRelay::Impl {
     if (wire::kFrameHeaderBytes + 1 + count >= kLargeAnswerBytes) writer.emplace(&error);
     if (!writer || !writer->valid()) {
       answer->frame.push_back(status);
-      if (!receive_into(fd, &answer->frame, count, deadline, why)) return nullptr;
+      if (!in.append_to(&answer->frame, count, deadline, why)) return nullptr;
       return answer;
     }
-    const bool kept = writer->write(std::string_view(&status, 1), &error);
+    // Its first bytes may have been read ahead with the frame before it.
+    const std::string_view ahead = in.take_buffered(count);
+    const bool kept =
+        writer->write(std::string_view(&status, 1), &error) && writer->write(ahead, &error);
     std::string file_error = kept ? "" : error;  // set: the bytes are read and dropped
-    if (!recv_into_file(fd, writer->file(), count, deadline, why, &file_error)) return nullptr;
+    if (!recv_into_file(in.fd(), writer->file(), count - ahead.size(), deadline, why,
+                        &file_error)) {
+      return nullptr;
+    }
     if (!file_error.empty()) error = file_error;
     answer->file = file_error.empty() ? writer->seal(&error) : Fd();
     if (!answer->file.valid()) {
