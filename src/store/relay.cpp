@@ -74,9 +74,9 @@ constexpr std::chrono::milliseconds kEarlyHelloAnswer{5000};
 // 1.22 s with this one in six runs alternating with them:
 // docs/rendezvous.md).
 constexpr std::size_t kUpstreamReceiveBuffer = std::size_t{4} << 20;
-// How often a connection's reader looks at its requests' deadlines while
-// nothing arrives.
-constexpr int kDeadlineCheckMs = 250;
+// The least time between two looks of a connection's reader at its
+// requests' deadlines while nothing arrives.
+constexpr std::chrono::milliseconds kDeadlineCheck{250};
 // The client of an answer nobody waits for (last words said or registered
 // again by the relay itself).
 constexpr StoreRelay::Id kNobody = 0;
@@ -910,11 +910,21 @@ struct StoreRelay::Impl {
 
   // --- receiving ------------------------------------------------------------
 
-  // Waits until `fd` has bytes, looking at the requests' deadlines meanwhile.
+  // Waits until `fd` has bytes, looking at the requests' deadlines when the
+  // earliest has come. A request sent meanwhile has at least the shortest
+  // answer time (or kDeadlineCheck) left: a wait no longer than that is
+  // never late for it. (Every 250 ms, as until 2026-12-06, 1,563 relays
+  // woke 6,000 times a second in rendezvous_scale at 100,000 ranks.)
   bool readable(Link& from, std::string* why) {
+    const auto longest = std::max<std::chrono::milliseconds>(
+        kDeadlineCheck, std::min(upstream.timeout, upstream.hop_timeout));
+    Deadline look = Clock::now() + kDeadlineCheck;
     for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(look - Clock::now());
       pollfd one{from.fd.get(), POLLIN, 0};
-      const int n = ::poll(&one, 1, kDeadlineCheckMs);
+      const std::int64_t most = std::min<std::int64_t>(longest.count(), 1 << 30);
+      const int n =
+          ::poll(&one, 1, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, most)));
       if (n > 0) return true;
       if (n < 0 && errno != EINTR) {
         *why = errno_text(errno);
@@ -923,11 +933,13 @@ struct StoreRelay::Impl {
       std::lock_guard<std::mutex> lock(mutex);
       if (stopping) return false;
       const Deadline now = Clock::now();
+      look = deadline_after(longest);
       for (const auto& [tag, pending] : from.pending) {
         if (pending.deadline <= now) {
           *why = "timed out";
           return false;
         }
+        look = std::min(look, pending.deadline);
       }
     }
   }
