@@ -36,9 +36,6 @@ namespace {
 // As StoreClient's: how much longer than a wait's own timeout the store may
 // take to answer "timeout" before it counts as lost.
 constexpr std::chrono::milliseconds kServerGrace{5000};
-// An answer read and dropped goes through a buffer of this size, which
-// stays in the cache; one read into memory grows 16 of them at a time.
-constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 // The large answers a relay keeps, to be told by the store that a value is
 // unchanged rather than be sent it again (GET_VERSIONED).
 constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
