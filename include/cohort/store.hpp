@@ -253,6 +253,11 @@ class StoreServer {
   /// In relay mode, the connections open to the upstream store (for tests
   /// and diagnostics); 0 otherwise.
   std::size_t upstream_connection_count() const noexcept;
+  /// In relay mode, where the requests it forwarded stand, as a clause for
+  /// a report: on which connection upstream, how many are out and since
+  /// when, and when an answer last came (whether the store stopped
+  /// answering or this relay did); empty otherwise.
+  std::string upstream_state() const;
 
   /// Relay mode: reaches the job's store through `path`, nearest first (a
   /// node's parent in the agents' tree, that one's parent, ...), and

@@ -481,6 +481,11 @@ StopRecord NodeGroup::lost_store(const std::string& why) const {
       " (the cohort run serving it, on node 0 or the --hostfile launcher, was killed, "
       "its host went down, or the network between is cut): ",
       why);
+  // Through this node's relay: which of the two stopped answering.
+  if (relay_) {
+    lost.summary += cat("; this node's relay at ", relay_->host(), ":", relay_->port(), ": ",
+                        relay_->upstream_state());
+  }
   return lost;
 }
 

@@ -388,6 +388,7 @@ struct StoreRelay::Impl {
     std::size_t index = 0;                // kind batch: its place in batch_out
     Groups::value_type* group = nullptr;  // kind group
     Deadline deadline;
+    Clock::time_point sent;                // for reports (describe)
     std::shared_ptr<RelayedAnswer> known;  // a GET's: what "unchanged" means
     std::uint64_t known_version = 0;
     static Pending of(Kind kind, Deadline deadline, std::size_t index = 0,
@@ -411,6 +412,9 @@ struct StoreRelay::Impl {
     std::thread reader;
     bool ended = false;    // its reader returned
     bool leaving = false;  // the relay at its other end is going away
+    // When its reader last had the start of an answer (Clock ticks, 0:
+    // never), for reports (describe).
+    std::atomic<Clock::rep> heard{0};
   };
   std::shared_ptr<Link> link;
   std::vector<std::shared_ptr<Link>> retired;  // their readers end, then are joined
@@ -514,6 +518,43 @@ struct StoreRelay::Impl {
     work.notify_one();
   }
 
+  // Where its requests stand (under `mutex`), for a report of a request
+  // that took too long: whether the store or a relay above stopped
+  // answering, or this relay did not pass an answer on.
+  std::string describe() const {
+    if (!link) {
+      return lost_answer.empty()
+                 ? cat("not connected upstream, more to go up ", batch.size() + ready.size())
+                 : cat("lost the job's store at ", address);
+    }
+    // The requests of each kind out, and since when the oldest.
+    struct Out {
+      std::size_t count = 0;
+      Clock::time_point oldest = Clock::time_point::max();
+    } quick, waiting;
+    for (const auto& [tag, pending] : link->pending) {
+      if (pending.kind == Pending::Kind::own) continue;
+      Out& out = pending.kind == Pending::Kind::batch ? quick : waiting;
+      ++out.count;
+      out.oldest = std::min(out.oldest, pending.sent);
+    }
+    const Clock::time_point now = Clock::now();
+    const auto ago = [&now](Clock::time_point then) {
+      return cat(duration_text(std::chrono::duration_cast<std::chrono::milliseconds>(now - then)),
+                 " ago");
+    };
+    const auto out = [&ago](const Out& of) {
+      return of.count == 0 ? std::string("0")
+                           : cat(of.count, " (the oldest sent ", ago(of.oldest), ")");
+    };
+    const Clock::rep heard = link->heard.load(std::memory_order_relaxed);
+    return cat("its connection to ", link->to_store ? "the job's store" : "the relay", " at ",
+               link->address, ": quick requests out ", out(quick), ", waiting ones out ",
+               out(waiting), ", more to go up ", batch.size() + ready.size(), ", ",
+               heard == 0 ? "no answer yet"
+                          : cat("last answer ", ago(Clock::time_point(Clock::duration(heard)))));
+  }
+
   // How long the other end of `to` may take to answer a quick request.
   std::chrono::milliseconds answer_time(const Link& to) const {
     return to.to_store ? upstream.timeout : upstream.hop_timeout;
@@ -522,6 +563,7 @@ struct StoreRelay::Impl {
   // Tags `frame` for `to` and registers it as `pending`.
   static std::string tagged(Link& to, const std::string& frame, Pending pending) {
     const std::uint32_t tag = to.next_tag++;
+    pending.sent = Clock::now();
     to.pending.emplace(tag, std::move(pending));
     return wire::tagged(tag, frame);
   }
@@ -954,6 +996,7 @@ struct StoreRelay::Impl {
       const Deadline deadline = deadline_after(upstream.timeout);
       char header[wire::kFrameHeaderBytes + wire::kTagBytes + 1];  // and the status
       if (!in.read(header, sizeof(header), deadline, &why)) break;
+      from->heard.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
       const std::size_t length = wire::frame_length(header);
       if (length < wire::kTagBytes + 1) {
         why = cat("sent an answer of ", length, " bytes");
@@ -1301,6 +1344,11 @@ void StoreRelay::route_through(std::vector<StoreServer::Hop> path) {
 
 std::size_t StoreRelay::connection_count() const noexcept {
   return impl_->connections;
+}
+
+std::string StoreRelay::describe() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->describe();
 }
 
 }  // namespace cohort::detail

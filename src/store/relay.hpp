@@ -169,6 +169,11 @@ class StoreRelay {
   void route_through(std::vector<StoreServer::Hop> path);
   /// Upstream connections open now (one, or none; two while it moves).
   std::size_t connection_count() const noexcept;
+  /// Where its requests stand upstream, for a report ("its connection to
+  /// the job's store at H:P: quick requests out 0, waiting ones out 1 (the
+  /// oldest sent 6012 ms ago), more to go up 0, last answer 6008 ms ago"):
+  /// who stopped answering a request that timed out.
+  std::string describe() const;
 
  private:
   struct Impl;

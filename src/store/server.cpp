@@ -834,6 +834,10 @@ std::size_t StoreServer::upstream_connection_count() const noexcept {
   return impl_->relay_to ? impl_->relay_to->connection_count() : 0;
 }
 
+std::string StoreServer::upstream_state() const {
+  return impl_->relay_to ? impl_->relay_to->describe() : std::string();
+}
+
 std::size_t StoreServer::waiting_count() const noexcept {
   return impl_->waiting;
 }

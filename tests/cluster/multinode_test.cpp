@@ -1340,6 +1340,13 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
     EXPECT_NE(ends[node].exit_code, 0) << "node " << node;
   EXPECT_NE(ends[0].err.find("node 2 (n3) stopped answering"), std::string::npos) << ends[0].err;
   EXPECT_NE(ends[2].err.find("lost the job's store at n1:29411"), std::string::npos) << ends[2].err;
+  // Its relay says who stopped answering: nothing came from the store.
+  EXPECT_NE(ends[2].err.find("; this node's relay at 127.0.0.1:"), std::string::npos)
+      << ends[2].err;
+  EXPECT_NE(ends[2].err.find(": its connection to the job's store at n1:29411: "),
+            std::string::npos)
+      << ends[2].err;
+  EXPECT_NE(ends[2].err.find(" (the oldest sent "), std::string::npos) << ends[2].err;
   EXPECT_TRUE(recorded_workers_end(seconds(10)));
 }
 

@@ -26,14 +26,11 @@
 #include "core/fd.hpp"
 #include "core/socket.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "store/client_handshake.hpp"
-#include "store/proof.hpp"
-#include "store/protocol.hpp"
+#include "support/store_upstream.hpp"
 
 namespace cohort::fuzz {
 namespace {
 
-namespace wire = detail::store_protocol;
 using namespace std::chrono_literals;
 
 constexpr const char* kToken = "fuzz-token";
@@ -74,33 +71,6 @@ Tree& tree() {
   return instance;
 }
 
-// The server's side of the handshake and of MULTIPLEX, as the store does it.
-bool serve_handshake(int fd, detail::Deadline deadline) {
-  std::string hello;
-  std::string error;
-  if (!detail::recv_frame(fd, &hello, wire::kMaxHandshakeBytes, deadline, &error)) return false;
-  wire::Reader reader(hello);
-  for (std::size_t i = 0; i < wire::kMagic.size() + 1; ++i)
-    reader.u8();
-  const std::string client_nonce(reader.bytes());
-  const std::string server_nonce = detail::store_proof::nonce();
-  const std::string challenge =
-      wire::Writer()
-          .u8(0)
-          .bytes(server_nonce)
-          .bytes(detail::store_proof::server_proof(kToken, client_nonce, server_nonce))
-          .bytes("")
-          .frame();
-  const std::string ok = wire::Writer().u8(0).frame();
-  std::string proof;
-  std::string multiplex;
-  return detail::send_all(fd, challenge.data(), challenge.size(), deadline, &error) &&
-         detail::recv_frame(fd, &proof, wire::kMaxHandshakeBytes, deadline, &error) &&
-         detail::send_all(fd, ok.data(), ok.size(), deadline, &error) &&
-         detail::recv_frame(fd, &multiplex, wire::kMaxHandshakeBytes, deadline, &error) &&
-         detail::send_all(fd, ok.data(), ok.size(), deadline, &error);
-}
-
 }  // namespace
 
 COHORT_FUZZ_TARGET(relay_upstream) {
@@ -124,7 +94,7 @@ COHORT_FUZZ_TARGET(relay_upstream) {
   if (::poll(&incoming, 1, 10000) != 1) std::abort();  // the relay never came
   detail::Fd fd(::accept4(parent.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
   if (!fd.valid()) std::abort();
-  if (serve_handshake(fd.get(), deadline)) {
+  if (test::serve_store_handshake(fd.get(), kToken, deadline)) {
     std::string error;
     detail::send_all(fd.get(), data, size, deadline, &error);
   }

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cohort/errors.hpp>
@@ -24,6 +26,7 @@
 #include "store/client_handshake.hpp"
 #include "store/file_answer.hpp"
 #include "store/protocol.hpp"
+#include "support/store_upstream.hpp"
 
 namespace cohort {
 namespace {
@@ -626,6 +629,53 @@ TEST_F(StoreRelayTest, ALostStoreIsNamedToEveryClient) {
               std::string::npos)
         << error.what();
   }
+}
+
+// Where a relay's requests stand upstream (StoreServer::upstream_state),
+// which an agent's report of a lost store adds: a store that answers, and
+// one that takes a request and never answers.
+TEST_F(StoreRelayTest, ARelaySaysWhereItsRequestsStandUpstream) {
+  client_of(*relay_)->set("up", "1");
+  const std::string answered = relay_->upstream_state();
+  EXPECT_NE(answered.find(
+                "its connection to the job's store at 127.0.0.1:" + std::to_string(store_->port()) +
+                ": quick requests out 0, waiting ones out 0, more to go up 0, "
+                "last answer "),
+            std::string::npos)
+      << answered;
+  EXPECT_TRUE(store_->upstream_state().empty()) << "a store that is not a relay";
+
+  const detail::Listener mute = detail::listen_tcp("127.0.0.1", 0);
+  StoreServer::Options options;
+  options.token = kToken;
+  options.relay_to = StoreServer::Options::Upstream{"127.0.0.1", mute.port, false, "", 10s};
+  options.relay_to->connect_at_start = true;
+  StoreServer relay(options);
+  pollfd incoming{mute.fd.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&incoming, 1, 10000), 1) << "the relay never connected";
+  detail::Fd upstream(::accept4(mute.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(test::serve_store_handshake(upstream.get(), kToken, detail::deadline_after(10s)));
+  auto asking = client_of(relay);
+  std::thread adder([&] {
+    try {
+      asking->add("n", 1);
+    } catch (const StoreError&) {  // its store went, unanswered
+    }
+  });
+  std::string stuck;
+  for (int i = 0; i < 500 && stuck.find("quick requests out 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(10ms);
+    stuck = relay.upstream_state();
+  }
+  upstream.reset();  // the relay loses its store, and answers the ADD with that
+  adder.join();
+  EXPECT_NE(stuck.find("its connection to the job's store at 127.0.0.1:" +
+                       std::to_string(mute.port) + ": quick requests out 1 (the oldest sent "),
+            std::string::npos)
+      << stuck;
+  EXPECT_NE(stuck.find(" ago), waiting ones out 0, more to go up 0, no answer yet"),
+            std::string::npos)
+      << stuck;
 }
 
 // Relays in a tree, as the agents of a large job form one: the store, A
