@@ -957,11 +957,11 @@ struct StoreRelay::Impl {
   bool readable(Link& from, std::string* why) {
     const auto longest = std::max<std::chrono::milliseconds>(
         kDeadlineCheck, std::min(upstream.timeout, upstream.hop_timeout));
+    const std::int64_t most = std::min<std::int64_t>(longest.count(), 1 << 30);
     Deadline look = Clock::now() + kDeadlineCheck;
     for (;;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(look - Clock::now());
       pollfd one{from.fd.get(), POLLIN, 0};
-      const std::int64_t most = std::min<std::int64_t>(longest.count(), 1 << 30);
       const int n =
           ::poll(&one, 1, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, most)));
       if (n > 0) return true;

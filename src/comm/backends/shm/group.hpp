@@ -129,9 +129,11 @@ class Group {
   unsigned char* channel_data(int from, int to) noexcept {
     return channel_data_ + static_cast<std::size_t>(from * size_ + to) * channel_bytes_;
   }
-  // Between sleeps while waiting on `rank`: throws when it or any peer is
-  // lost, or the deadline has passed.
-  void check(int rank, const Call& call, const char* doing);
+  // Between sleeps while waiting on `rank` (for `awaited` to reach
+  // `target`): throws when it or any peer is lost, unless `awaited` got
+  // there meanwhile, or when the deadline has passed.
+  void check(int rank, const Counter& awaited, std::uint32_t target, const Call& call,
+             const char* doing);
   [[noreturn]] void lose(int rank, const Call& call);
   bool ended(int rank) const;
 
