@@ -142,7 +142,7 @@ void Group::check(int rank, const Counter& awaited, std::uint32_t target, const 
     // program over) between this rank's last look at it and the look at
     // the peers above: what it did before it ended is seen now. Then
     // nothing waited for is missing, and nobody is blamed (one rank of six
-    // in 400 starts of examples/cpp/reduction on 3 nodes beside two busy
+    // in 400 starts of examples/reduction.cpp on 3 nodes beside two busy
     // loops, 2026-12-06, failed a finished peer).
     if (lost >= 0 && reached(awaited.value.load(std::memory_order_acquire), target)) return;
     if (lost >= 0) {
