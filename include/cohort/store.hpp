@@ -305,6 +305,10 @@ class StoreClient : public Store {
     std::string server_process;
     /// Bound on connecting and on every call that takes no timeout of its own.
     std::chrono::milliseconds timeout = kDefaultTimeout;
+    /// How much longer than a GET's or WAIT's own timeout a call waits for
+    /// the server's answer that it timed out (and at least `timeout`)
+    /// before it takes the server for lost: a loaded server answers late.
+    std::chrono::milliseconds server_grace{5000};
   };
 
   /// Throws StoreError naming host:port when no connection is made within
@@ -379,6 +383,9 @@ class StoreClient : public Store {
   /// (Options::timeout after connecting): a patient connection becomes a
   /// watchful one without connecting again.
   void set_timeout(std::chrono::milliseconds timeout);
+  /// From now on, Options::server_grace: a watchful connection that waits
+  /// in short WAITs takes a server that does not answer for lost sooner.
+  void set_server_grace(std::chrono::milliseconds grace);
 
  private:
   StoreClient(Options options, int connected_fd);
@@ -386,8 +393,10 @@ class StoreClient : public Store {
   StoreValue call(std::string request, std::chrono::milliseconds server_timeout);
   // With mutex_ held: one answer frame, whole (a memory file mapped);
   // a failure breaks the connection for good.
-  StoreValue receive(std::chrono::steady_clock::time_point deadline);
-  [[noreturn]] void break_connection(const std::string& error);
+  // `patience`: how long the deadline gave the answer (for the message).
+  StoreValue receive(std::chrono::steady_clock::time_point deadline,
+                     std::chrono::milliseconds patience);
+  [[noreturn]] void break_connection(const std::string& error, std::chrono::milliseconds patience);
   // The fields of `answer` after its status; a refusal or timeout thrown.
   StoreValue fields_of(const StoreValue& answer, std::chrono::milliseconds server_timeout) const;
 

@@ -97,6 +97,12 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
         leave_words();
       }
     }
+    // The coordinator counts this node lost when its heartbeat has not moved
+    // for --heartbeat-timeout; this node counts the store lost when its
+    // heartbeat's WAIT (one interval) has no answer by then (the client's
+    // default grace of 5 s made a cut-off node wait 6 s under a 2 s timeout).
+    watch->set_server_grace(std::max(options_.heartbeat_timeout - options_.heartbeat_interval,
+                                     std::chrono::milliseconds(1000)));
     watch_store_ = std::move(watch);
   }
   if (tree_on_arrival_) arrive_in_tree();

@@ -24,9 +24,6 @@ namespace wire = detail::store_protocol;
 
 namespace {
 
-// How much longer than a GET/WAIT timeout the client waits for the server's
-// own "timeout" answer before it declares the server unresponsive.
-constexpr std::chrono::milliseconds kServerGrace{5000};
 // The largest answer taken: a MULTI_GET of every rank's entry may exceed
 // the server's request limit; 4 GiB is what a frame's length can say.
 constexpr std::size_t kMaxAnswerBytes = 0xffffffffu;
@@ -82,6 +79,11 @@ void StoreClient::set_timeout(std::chrono::milliseconds timeout) {
   options_.timeout = timeout;
 }
 
+void StoreClient::set_server_grace(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  options_.server_grace = grace;
+}
+
 StoreClient::~StoreClient() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -89,13 +91,14 @@ StoreClient::~StoreClient() {
 StoreValue StoreClient::call(std::string request, std::chrono::milliseconds server_timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!broken_.empty()) throw StoreError(broken_);
-  const auto deadline = detail::deadline_after(
-      std::max(options_.timeout, detail::saturating_sum(server_timeout, kServerGrace)));
+  const auto patience =
+      std::max(options_.timeout, detail::saturating_sum(server_timeout, options_.server_grace));
+  const auto deadline = detail::deadline_after(patience);
   std::string error;
   if (!detail::send_all(fd_, request.data(), request.size(), deadline, &error)) {
-    break_connection(error);
+    break_connection(error, patience);
   }
-  return fields_of(receive(deadline), server_timeout);
+  return fields_of(receive(deadline, patience), server_timeout);
 }
 
 std::vector<std::int64_t> StoreClient::run(const Batch& batch) {
@@ -108,7 +111,7 @@ std::vector<std::int64_t> StoreClient::run(const Batch& batch) {
     requests += request;
   std::string error;
   if (!detail::send_all(fd_, requests.data(), requests.size(), deadline, &error)) {
-    break_connection(error);
+    break_connection(error, options_.timeout);
   }
   // Every answer is read before any is judged: the stream stays in step.
   std::vector<StoreValue> answers;
@@ -116,7 +119,7 @@ std::vector<std::int64_t> StoreClient::run(const Batch& batch) {
   std::optional<StoreError> unreadable;  // an answer whose file could not be read
   for (std::size_t i = 0; i < batch.requests_.size(); ++i) {
     try {
-      answers.push_back(receive(deadline));
+      answers.push_back(receive(deadline, options_.timeout));
     } catch (const StoreError& failure) {
       if (!broken_.empty()) throw;  // the connection is lost
       if (!unreadable) unreadable = failure;
@@ -138,7 +141,7 @@ void StoreClient::shut_down() noexcept {
   ::shutdown(fd_, SHUT_RDWR);
 }
 
-StoreValue StoreClient::receive(detail::Deadline deadline) {
+StoreValue StoreClient::receive(detail::Deadline deadline, std::chrono::milliseconds patience) {
   std::string error;
   std::string payload;
   std::vector<detail::Fd> files;
@@ -148,7 +151,7 @@ StoreValue StoreClient::receive(detail::Deadline deadline) {
     ok = false;
     error = "sent an empty answer";
   }
-  if (!ok) break_connection(error);
+  if (!ok) break_connection(error, patience);
   if (static_cast<wire::Status>(payload[0]) != wire::Status::in_file) {
     return StoreValue(std::move(payload));
   }
@@ -157,10 +160,12 @@ StoreValue StoreClient::receive(detail::Deadline deadline) {
   return std::move(*mapped);
 }
 
-void StoreClient::break_connection(const std::string& error) {
+void StoreClient::break_connection(const std::string& error, std::chrono::milliseconds patience) {
   // The stream is out of step now: every later call fails the same way.
-  broken_ = cat("lost the store at ", address_, ": it ", error,
-                error == "timed out" ? "" : " (has the process that hosts it exited?)");
+  broken_ = error == "timed out" ? cat("lost the store at ", address_, ": it gave no answer in ",
+                                       detail::duration_text(patience))
+                                 : cat("lost the store at ", address_, ": it ", error,
+                                       " (has the process that hosts it exited?)");
   throw StoreError(broken_);
 }
 

@@ -1333,13 +1333,16 @@ std::vector<test::ProcessResult> MultiNode::cut_static_job(const std::string& po
   return ends;
 }
 
-// n3 cut off: node 0 loses it by heartbeat, n3 loses the store.
+// n3 cut off: node 0 loses it by heartbeat, n3 loses the store, both after
+// --heartbeat-timeout.
 TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
   const std::vector<test::ProcessResult> ends = cut_static_job("29411", "2", "n3");
   for (std::size_t node = 0; node < ends.size(); ++node)
     EXPECT_NE(ends[node].exit_code, 0) << "node " << node;
   EXPECT_NE(ends[0].err.find("node 2 (n3) stopped answering"), std::string::npos) << ends[0].err;
   EXPECT_NE(ends[2].err.find("lost the job's store at n1:29411"), std::string::npos) << ends[2].err;
+  // Its heartbeat's WAIT (1 s) had no answer by --heartbeat-timeout.
+  EXPECT_NE(ends[2].err.find(": it gave no answer in 2 s;"), std::string::npos) << ends[2].err;
   // Its relay says who stopped answering: nothing came from the store.
   EXPECT_NE(ends[2].err.find("; this node's relay at 127.0.0.1:"), std::string::npos)
       << ends[2].err;

@@ -30,6 +30,7 @@
 #include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
 #include "store/protocol.hpp"
+#include "support/cut_cable.hpp"
 
 namespace cohort {
 namespace {
@@ -1103,6 +1104,36 @@ TEST_F(StoreTest, AClientInTheServingProcessCountsAndLearnsOfItsEnd) {
   } catch (const StoreError& error) {
     EXPECT_NE(std::string(error.what()).find("lost the store at " + address), std::string::npos)
         << error.what();
+  }
+}
+
+// A server that stops answering (its cable cut) is lost after the WAIT's
+// own timeout and the client's grace (Options::server_grace, or
+// set_server_grace() on a connection already made), and the error says
+// how long it waited.
+TEST_F(StoreTest, AServerThatGoesQuietIsLostAfterTheWaitAndTheGrace) {
+  test::Cable cable(server_->port());
+  StoreClient::Options options;
+  options.port = cable.port();
+  options.token = kToken;
+  options.timeout = 100ms;
+  options.server_grace = 200ms;
+  StoreClient graced(options);
+  options.server_grace = 5s;
+  StoreClient regraced(options);
+  regraced.set_server_grace(300ms);
+  graced.set("k", "v");
+  regraced.set("k", "w");
+  cable.cut();
+  const std::string address = "127.0.0.1:" + std::to_string(cable.port());
+  for (auto& [client, says] : {std::pair{&graced, " gave no answer in 500 ms"},
+                               {&regraced, " gave no answer in 600 ms"}}) {
+    try {
+      client->wait({"never"}, 300ms);
+      ADD_FAILURE() << "a WAIT through a cut cable returned";
+    } catch (const StoreError& error) {
+      EXPECT_EQ(std::string(error.what()), "lost the store at " + address + ": it" + says);
+    }
   }
 }
 

@@ -20,6 +20,7 @@
 #include <cohort/errors.hpp>
 
 #include "core/socket.hpp"
+#include "support/cut_cable.hpp"
 
 namespace cohort::detail {
 namespace {
@@ -294,6 +295,39 @@ TEST_F(NodeGroupTest, ANodeWhoseAgentGoesIsLostAtOnceAndNamed) {
             std::string::npos)
       << lost->summary;
   EXPECT_FALSE(node0->restartable(*lost));  // no restarts, no elastic membership
+}
+
+// A cut cable closes nothing: node 1 (through its relay, as under cohort
+// run) counts the store lost when its heartbeat's WAIT has no answer by the
+// heartbeat timeout, as node 0 counts node 1 lost, not 5 s later.
+TEST_F(NodeGroupTest, ANodeCutOffLosesTheStoreAfterTheHeartbeatTimeout) {
+  NodeGroupOptions o0 = options(2, 0);
+  o0.heartbeat_timeout = milliseconds(1000);
+  auto node0 = first(o0);
+  test::Cable cable(port_);
+  NodeGroupOptions o1 = options(2, 1);
+  o1.store_port = cable.port();
+  o1.relay = true;
+  o1.heartbeat_timeout = milliseconds(1000);
+  NodeGroup node1(o1);
+  join_all({node0.get(), &node1}, {1, 1});
+  cable.cut();
+
+  ASSERT_TRUE(woken(node1, milliseconds(30000)));
+  const auto lost = node1.stop_record();
+  ASSERT_TRUE(lost);
+  // The heartbeat's WAIT (20 ms) and a grace of 1 s: the client's default
+  // grace, 5 s, would say 5020 ms.
+  EXPECT_NE(lost->summary.find("node 1 (n1) lost the job's store at 127.0.0.1:"), std::string::npos)
+      << lost->summary;
+  EXPECT_NE(lost->summary.find(": it gave no answer in 1020 ms; this node's relay at "),
+            std::string::npos)
+      << lost->summary;
+  ASSERT_TRUE(woken(*node0, milliseconds(30000)));
+  const auto stalled = node0->stop_record();
+  ASSERT_TRUE(stalled);
+  EXPECT_NE(stalled->summary.find("node 1 (n1) stopped answering: no heartbeat"), std::string::npos)
+      << stalled->summary;
 }
 
 TEST_F(NodeGroupTest, ANodeThatFinishedIsNotLostWhenItGoes) {
