@@ -259,6 +259,8 @@ int Agent::run_job() {
       // Done here while others may still fail: wait for the job's verdict.
       if (lifecycle_->cause() == StopCause::none && group_->may_restart()) await_attempt_end();
       if (!lifecycle_->first_stop()) return finish_node();
+      // Cut off from the store, a node hears no verdict and joins no round.
+      if (group_->store_lost()) return finish_node();
       if (group_->elastic() ? !settle_attempt() : !group_->restartable(*lifecycle_->first_stop()))
         return finish_node();
       if (!restart_with_the_others(attempt)) return finish_node();

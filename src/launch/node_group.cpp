@@ -99,10 +99,18 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
     }
     // The coordinator counts this node lost when its heartbeat has not moved
     // for --heartbeat-timeout; this node counts the store lost when its
-    // heartbeat's WAIT (one interval) has no answer by then (the client's
-    // default grace of 5 s made a cut-off node wait 6 s under a 2 s timeout).
-    watch->set_server_grace(std::max(options_.heartbeat_timeout - options_.heartbeat_interval,
-                                     std::chrono::milliseconds(1000)));
+    // heartbeat's WAIT (one interval) has no answer by then. In a tree, a
+    // WAIT out when this relay's parent is lost is answered after the hop
+    // timeout (start_relay: half the heartbeat timeout), the move to the
+    // next hop and the WAIT once more there: that long, and a second more.
+    // (Until 2026-12-06 every node gave the store the interval and 5 s.)
+    const std::chrono::milliseconds interval = options_.heartbeat_interval;
+    std::chrono::milliseconds patience = options_.heartbeat_timeout;
+    if (relay_ && tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
+      patience = std::max(patience, 2 * interval + options_.heartbeat_timeout / 2 +
+                                        std::chrono::milliseconds(1000));
+    }
+    watch->set_server_grace(std::max(patience - interval, std::chrono::milliseconds(1000)));
     watch_store_ = std::move(watch);
   }
   if (tree_on_arrival_) arrive_in_tree();
@@ -425,8 +433,10 @@ NodeGroup::~NodeGroup() {
   }
   // Other nodes' relays that reach the store through this one go on
   // through their next hop first, once their requests out are answered:
-  // a node that ends before those under it loses none of theirs.
-  if (!relay_address_.empty()) (void)relay_->hand_over(kHandOver);
+  // a node that ends before those under it loses none of theirs. One that
+  // lost the store (cut off, or the store gone) has nothing to hand over:
+  // its children are cut off from it too, or lose the store as it did.
+  if (!relay_address_.empty() && !store_lost()) (void)relay_->hand_over(kHandOver);
 }
 
 std::string NodeGroup::node_name(int node) const {

@@ -234,6 +234,10 @@ class NodeGroup {
   /// budget decides (restartable()). Throws cohort::Timeout when the
   /// verdict does not come (the node serving the store is gone).
   Verdict settle(const StopRecord& stop, std::chrono::milliseconds grace);
+  /// Whether this node lost the job's store (its heartbeat's connection
+  /// failed: node 0 gone, the network cut): no verdict, restart or round
+  /// can reach it, and every request would wait its timeout in vain.
+  bool store_lost();
   /// The attempt under way, 0 first (TORCHELASTIC_RESTART_COUNT).
   int attempt() const noexcept { return attempt_; }
   /// Restarts for failures so far (the --max-restarts budget's use).
@@ -331,7 +335,6 @@ class NodeGroup {
   void watch();  // the heartbeat thread
   void notify() noexcept;
   StopRecord lost_store(const std::string& why) const;
-  bool store_lost();
 
   NodeGroupOptions options_;
   std::unique_ptr<StoreServer> server_;

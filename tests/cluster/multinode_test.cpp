@@ -172,9 +172,9 @@ class MultiNode : public ::testing::Test {
     }
   }
 
-  std::vector<test::ProcessResult> cut_static_job(const std::string& port,
-                                                  const std::string& heartbeat,
-                                                  const std::string& cut);
+  std::vector<test::ProcessResult> cut_job(const std::string& port, const std::string& heartbeat,
+                                           const std::string& cut, const std::string& nnodes = "4",
+                                           const std::string& worker = "exec sleep 120");
 
   std::size_t recorded_workers() const {
     std::size_t count = 0;
@@ -1289,20 +1289,22 @@ TEST_F(MultiNode, AnElasticJobTakesInANodeThatStartsLate) {
   EXPECT_TRUE(recorded_workers_end(seconds(10)));
 }
 
-// Four agents of a static job, this test's children (nothing waits on a
-// cut node's Slurm daemon), 2 workers each, on `port`; once all 8 workers
-// run, `cut` is cut off from the network; each agent's end, then it is
-// mended.
-std::vector<test::ProcessResult> MultiNode::cut_static_job(const std::string& port,
-                                                           const std::string& heartbeat,
-                                                           const std::string& cut) {
+// Four agents of a job of `nnodes` (static: 4), this test's children
+// (nothing waits on a cut node's Slurm daemon), 2 workers each running
+// `worker`, on `port`; once all 8 workers run, `cut` is cut off from the
+// network; each agent's end, then it is mended.
+std::vector<test::ProcessResult> MultiNode::cut_job(const std::string& port,
+                                                    const std::string& heartbeat,
+                                                    const std::string& cut,
+                                                    const std::string& nnodes,
+                                                    const std::string& worker) {
   std::vector<std::unique_ptr<test::Subprocess>> agents;
   env_["COHORT_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
   for (int node = 0; node < 4; ++node) {
     std::vector<std::string> argv{kCohort,
                                   "run",
                                   "--nnodes",
-                                  "4",
+                                  nnodes,
                                   "--node-rank",
                                   std::to_string(node),
                                   "--master-addr",
@@ -1315,7 +1317,7 @@ std::vector<test::ProcessResult> MultiNode::cut_static_job(const std::string& po
                                   "1",
                                   "-n",
                                   "2"};
-    for (std::string& word : recording_worker("exec sleep 120"))
+    for (std::string& word : recording_worker(worker))
       argv.push_back(std::move(word));
     agents.push_back(start_on("n" + std::to_string(node + 1), argv, seconds(60)));
   }
@@ -1336,7 +1338,7 @@ std::vector<test::ProcessResult> MultiNode::cut_static_job(const std::string& po
 // n3 cut off: node 0 loses it by heartbeat, n3 loses the store, both after
 // --heartbeat-timeout.
 TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
-  const std::vector<test::ProcessResult> ends = cut_static_job("29411", "2", "n3");
+  const std::vector<test::ProcessResult> ends = cut_job("29411", "2", "n3");
   for (std::size_t node = 0; node < ends.size(); ++node)
     EXPECT_NE(ends[node].exit_code, 0) << "node " << node;
   EXPECT_NE(ends[0].err.find("node 2 (n3) stopped answering"), std::string::npos) << ends[0].err;
@@ -1353,13 +1355,32 @@ TEST_F(MultiNode, ACutCableIsNoticedOnBothSides) {
   EXPECT_TRUE(recorded_workers_end(seconds(10)));
 }
 
+// The same cut in an elastic job (--nnodes 2:4): the other three go on
+// with 6 ranks; n3, which can reach no verdict nor round, ends at once
+// with its report (until 2026-12-06 it asked the store for a verdict
+// first, and printed that request's failure on a line of its own).
+TEST_F(MultiNode, ACutOffNodeOfAnElasticJobEndsWithItsReport) {
+  const std::vector<test::ProcessResult> ends =
+      cut_job("29413", "2", "n3", "2:4",
+              kElasticWorker + "if [ $WORLD_SIZE = 8 ]; then exec sleep 120; fi");
+  for (const std::size_t node : {0u, 1u, 3u})
+    EXPECT_EQ(ends[node].exit_code, 0) << "node " << node << ": " << test::describe(ends[node]);
+  EXPECT_NE(ends[0].err.find("attempt 2 runs on 3 nodes, 6 workers"), std::string::npos)
+      << ends[0].err;
+  EXPECT_NE(ends[2].exit_code, 0);
+  EXPECT_NE(ends[2].err.find("lost the job's store at n1:29413"), std::string::npos) << ends[2].err;
+  for (const std::string& line : test::lines_with(ends[2].err, ""))
+    EXPECT_EQ(line.rfind("cohort run [n3]: ", 0), 0u) << line;
+  EXPECT_TRUE(recorded_workers_end(seconds(10)));
+}
+
 // The same cut inside the agents' tree (width 2: node 3's relay under node
 // 1's): node 1 is lost by heartbeat; node 3's relay passes over it after
 // half the heartbeat timeout and goes on under the store, so node 3's
 // heartbeats arrive in time and it is not counted lost, nor loses the store.
 TEST_F(MultiNode, ACutCableInsideTheTreeLosesOnlyThatNode) {
   env_["COHORT_TREE_WIDTH"] = "2";
-  const std::vector<test::ProcessResult> ends = cut_static_job("29412", "4", "n2");
+  const std::vector<test::ProcessResult> ends = cut_job("29412", "4", "n2");
   EXPECT_NE(ends[0].err.find("node 1 (n2) stopped answering: no heartbeat"), std::string::npos)
       << ends[0].err;
   EXPECT_EQ(ends[0].err.find("node 3 (n4) stopped answering"), std::string::npos) << ends[0].err;
