@@ -50,6 +50,7 @@ class Cable {
         fds.push_back({far.get(), POLLIN, 0});
       }
       if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
+      const std::size_t polled = ends.size();  // a pair accepted now was not
       if (fds[0].revents & POLLIN) {
         detail::Fd near(::accept4(listener_.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
         std::string error;
@@ -58,7 +59,7 @@ class Cable {
         if (near.valid() && far.valid()) ends.emplace_back(std::move(near), std::move(far));
       }
       // Both ends of a pair close when either does (the other sees it).
-      for (std::size_t i = ends.size(); i-- > 0;) {
+      for (std::size_t i = polled; i-- > 0;) {
         bool closed = false;
         for (int side = 0; side < 2 && !closed; ++side) {
           if (!(fds[1 + 2 * i + side].revents & (POLLIN | POLLHUP | POLLERR))) continue;
