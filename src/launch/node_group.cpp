@@ -33,6 +33,27 @@ constexpr std::chrono::seconds kHandOver{2};
 // its agent died in between): then it passes them over.
 constexpr std::chrono::seconds kArrivalPatience{2};
 
+// How long a relay waits on a parent in the agents' tree that does not
+// answer before it goes on through the next hop: half the heartbeat
+// timeout, so that its node's heartbeats reach the store in time.
+std::chrono::milliseconds hop_timeout(const NodeGroupOptions& options) {
+  return options.heartbeat_timeout / 2;
+}
+
+// How long the heartbeat's connection waits for an answer to its WAIT (one
+// interval) before this node counts the store lost: --heartbeat-timeout, as
+// the coordinator waits for this node's heartbeat. In a tree, a WAIT out
+// when this relay's parent is lost is answered after the hop timeout, the
+// move to the next hop and the WAIT once more there: that long, and a
+// second more. (Until 2026-12-06 every node gave the store the interval
+// and 5 s.)
+std::chrono::milliseconds store_patience(const NodeGroupOptions& options, bool in_a_tree) {
+  const std::chrono::milliseconds interval = options.heartbeat_interval;
+  if (!in_a_tree) return options.heartbeat_timeout;
+  return std::max(options.heartbeat_timeout,
+                  2 * interval + hop_timeout(options) + std::chrono::milliseconds(1000));
+}
+
 // What a relay placed as it arrives answers to (StoreServer::Options::name):
 // a relay under it expects it by name, so that another process that later
 // listens at the same address is not taken for it.
@@ -97,20 +118,10 @@ NodeGroup::NodeGroup(NodeGroupOptions options)
         leave_words();
       }
     }
-    // The coordinator counts this node lost when its heartbeat has not moved
-    // for --heartbeat-timeout; this node counts the store lost when its
-    // heartbeat's WAIT (one interval) has no answer by then. In a tree, a
-    // WAIT out when this relay's parent is lost is answered after the hop
-    // timeout (start_relay: half the heartbeat timeout), the move to the
-    // next hop and the WAIT once more there: that long, and a second more.
-    // (Until 2026-12-06 every node gave the store the interval and 5 s.)
-    const std::chrono::milliseconds interval = options_.heartbeat_interval;
-    std::chrono::milliseconds patience = options_.heartbeat_timeout;
-    if (relay_ && tree_has_inner_nodes(options_.nnodes, options_.tree_width)) {
-      patience = std::max(patience, 2 * interval + options_.heartbeat_timeout / 2 +
-                                        std::chrono::milliseconds(1000));
-    }
-    watch->set_server_grace(std::max(patience - interval, std::chrono::milliseconds(1000)));
+    const bool in_a_tree = relay_ && tree_has_inner_nodes(options_.nnodes, options_.tree_width);
+    watch->set_server_grace(
+        std::max(store_patience(options_, in_a_tree) - options_.heartbeat_interval,
+                 std::chrono::milliseconds(1000)));
     watch_store_ = std::move(watch);
   }
   if (tree_on_arrival_) arrive_in_tree();
@@ -173,7 +184,7 @@ void NodeGroup::start_relay() {
   relay.relay_to->connect_at_start = true;  // this agent's own first request needs it
   // A parent in the agents' tree cut off from the network is passed over
   // well before the coordinator would count this node's heartbeats gone.
-  relay.relay_to->hop_timeout = options_.heartbeat_timeout / 2;
+  relay.relay_to->hop_timeout = hop_timeout(options_);
   const std::optional<TreeAhead> ahead = tree_ahead();
   if (ahead) {
     // Where the relays below find it before the rendezvous; should the
