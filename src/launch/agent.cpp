@@ -194,7 +194,7 @@ int Agent::run_job() {
   }
   if (const int signal = join_watch_ ? join_watch_->finish() : 0) return stopped_joining(signal);
   lifecycle_->begin_attempt(group_->node_rank());
-  if (!options_.trace.empty()) {
+  if (traces()) {
     timeline_ = std::make_unique<detail::Timeline>(group_->member_id(), host_);
     timeline_->span("rendezvous", detail::Timeline::kAgentTrack, joining,
                     detail::Timeline::Clock::now(),
@@ -277,6 +277,19 @@ int Agent::run_job() {
     }
     group_->forget_torch_keys();  // the old workers are gone; the new start afresh
   }
+}
+
+// Where the job's store is served, the timeline is written (--trace there)
+// and every other agent's events gathered into it, --trace or not.
+bool Agent::traces() {
+  if (!multi_node() || group_->serves_store()) return !options_.trace.empty();
+  if (!options_.trace.empty() && !placement_.traced) {
+    print(cat("cohort run [", host_, "]: --trace ", options_.trace, ": nothing is written here: ",
+              "the job's timeline is written where its store is served (", plan_.group.store_host,
+              "), whose cohort run has no --trace; give it --trace FILE to gather every ",
+              plan_.group.unit, "'s events there\n"));
+  }
+  return placement_.traced;
 }
 
 std::string Agent::node_name() const {

@@ -82,6 +82,10 @@ class Agent {
 
  private:
   int run_job();
+  // Whether this agent keeps a timeline: --trace where the store is
+  // served, else whether that agent asked for every node's events (said
+  // once after the join, where this one has --trace and it does not ask).
+  bool traces();
   // cohort run --trace: the stop of the attempt, once, on this node's track.
   void trace_stop();
   // This node's events to whoever writes the file; or, here, every node's

@@ -10,7 +10,7 @@ std::string RoundTable::encode() const {
   std::string id = run_id;
   std::replace_if(
       id.begin(), id.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
-  std::string text = cat(restarts, '\t', master_port, '\t', id);
+  std::string text = cat(restarts, '\t', master_port, '\t', id, traced ? "\ttraced" : "");
   for (const Member& member : members)
     text += cat('\n', member.id, '\t', member.entry);
   return text;
@@ -20,7 +20,7 @@ std::optional<RoundTable> RoundTable::decode(const std::string& text) {
   const std::vector<std::string> lines = split_at(text, '\n');
   if (lines.empty()) return std::nullopt;
   const std::vector<std::string> head = split_at(lines[0], '\t');
-  if (head.size() != 3) return std::nullopt;
+  if (head.size() != 3 && (head.size() != 4 || head[3] != "traced")) return std::nullopt;
   const auto restarts = parse_int(head[0]);
   const auto port = parse_int(head[1]);
   if (!restarts || !port || *restarts < 0 || *restarts > 1 << 30 || *port < 0 || *port > 65535)
@@ -29,6 +29,7 @@ std::optional<RoundTable> RoundTable::decode(const std::string& text) {
   table.restarts = static_cast<int>(*restarts);
   table.master_port = static_cast<int>(*port);
   table.run_id = head[2];
+  table.traced = head.size() == 4;
   std::set<int> seen;
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const std::size_t tab = lines[i].find('\t');

@@ -24,10 +24,14 @@ struct RoundTable {
   int restarts = 0;     ///< restarts for failures before this round (TORCHELASTIC_RESTART_COUNT)
   int master_port = 0;  ///< the workers' MASTER_PORT in this round
   std::string run_id;
+  /// Whoever serves the store writes the job's timeline (--trace): every
+  /// member records and publishes its events (Placement::traced).
+  bool traced = false;
   std::vector<Member> members;  ///< in node rank order
 
-  /// One line of "restarts\tmaster_port\trun_id", then one "id\tentry" per
-  /// member. Tabs and newlines in run_id become spaces; an entry holds none.
+  /// One line of "restarts\tmaster_port\trun_id", and "\ttraced" when
+  /// traced, then one "id\tentry" per member. Tabs and newlines in run_id
+  /// become spaces; an entry holds none.
   std::string encode() const;
   /// nullopt unless `text` is such a table (fuzzed: tests/fuzz).
   static std::optional<RoundTable> decode(const std::string& text);

@@ -104,6 +104,9 @@ struct NodeGroupOptions {
   /// The file `token` was read from when it is the per-user secret
   /// (launch/user_secret.hpp), for the message when the store refuses it.
   std::string token_source;
+  /// cohort run --trace here. Where this agent serves the store (or is node
+  /// 0 of a static job), it asks every agent for its events: Placement::traced.
+  bool trace = false;
   std::chrono::milliseconds rendezvous_timeout{300000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{10000};
@@ -147,6 +150,10 @@ struct Placement {
   std::string run_id;              ///< the job's run id, node 0's
   std::vector<std::string> hosts;  ///< the host of each node rank, as each reported it
   WorkerLayout layout;             ///< local ranks, nodes
+  /// Whoever writes the job's timeline (cohort run --trace where the store
+  /// is served) gathers every agent's events: each records and publishes
+  /// its own, whether or not it was given --trace itself.
+  bool traced = false;
 };
 
 class NodeGroup {

@@ -19,6 +19,8 @@ inline constexpr std::string_view kMasterPort = "agents/master_port";
 inline constexpr std::string_view kCoordinatorWake = "agents/wake/c";
 inline constexpr std::string_view kNextNode = "agents/next_node";
 inline constexpr std::string_view kRunId = "agents/run_id";
+// "1" where node 0 writes the job's timeline (--trace), else "0".
+inline constexpr std::string_view kTraced = "agents/traced";
 inline constexpr std::string_view kJobOver = "agents/over";  // elastic: for agents waiting to join
 
 inline constexpr std::string_view kNodes =

@@ -230,6 +230,7 @@ AgentPlan plan_agent(const RunOptions& options, const AgentRole& role, const Lau
   NodeGroupOptions& group = plan.group;
   group.rendezvous_timeout = options.rendezvous_timeout;
   group.heartbeat_timeout = options.heartbeat_timeout;
+  group.trace = !options.trace.empty();
   group.min_nodes = options.min_nodes;
   group.last_call = options.last_call;
   group.node_hosts = role.node_hosts;

@@ -33,17 +33,21 @@ Placement NodeGroup::join(int nproc, const std::string& host, const std::string&
     }
     placement.master_port = table.master_port;
     placement.run_id = table.run_id;
+    placement.traced = table.traced;
     restarts_ = table.restarts;
   } else {
     entries = exchange_entries(mine, run_id);
     for (int other = 0; other < options_.nnodes; ++other)
       ids.push_back(other);
     placement.run_id = run_id;
-    if (options_.nnodes > 1) {  // node 0 set both before its entry: one round trip
-      const std::vector<std::string> job = store_->multi_get(
-          {std::string(kMasterPort), std::string(kRunId)}, options_.rendezvous_timeout);
+    placement.traced = options_.trace;
+    if (options_.nnodes > 1) {  // node 0 set these before its entry: one round trip
+      const std::vector<std::string> job =
+          store_->multi_get({std::string(kMasterPort), std::string(kRunId), std::string(kTraced)},
+                            options_.rendezvous_timeout);
       placement.master_port = static_cast<int>(parse_int(job[0]).value_or(0));
       placement.run_id = job[1];
+      placement.traced = job[2] == "1";
     }
   }
   std::vector<AgentEntry> agents;
@@ -78,6 +82,7 @@ std::vector<std::string> NodeGroup::exchange_entries(const std::string& mine,
   if (options_.node_rank == 0) {
     StoreClient::Batch job;
     job.set(kRunId, run_id);
+    job.set(kTraced, options_.trace ? "1" : "0");
     if (options_.torch_port < 0) job.set(kMasterPort, std::to_string(pick_free_port()));
     store_->run(job);
   }
@@ -202,6 +207,7 @@ RoundTable NodeGroup::close_round(Store& store, int round) {
   table.restarts = restarts_;
   table.master_port = options_.torch_port >= 0 ? server_->torch_port() : pick_free_port();
   table.run_id = run_id_;
+  table.traced = options_.trace;
   store.set(round_table_key(round), table.encode());
   return table;
 }

@@ -209,6 +209,7 @@ class SshLauncher {
     group.token_is_secret = true;  // it travels on ssh's standard input only
     group.rendezvous_timeout = options_.rendezvous_timeout;
     group.heartbeat_timeout = options_.heartbeat_timeout;
+    group.trace = !options_.trace.empty();
     for (const RunOptions::Host& host : options_.hosts)
       group.node_hosts.push_back(host.name);
     group.max_restarts = options_.max_restarts;

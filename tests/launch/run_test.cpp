@@ -752,6 +752,61 @@ TEST_F(RunTest, TheTraceOfOneNodeNamesTheStopAndItsReason) {
   EXPECT_EQ(trace["otherData"]["exit_status"], "4");
 }
 
+// Static nodes where only node 0, whose agent serves the store, has
+// --trace (each node's command typed by hand): its file holds node 1's
+// tracks too. --trace on node 1 alone writes nothing, and says so.
+TEST_F(RunTest, TraceOnNodeZeroAloneGathersEveryNode) {
+  const fs::path file = dir_ / "job.json";
+  const auto pair = [&](int traced) {
+    const std::string port = std::to_string(free_port());
+    std::vector<std::unique_ptr<test::Subprocess>> nodes;
+    for (int rank : {1, 0}) {
+      std::vector<std::string> args{"--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(rank),
+                                    "--master-addr",
+                                    "127.0.0.1",
+                                    "--master-port",
+                                    port,
+                                    "-n",
+                                    "1"};
+      if (rank == traced) args.insert(args.end(), {"--trace", file.string()});
+      args.insert(args.end(), {"sh", "-c", "exit 0"});
+      nodes.push_back(std::make_unique<test::Subprocess>(cohort_run(args), options()));
+    }
+    std::vector<ProcessResult> results;
+    for (auto& node : nodes)
+      results.push_back(node->finish());
+    for (const ProcessResult& result : results)
+      EXPECT_EQ(result.exit_code, 0) << test::describe(result);
+    return results;  // node 1's, node 0's
+  };
+  const std::vector<ProcessResult> gathered = pair(0);
+  const auto trace = nlohmann::json::parse(test::read_file(file));
+  std::set<std::pair<int, std::string>> events;  // (pid: node id + 1, name)
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] != "M") events.insert({event["pid"].get<int>(), event["name"]});
+  }
+  for (int pid : {1, 2}) {
+    for (const char* name : {"rendezvous", "attempt 0", "exit"})
+      EXPECT_EQ(events.count({pid, name}), 1u) << "node " << pid - 1 << ": " << name << "\n"
+                                               << trace.dump(1);
+  }
+  for (const ProcessResult& result : gathered)
+    EXPECT_EQ(result.err.find("--trace"), std::string::npos) << result.err;
+
+  fs::remove(file);
+  const std::vector<ProcessResult> alone = pair(1);
+  EXPECT_NE(alone[0].err.find("--trace " + file.string() +
+                              ": nothing is written here: the job's "
+                              "timeline is written where its store is served (127.0.0.1), whose "
+                              "cohort run has no --trace"),
+            std::string::npos)
+      << alone[0].err;
+  EXPECT_FALSE(fs::exists(file));
+}
+
 // A console that stops reading (a pipe nobody drains) never freezes the
 // launcher: SIGTERM still stops the job within --grace, and the launcher exits.
 TEST_F(RunTest, AStalledConsoleDoesNotStopTheLauncher) {

@@ -47,8 +47,16 @@ TEST(Membership, TheRoundTableRoundTripsAndRefusesGarbage) {
   EXPECT_EQ(back->members[1].entry, "2\tn4\t300\tnode 3");
   EXPECT_EQ(back->node_rank_of(3), 1);
   EXPECT_EQ(back->node_rank_of(1), -1);
-  for (const char* bad : {"", "0\t1", "x\t1\tid", "0\t70000\tid", "0\t1\tid\n1", "0\t1\tid\nx\te",
-                          "0\t1\tid\n1\ta\n1\tb", "-1\t1\tid"}) {
+  EXPECT_FALSE(back->traced);
+  table.traced = true;  // whoever serves the store writes the job's timeline
+  const auto traced = RoundTable::decode(table.encode());
+  ASSERT_TRUE(traced);
+  EXPECT_TRUE(traced->traced);
+  EXPECT_EQ(traced->run_id, "job 7");
+  EXPECT_EQ(traced->members.size(), 2u);
+  for (const char* bad :
+       {"", "0\t1", "x\t1\tid", "0\t70000\tid", "0\t1\tid\n1", "0\t1\tid\nx\te",
+        "0\t1\tid\n1\ta\n1\tb", "-1\t1\tid", "0\t1\tid\tyes", "0\t1\tid\ttraced\t"}) {
     EXPECT_FALSE(RoundTable::decode(bad)) << bad;
   }
 }

@@ -379,6 +379,35 @@ TEST_F(NodeGroupTest, ALateJoinerWaitsAndIsTakenInAtTheNextRound) {
   ASSERT_EQ(said.size(), 1U);
 }
 
+// cohort run --trace on the agent that serves the store (node 0) gathers
+// every node's events, so every node learns at the join that it asks for
+// them; --trace on another node alone asks for nothing. Static and elastic.
+TEST_F(NodeGroupTest, EveryNodeLearnsWhetherTheStoresAgentWritesTheTimeline) {
+  for (const bool elastic : {false, true}) {
+    for (const int tracing : {0, 1}) {
+      std::vector<std::unique_ptr<NodeGroup>> nodes;
+      for (int node = 0; node < 3; ++node) {
+        NodeGroupOptions o = options(3, elastic && node > 0 ? kNodeRankAtJoin : node);
+        o.trace = node == tracing;
+        if (elastic) {  // --nnodes 2:3; the round closes once all three are in
+          o.min_nodes = 2;
+          o.last_call = milliseconds(5000);
+        }
+        nodes.push_back(node == 0 ? first(o) : std::make_unique<NodeGroup>(o));
+      }
+      const std::vector<Placement> placed =
+          join_all({nodes[0].get(), nodes[1].get(), nodes[2].get()}, {1, 1, 1});
+      for (std::size_t node = 0; node < placed.size(); ++node) {
+        EXPECT_EQ(placed[node].traced, tracing == 0)
+            << (elastic ? "elastic" : "static") << ", --trace on node " << tracing << ", node "
+            << node;
+      }
+      while (!nodes.empty())  // node 0, whose agent serves the store, last
+        nodes.pop_back();
+    }
+  }
+}
+
 // Seven agents that reach the store through their relays, in a tree of
 // width two (agent_tree.hpp): nodes 1 and 2 under the store, 3 and 4 under
 // node 1, 5 and 6 under node 2.
