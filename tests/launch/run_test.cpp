@@ -129,6 +129,16 @@ class RunTest : public ::testing::Test {
     args.insert(args.begin(), {COHORT_CLI_PATH, "run"});
     return args;
   }
+  // Node `rank` of two in torchrun's static form on this machine, its store
+  // at `port`; `more` (options, then the program) follows.
+  static std::vector<std::string> static_node(int rank, const std::string& port,
+                                              const std::vector<std::string>& more) {
+    std::vector<std::string> args{
+        "--nnodes",      "2",         "--node-rank",   std::to_string(rank),
+        "--master-addr", "127.0.0.1", "--master-port", port};
+    args.insert(args.end(), more.begin(), more.end());
+    return cohort_run(std::move(args));
+  }
   static test::ProcessOptions options(std::chrono::milliseconds timeout = 60s) {
     test::ProcessOptions out;
     out.timeout = timeout;
@@ -761,19 +771,10 @@ TEST_F(RunTest, TraceOnNodeZeroAloneGathersEveryNode) {
     const std::string port = std::to_string(free_port());
     std::vector<std::unique_ptr<test::Subprocess>> nodes;
     for (int rank : {1, 0}) {
-      std::vector<std::string> args{"--nnodes",
-                                    "2",
-                                    "--node-rank",
-                                    std::to_string(rank),
-                                    "--master-addr",
-                                    "127.0.0.1",
-                                    "--master-port",
-                                    port,
-                                    "-n",
-                                    "1"};
+      std::vector<std::string> args{"-n", "1"};
       if (rank == traced) args.insert(args.end(), {"--trace", file.string()});
       args.insert(args.end(), {"sh", "-c", "exit 0"});
-      nodes.push_back(std::make_unique<test::Subprocess>(cohort_run(args), options()));
+      nodes.push_back(std::make_unique<test::Subprocess>(static_node(rank, port, args), options()));
     }
     std::vector<ProcessResult> results;
     for (auto& node : nodes)
@@ -1153,20 +1154,9 @@ TEST_F(RunTest, SeveralRanksPerNodeEachWithSeveralWorkersIsRefused) {
 TEST_F(RunTest, StaticNodesMakeOneJob) {
   const std::string port = std::to_string(free_port());
   const auto node = [&](int rank, std::vector<std::string> program) {
-    std::vector<std::string> args{"--nnodes",
-                                  "2",
-                                  "--node-rank",
-                                  std::to_string(rank),
-                                  "--master-addr",
-                                  "127.0.0.1",
-                                  "--master-port",
-                                  port,
-                                  "-n",
-                                  "2",
-                                  "--prefix",
-                                  "[{rank}] "};
+    std::vector<std::string> args{"-n", "2", "--prefix", "[{rank}] "};
     args.insert(args.end(), program.begin(), program.end());
-    return std::make_unique<test::Subprocess>(cohort_run(args), options());
+    return std::make_unique<test::Subprocess>(static_node(rank, port, args), options());
   };
   {
     auto second = node(1, {COHORT_REDUCTION_PATH});
@@ -1258,9 +1248,8 @@ TEST_F(RunTest, AgentsMeetOnceTheEndpointsPortIsFreeAgain) {
 // the shell's status for it.
 TEST_F(RunTest, AStopSignalEndsTheWaitForTheStoreOrForTheOtherNodes) {
   const auto node = [&](int rank, int port) {
-    return cohort_run({"--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
-                       "127.0.0.1", "--master-port", std::to_string(port), "-n", "1", "sh", "-c",
-                       "touch \"$0/ran.$RANK\"", dir_.string()});
+    return static_node(rank, std::to_string(port),
+                       {"-n", "1", "sh", "-c", "touch \"$0/ran.$RANK\"", dir_.string()});
   };
   test::Subprocess without_store(node(1, free_port()), options());
   test::Subprocess without_peer(node(0, free_port()), options());
