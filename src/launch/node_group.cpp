@@ -618,24 +618,38 @@ void NodeGroup::publish_trace_to(const StoreAddress& store, int id, const std::s
   }
 }
 
-std::vector<std::string> NodeGroup::gather_traces(const std::vector<int>& ids,
-                                                  std::chrono::milliseconds at_most) {
-  std::vector<std::string> keys;
-  keys.reserve(ids.size());
-  for (int id : ids)
-    keys.push_back(trace_key(id));
+NodeGroup::GatheredTraces NodeGroup::gather_traces(const std::vector<int>& ids,
+                                                   std::chrono::milliseconds at_most) {
+  GatheredTraces found;
+  std::vector<int> pending = ids;
+  const auto deadline = Clock::now() + at_most;
+  // The published value, if it is there; throws when the store is gone.
+  const auto take = [this, &found](int id) {
+    if (!store_->check({trace_key(id)})) return false;
+    found.events.push_back(store_->get(trace_key(id), std::chrono::seconds(1)));
+    return true;
+  };
   try {
-    store_->wait(keys, at_most);
-  } catch (const Error&) {  // some never came: take those that did
-  }
-  std::vector<std::string> events;
-  for (const std::string& key : keys) {
-    try {
-      if (store_->check({key})) events.push_back(store_->get(key, at_most));
-    } catch (const Error&) {
+    for (;;) {
+      std::vector<int> still;
+      for (int id : pending) {
+        if (take(id)) continue;
+        // Gone first, then looked at again: it may have published between.
+        if (store_->check({gone_key(id)})) {
+          if (!take(id)) found.missing.push_back({id, "its agent ended without sending them"});
+          continue;
+        }
+        still.push_back(id);
+      }
+      pending = std::move(still);
+      if (pending.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+  } catch (const Error&) {  // the store is gone: what came is what there is
   }
-  return events;
+  for (int id : pending)
+    found.missing.push_back({id, cat("none came within ", seconds(at_most))});
+  return found;
 }
 
 }  // namespace cohort::detail

@@ -271,10 +271,18 @@ class NodeGroup {
   /// The same for an agent of one node whose launcher serves another store
   /// (`--hosts` with one host): there, as agent `id`.
   static void publish_trace_to(const StoreAddress& store, int id, const std::string& events);
+  /// What gather_traces found: the events published, and the agents
+  /// whose events never came, with why ("its agent ended without sending
+  /// them", or that none came within the wait).
+  struct GatheredTraces {
+    std::vector<std::string> events;
+    std::vector<std::pair<int, std::string>> missing;
+  };
   /// The events that the agents `ids` published, as each arrives within
-  /// `at_most` (a node that never publishes is left out).
-  std::vector<std::string> gather_traces(const std::vector<int>& ids,
-                                         std::chrono::milliseconds at_most);
+  /// `at_most`. An agent that publishes does so before its connection
+  /// closes, so one whose connection closed without them (killed) is not
+  /// waited for.
+  GatheredTraces gather_traces(const std::vector<int>& ids, std::chrono::milliseconds at_most);
 
   /// This agent's node rank (assigned by now under kNodeRankAtJoin; with
   /// elastic membership, its place in the attempt under way).

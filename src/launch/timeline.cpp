@@ -49,6 +49,12 @@ int tid_of(int rank) {
 
 }  // namespace
 
+std::string missing_node_events(int node, const std::string& host, const std::string& why) {
+  Timeline track(node, host);
+  track.instant("no events", Timeline::kAgentTrack, {{"why", why}});
+  return track.events();
+}
+
 void write_job_trace(const std::string& path, const std::vector<std::string>& node_events,
                      const std::string& run_id, const std::vector<std::string>& command,
                      int exit_code) {

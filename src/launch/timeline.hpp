@@ -52,6 +52,11 @@ class Timeline {
   std::vector<int> named_;           // tracks named so far
 };
 
+/// The track of node `node` (on `host`) whose events never reached the
+/// writer: one instant, "no events", saying `why`, so that the file shows
+/// the node and why it is empty rather than leaving it out.
+std::string missing_node_events(int node, const std::string& host, const std::string& why);
+
 /// Writes the trace file of a job: every node's events (Timeline::merge),
 /// with the job's run id, command and exit status as its metadata; or says
 /// on standard error why it could not.

@@ -808,6 +808,35 @@ TEST_F(RunTest, TraceOnNodeZeroAloneGathersEveryNode) {
   EXPECT_FALSE(fs::exists(file));
 }
 
+// A node whose agent is killed sends no events: node 0's trace shows its
+// track anyway, saying why it is empty, rather than leaving it out (and
+// node 0 does not wait for events that cannot come).
+TEST_F(RunTest, TheTraceShowsANodeWhoseAgentWasKilled) {
+  const fs::path file = dir_ / "lost.json";
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> program{
+      "-n", "1", "sh", "-c", "touch \"$0/up.$RANK\"; exec sleep 30", dir_.string()};
+  std::vector<std::string> traced{"--trace", file.string()};
+  traced.insert(traced.end(), program.begin(), program.end());
+  test::Subprocess node1(static_node(1, port, program), options());
+  test::Subprocess node0(static_node(0, port, traced), options());
+  ASSERT_TRUE(workers_ready("up", 2));
+  kill(node1.pid(), SIGKILL);
+  const ProcessResult zero = node0.finish();
+  (void)node1.finish();
+  EXPECT_NE(zero.exit_code, 0) << test::describe(zero);
+  const auto trace = nlohmann::json::parse(test::read_file(file));
+  std::string why;
+  std::map<int, std::string> names;  // pid -> "node N (host)"
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["name"] == "process_name") names[event["pid"]] = event["args"]["name"];
+    if (event["pid"] == 2 && event["name"] == "no events") why = event["args"]["why"];
+  }
+  EXPECT_EQ(why, "its agent ended without sending them") << trace.dump(1);
+  ASSERT_EQ(names[1].rfind("node 0 (", 0), 0u) << trace.dump(1);
+  EXPECT_EQ(names[2], "node 1 (" + names[1].substr(8)) << "the same host";
+}
+
 // A console that stops reading (a pipe nobody drains) never freezes the
 // launcher: SIGTERM still stops the job within --grace, and the launcher exits.
 TEST_F(RunTest, AStalledConsoleDoesNotStopTheLauncher) {
