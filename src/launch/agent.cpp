@@ -369,20 +369,13 @@ void Agent::finish_trace(int code) {
   }
   std::vector<std::string> parts{timeline_->events()};
   if (multi_node()) {
-    const std::vector<int> members = group_->members();  // in node rank order
     std::vector<int> others;
-    for (int id : members)
+    for (int id : group_->members())
       if (id != group_->member_id()) others.push_back(id);
-    detail::NodeGroup::GatheredTraces theirs = group_->gather_traces(
+    const std::vector<std::string> theirs = group_->gather_traces(
         others,
         std::min<std::chrono::milliseconds>(options_.heartbeat_timeout, std::chrono::seconds(5)));
-    parts.insert(parts.end(), theirs.events.begin(), theirs.events.end());
-    for (const auto& [id, why] : theirs.missing) {
-      const auto at =
-          static_cast<std::size_t>(std::find(members.begin(), members.end(), id) - members.begin());
-      parts.push_back(detail::missing_node_events(
-          id, at < placement_.hosts.size() ? placement_.hosts[at] : std::string("?"), why));
-    }
+    parts.insert(parts.end(), theirs.begin(), theirs.end());
   }
   detail::write_job_trace(options_.trace, parts, placement_.run_id, options_.command, code);
 }

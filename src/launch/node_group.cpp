@@ -16,6 +16,7 @@
 #include "core/socket.hpp"
 #include "core/strings.hpp"
 #include "launch/node_group_keys.hpp"
+#include "launch/timeline.hpp"
 #include "launch/tree_arrival.hpp"
 #include "store/exchange.hpp"
 #include "store/protocol.hpp"
@@ -461,6 +462,14 @@ std::string NodeGroup::node_name(int node) const {
   return cat(options_.unit, " ", node);
 }
 
+std::string NodeGroup::member_host(int id) const {
+  std::lock_guard<std::mutex> lock(members_mutex_);
+  const auto at =
+      static_cast<std::size_t>(std::find(members_.begin(), members_.end(), id) - members_.begin());
+  const std::vector<std::string>& hosts = hosts_.empty() ? options_.node_hosts : hosts_;
+  return at < hosts.size() ? hosts[at] : std::string();
+}
+
 void NodeGroup::notify() noexcept {
   const std::uint64_t one = 1;
   (void)!::write(event_.get(), &one, sizeof(one));
@@ -618,15 +627,18 @@ void NodeGroup::publish_trace_to(const StoreAddress& store, int id, const std::s
   }
 }
 
-NodeGroup::GatheredTraces NodeGroup::gather_traces(const std::vector<int>& ids,
-                                                   std::chrono::milliseconds at_most) {
-  GatheredTraces found;
+std::vector<std::string> NodeGroup::gather_traces(const std::vector<int>& ids,
+                                                  std::chrono::milliseconds at_most) {
+  std::vector<std::string> events;
   std::vector<int> pending = ids;
   const auto deadline = Clock::now() + at_most;
+  const auto missing = [this, &events](int id, const std::string& why) {
+    events.push_back(missing_node_events(id, member_host(id), why));
+  };
   // The published value, if it is there; throws when the store is gone.
-  const auto take = [this, &found](int id) {
+  const auto take = [this, &events](int id) {
     if (!store_->check({trace_key(id)})) return false;
-    found.events.push_back(store_->get(trace_key(id), std::chrono::seconds(1)));
+    events.push_back(store_->get(trace_key(id), std::chrono::seconds(1)));
     return true;
   };
   try {
@@ -636,7 +648,7 @@ NodeGroup::GatheredTraces NodeGroup::gather_traces(const std::vector<int>& ids,
         if (take(id)) continue;
         // Gone first, then looked at again: it may have published between.
         if (store_->check({gone_key(id)})) {
-          if (!take(id)) found.missing.push_back({id, "its agent ended without sending them"});
+          if (!take(id)) missing(id, "its agent ended without sending them");
           continue;
         }
         still.push_back(id);
@@ -648,8 +660,8 @@ NodeGroup::GatheredTraces NodeGroup::gather_traces(const std::vector<int>& ids,
   } catch (const Error&) {  // the store is gone: what came is what there is
   }
   for (int id : pending)
-    found.missing.push_back({id, cat("none came within ", seconds(at_most))});
-  return found;
+    missing(id, cat("none came within ", seconds(at_most)));
+  return events;
 }
 
 }  // namespace cohort::detail

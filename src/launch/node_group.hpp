@@ -271,18 +271,13 @@ class NodeGroup {
   /// The same for an agent of one node whose launcher serves another store
   /// (`--hosts` with one host): there, as agent `id`.
   static void publish_trace_to(const StoreAddress& store, int id, const std::string& events);
-  /// What gather_traces found: the events published, and the agents
-  /// whose events never came, with why ("its agent ended without sending
-  /// them", or that none came within the wait).
-  struct GatheredTraces {
-    std::vector<std::string> events;
-    std::vector<std::pair<int, std::string>> missing;
-  };
   /// The events that the agents `ids` published, as each arrives within
   /// `at_most`. An agent that publishes does so before its connection
   /// closes, so one whose connection closed without them (killed) is not
-  /// waited for.
-  GatheredTraces gather_traces(const std::vector<int>& ids, std::chrono::milliseconds at_most);
+  /// waited for. Each agent whose events never came has a track that says
+  /// why instead (missing_node_events, timeline.hpp).
+  std::vector<std::string> gather_traces(const std::vector<int>& ids,
+                                         std::chrono::milliseconds at_most);
 
   /// This agent's node rank (assigned by now under kNodeRankAtJoin; with
   /// elastic membership, its place in the attempt under way).
@@ -308,6 +303,7 @@ class NodeGroup {
 
  private:
   std::string node_name(int node) const;  // "node 2 (n3)"
+  std::string member_host(int id) const;  // as it reported it; "" when unknown
   std::vector<std::string> exchange_entries(const std::string& mine, const std::string& run_id);
   RoundTable join_round(const std::string& entry, const std::string& run_id);
 

@@ -279,11 +279,7 @@ class SshLauncher {
     timeline_->instant("exit", Timeline::kAgentTrack, {{"exit_status", cat(code)}});
     std::vector<int> ids(options_.hosts.size());
     std::iota(ids.begin(), ids.end(), 0);
-    NodeGroup::GatheredTraces theirs = group_->gather_traces(ids, std::chrono::seconds(1));
-    std::vector<std::string> parts = std::move(theirs.events);
-    for (const auto& [id, why] : theirs.missing)
-      parts.push_back(
-          missing_node_events(id, options_.hosts[static_cast<std::size_t>(id)].name, why));
+    std::vector<std::string> parts = group_->gather_traces(ids, std::chrono::seconds(1));
     parts.push_back(timeline_->events());
     write_job_trace(options_.trace, parts, options_.run_id, options_.command, code);
   }
