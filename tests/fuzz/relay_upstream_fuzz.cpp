@@ -13,8 +13,9 @@
 // Each input starts about three threads (the client's requests, the
 // relay's readers of the harness and of the store), so a process that
 // took 11,000 inputs would have started more threads than a pid_max of
-// 32,768 gives ids to, and clang 14's LeakSanitizer loses track of a live
-// thread whose id an ended one of the process had (docs/testing.md):
+// 32,768 gives ids to, and clang 14's LeakSanitizer then no longer finds a
+// live thread by its id and reports its stack's objects as leaked
+// (docs/testing.md):
 // fuzz: at most 5000 inputs a process
 #include <chrono>
 #include <cstdlib>
