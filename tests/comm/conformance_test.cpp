@@ -485,6 +485,44 @@ TEST_P(Conformance, BroadcastFromEveryRoot) {
   }
 }
 
+// Broadcasts one after another from root after root, of one element to
+// more than shm's posts take (then its rounds), one rank late now and then
+// and an all_reduce between some: a root that goes on before the others
+// have what it sent must never overwrite what a late rank has yet to read.
+// In the first 48 turns (more than shm's 32 posts) nothing waits for every
+// rank and the last rank, which sleeps in the second, is no root.
+TEST_P(Conformance, BroadcastsBackToBackWhileARankLags) {
+  constexpr std::size_t kPosted[] = {1, 1000, 4000};  // floats: up to 16 KiB
+  constexpr std::size_t kAny[] = {1, 1000, 40000, 70000};
+  const auto value = [](int root, int turn, std::size_t i) {
+    return static_cast<double>((root * 7 + turn * 5 + static_cast<int>(i % 11) * 3) % 9) - 4;
+  };
+  on_every_rank([&](int rank, Communicator& comm) {
+    const int n = comm.size();
+    for (int turn = 0; turn < 72; ++turn) {
+      const bool first = turn < 48;
+      const int root = first && n > 1 ? turn % (n - 1) : turn % n;
+      const auto at = static_cast<std::size_t>(turn);
+      const std::size_t count =
+          first ? kPosted[at % std::size(kPosted)] : kAny[at % std::size(kAny)];
+      if (rank == n - 1 && (turn == 1 || turn % 9 == 4))
+        std::this_thread::sleep_for(turn == 1 ? 20ms : 2ms);
+      Values data(DataType::f32, count);
+      for (std::size_t i = 0; i < count; ++i)
+        data.set(i, rank == root ? value(root, turn, i) : 99);
+      comm.broadcast(data.buffer(), root, kDefault);
+      for (std::size_t i = 0; i < count; i += 1 + count / 50)
+        ASSERT_EQ(data.get(i), value(root, turn, i)) << "turn " << turn << ", element " << i;
+      if (!first && turn % 7 == 6) {
+        Values one(DataType::f32, 1);
+        one.set(0, 1);
+        comm.all_reduce(one.buffer(), ReduceOp::sum, kDefault);
+        ASSERT_EQ(one.get(0), n) << "turn " << turn;
+      }
+    }
+  });
+}
+
 TEST_P(Conformance, GatherFamilies) {
   for (DataType type : kTypes) {
     for (std::size_t count : kCounts) {

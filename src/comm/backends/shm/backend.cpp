@@ -41,6 +41,18 @@ constexpr std::size_t kSlotBytes = 256 * kKiB;
 constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
 constexpr std::size_t kSmallOversubscribedBytes = 32 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
+// broadcast up to this size through the posts (Group::post), whose root
+// waits for nobody while the ring has room, rather than in a round that
+// needs every rank to have run since the last call. On the Intel Xeon (2
+// vCPUs, 2026-12-07), one entry's 16 KiB: n = 3 beside a CPU-bound process
+// per core, reps of 2,000 broadcasts (`cohort bench allreduce --op
+// broadcast`, three turns), 6.6-11.6 us at 4-16 KiB against 14.9-25.6 us
+// in rounds and 7.4-15.2 us for Open MPI; idle, in one job of
+// settings_in_one_job, 1.08-2.03x the rounds' speed at n = 2 and 1.10-1.61x
+// at n = 4 up to 16 KiB, 0.94-1.12x at n = 3. From 32 KiB (two entries and
+// more) the posts were slower idle at n = 3 and 4 (0.61-0.88x), so larger
+// broadcasts keep the rounds (docs/measurements/allreduce.md).
+constexpr std::size_t kPostedBroadcastBytes = 16 * kKiB;
 // Single copies (COHORT_SHM_SINGLE_COPY=auto): where they were faster than
 // the rounds in one job, run after run (docs/communicator.md, "Single
 // copies"), by bytes of each rank's block (Window). Outside these windows the
@@ -262,6 +274,8 @@ Settings local_settings(int size, int busy, int cpus) {
   tuning.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
                                       settings.oversubscribed ? kSmallOversubscribedBytes : 0);
   tuning.broadcast_chunk_bytes = broadcast_chunk_bytes(l2_cache_bytes());
+  tuning.posted_broadcast_bytes =
+      bytes_from_env("COHORT_SHM_POSTED_BROADCAST_BYTES", kPostedBroadcastBytes);
   // n² channels: at most 16 MiB of them in all (64 KiB each up to 16 ranks).
   const auto pairs = static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
   settings.channel_bytes =
@@ -306,7 +320,8 @@ Settings agree_on_settings(Store* store, int rank, int size, int busy, Duration 
       std::ostringstream text;
       text << settings.slot_bytes << ' ' << settings.channel_bytes << ' '
            << (settings.oversubscribed ? 1 : 0) << ' ' << static_cast<int>(settings.single_copy)
-           << ' ' << tuning.small_bytes << ' ' << tuning.broadcast_chunk_bytes;
+           << ' ' << tuning.small_bytes << ' ' << tuning.broadcast_chunk_bytes << ' '
+           << tuning.posted_broadcast_bytes;
       for (const Window* window : windows(tuning.single_copies))
         text << ' ' << window->min << ' ' << window->max;
       store->set("shm/settings", text.str());
@@ -316,7 +331,7 @@ Settings agree_on_settings(Store* store, int rank, int size, int busy, Duration 
   int single_copy = 0;
   std::istringstream text(store->get("shm/settings", timeout));
   text >> settings.slot_bytes >> settings.channel_bytes >> settings.oversubscribed >> single_copy >>
-      tuning.small_bytes >> tuning.broadcast_chunk_bytes;
+      tuning.small_bytes >> tuning.broadcast_chunk_bytes >> tuning.posted_broadcast_bytes;
   for (Window* window : windows(tuning.single_copies))
     text >> window->min >> window->max;
   settings.single_copy = static_cast<SingleCopy>(single_copy);

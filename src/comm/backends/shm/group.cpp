@@ -48,7 +48,7 @@ struct Group::Channel {
 namespace {
 
 struct Offsets {
-  std::size_t closed, arrivals, channels, channel_data, slots, total;
+  std::size_t closed, arrivals, channels, channel_data, slots, posted, emptied, posts, total;
 };
 
 Offsets offsets(int size, std::size_t slot_bytes, std::size_t channel_bytes) {
@@ -59,7 +59,10 @@ Offsets offsets(int size, std::size_t slot_bytes, std::size_t channel_bytes) {
   at.channels = at.arrivals + n * sizeof(Counter);
   at.channel_data = round_up(at.channels + n * n * sizeof(Group::Channel), kLine);
   at.slots = round_up(at.channel_data + n * n * channel_bytes, 4096);
-  at.total = at.slots + 2 * n * slot_bytes;
+  at.posted = round_up(at.slots + 2 * n * slot_bytes, kLine);
+  at.emptied = at.posted + sizeof(Counter);
+  at.posts = round_up(at.emptied + n * sizeof(Counter), 4096);
+  at.total = at.posts + Group::kPosts * Group::kPostBytes;
   return at;
 }
 
@@ -87,6 +90,9 @@ Group::Group(Segment segment, int rank, int size, Peers peers, std::size_t slot_
   channels_ = reinterpret_cast<Channel*>(segment_.data() + at.channels);
   channel_data_ = segment_.data() + at.channel_data;
   slots_ = segment_.data() + at.slots;
+  posted_ = reinterpret_cast<Counter*>(segment_.data() + at.posted);
+  emptied_ = reinterpret_cast<Counter*>(segment_.data() + at.emptied);
+  posts_ = segment_.data() + at.posts;
   // A pidfd turns readable when its process ends: the way to learn at once
   // that a peer died. Ranks that are threads of this process need none.
   for (int r = 0; r < size; ++r) {
@@ -150,8 +156,10 @@ void Group::check(int rank, const Counter& awaited, std::uint32_t target, const 
       header.lost_plus_one.compare_exchange_strong(none, lost + 1);  // the first finder's blame
       lost = header.lost_plus_one.load(std::memory_order_acquire) - 1;
       // Everyone asleep on any counter looks again now, not at its next tick.
+      wake(*posted_);
       for (int r = 0; r < size_; ++r) {
         wake(arrival(r));
+        wake(emptied(r));
         for (int to = 0; to < size_; ++to) {
           wake(channel(r, to).sent);
           wake(channel(r, to).taken);
@@ -166,6 +174,31 @@ void Group::check(int rank, const Counter& awaited, std::uint32_t target, const 
                       "; no peer is known to have failed: one may be stuck, or slow (raise "
                       "COHORT_TIMEOUT)"));
   }
+}
+
+void Group::post(const void* data, std::size_t bytes, const Call& call) {
+  const std::uint32_t entry = posts_seen_;
+  // The entry kPosts before this one had its place: every rank is done with
+  // it. (Counters wrap; the first kPosts entries find it so at once.)
+  const std::uint32_t done = entry - kPosts + 1;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    wait_until(emptied(r), done, policy_, wait_state_,
+               [&] { check(r, emptied(r), done, call, "waiting for a broadcast to be taken by"); });
+  }
+  copy_bytes(post_at(entry), data, bytes);
+  posts_seen_ = entry + 1;
+  advance(*posted_, posts_seen_);
+  advance(emptied(rank_), posts_seen_);  // nothing for the root to take out
+}
+
+void Group::take(void* data, std::size_t bytes, int root, const Call& call) {
+  const std::uint32_t entry = posts_seen_;
+  wait_until(*posted_, entry + 1, policy_, wait_state_,
+             [&] { check(root, *posted_, entry + 1, call, "waiting for the broadcast of"); });
+  copy_bytes(data, post_at(entry), bytes);
+  posts_seen_ = entry + 1;
+  advance(emptied(rank_), posts_seen_);
 }
 
 void Group::lose(int rank, const Call& call) {

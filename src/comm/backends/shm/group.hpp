@@ -85,6 +85,19 @@ class Group {
   /// Collective, one round: every rank's `value`, in rank order.
   std::vector<std::uint64_t> exchange(std::uint64_t value, const Call& call);
 
+  /// Posts: a ring of kPosts entries of kPostBytes that a broadcast's root
+  /// fills and every other rank empties at its own pace, outside the rounds.
+  /// The root waits only when the ring is full (for whoever has not emptied
+  /// the entry it would write), and the others only for the root: no call
+  /// needs every rank to have run since the last, as a round does. Every
+  /// rank goes through the entries in the same order, whoever posts them.
+  static constexpr std::size_t kPostBytes = std::size_t{16} << 10;
+  static constexpr std::uint32_t kPosts = 32;
+  /// The root's part: `bytes` (at most kPostBytes) into the next entry.
+  void post(const void* data, std::size_t bytes, const Call& call);
+  /// Every other rank's: the next entry, posted by `root`, into `data`.
+  void take(void* data, std::size_t bytes, int root, const Call& call);
+
   /// Copies `bytes` at `address` in `rank`'s memory into `to` (one copy, by
   /// the kernel: process_vm_readv; memcpy when the rank is a thread of this
   /// process). Only for memory the peer published and keeps still while the
@@ -125,6 +138,10 @@ class Group {
            (set * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank)) * slot_bytes_;
   }
   Counter& arrival(int rank) noexcept { return arrivals_[rank]; }
+  Counter& emptied(int rank) noexcept { return emptied_[rank]; }
+  unsigned char* post_at(std::uint32_t entry) noexcept {
+    return posts_ + static_cast<std::size_t>(entry % kPosts) * kPostBytes;
+  }
   Channel& channel(int from, int to) noexcept;
   unsigned char* channel_data(int from, int to) noexcept {
     return channel_data_ + static_cast<std::size_t>(from * size_ + to) * channel_bytes_;
@@ -151,7 +168,11 @@ class Group {
   Channel* channels_;
   unsigned char* channel_data_;
   unsigned char* slots_;
-  std::uint32_t seq_ = 0;  // rounds this rank has arrived at
+  Counter* posted_;   // entries posted in all
+  Counter* emptied_;  // per rank: the entries it is done with
+  unsigned char* posts_;
+  std::uint32_t seq_ = 0;         // rounds this rank has arrived at
+  std::uint32_t posts_seen_ = 0;  // entries this rank has posted or taken
   bool single_copy_ = false;
   SharedMemory memory_;
   std::vector<std::uint32_t> sent_;   // per peer: chunks sent on this rank's channel to it
