@@ -46,7 +46,7 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // needs every rank to have run since the last call. On the Intel Xeon (2
 // vCPUs, 2026-12-07), one entry's 16 KiB: n = 3 beside a CPU-bound process
 // per core, reps of 2,000 broadcasts (`cohort bench allreduce --op
-// broadcast`, three turns), 6.6-11.6 us at 4-16 KiB against 14.9-25.6 us
+// broadcast`, three turns), 7.4-11.6 us at 4-16 KiB against 14.9-25.6 us
 // in rounds and 7.4-15.2 us for Open MPI; idle, in one job of
 // settings_in_one_job, 1.08-2.03x the rounds' speed at n = 2 and 1.10-1.61x
 // at n = 4 up to 16 KiB, 0.94-1.12x at n = 3. From 32 KiB (two entries and
