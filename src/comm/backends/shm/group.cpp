@@ -182,7 +182,9 @@ void Group::post(const void* data, std::size_t bytes, const Call& call) {
   // it. (Counters wrap; the first kPosts entries find it so at once.)
   const std::uint32_t done = entry - kPosts + 1;
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
+    // Nearly always so while the ring has room: no wait, which would count
+    // toward (and may make) wait_until's moves between CPUs.
+    if (r == rank_ || reached(emptied(r).value.load(std::memory_order_acquire), done)) continue;
     wait_until(emptied(r), done, policy_, wait_state_,
                [&] { check(r, emptied(r), done, call, "waiting for a broadcast to be taken by"); });
   }
