@@ -215,6 +215,9 @@ class StoreServer {
   /// Binds, then serves until destroyed. Throws cohort::Error naming
   /// host:port when the port cannot be bound.
   explicit StoreServer(Options options);
+  /// In relay mode, first waits (2 s at most) until its quick requests
+  /// upstream are answered, the last words of clients that left among
+  /// them, going on through the next hop where one is lost meanwhile.
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;

@@ -549,15 +549,17 @@ void NodeGroup::finished() {
     const auto done = store_->run(StoreClient::Batch()
                                       .set(done_key(attempt_, options_.node_rank), "")
                                       .add(done_count_key(attempt_), 1));
-    if (done.at(0) == round_size()) {
-      StoreClient::Batch all_done;
-      all_done.set(all_done_key(attempt_), "");
-      // With restarts every agent waits for the others; else the coordinator.
-      if (options_.max_restarts > 0 || elastic()) add_wake_ups(all_done, members());
-      store_->run(all_done.set(kCoordinatorWake, ""));
-    }
+    if (done.at(0) == round_size()) announce_all_done(*store_, attempt_);
   } catch (const Error&) {  // the store is gone; nothing waits for this node any more
   }
+}
+
+void NodeGroup::announce_all_done(StoreClient& store, int attempt) {
+  StoreClient::Batch all_done;
+  all_done.set(all_done_key(attempt), "");
+  // With restarts every agent waits for the others; else the coordinator.
+  if (options_.max_restarts > 0 || elastic()) add_wake_ups(all_done, members());
+  store.run(all_done.set(kCoordinatorWake, ""));
 }
 
 bool NodeGroup::restartable(const StopRecord& record) const {

@@ -344,6 +344,8 @@ class NodeGroup {
   void take_node_rank();
   void wake_everyone();
   void watch();  // the heartbeat thread
+  // Every node of `attempt` is done: says so, and wakes who waits for it.
+  void announce_all_done(StoreClient& store, int attempt);
   void notify() noexcept;
   StopRecord lost_store(const std::string& why) const;
 

@@ -20,6 +20,19 @@ namespace cohort::detail {
 
 using namespace node_keys;  // this part's own keys
 
+namespace {
+
+// Whether each of `attempt`'s `nodes` set its done key (one CHECK).
+bool every_node_done(StoreClient& store, int attempt, std::size_t nodes) {
+  std::vector<std::string> keys;
+  keys.reserve(nodes);
+  for (std::size_t node = 0; node < nodes; ++node)
+    keys.push_back(done_key(attempt, static_cast<int>(node)));
+  return store.check(keys);
+}
+
+}  // namespace
+
 // The heartbeat thread. Every interval each agent adds 1 to its counter; the
 // coordinator checks that every counter moves, and whether an agent's
 // connection closed (gone_key, the agent's last words in the store). It
@@ -35,6 +48,7 @@ void NodeGroup::watch() {
   bool stop_seen = false;
   int seen_attempt = -1;
   bool seen_in_round = false;
+  bool done_and_gone = false;  // a node that said it was done went
   try {
     while (!quit_) {
       try {
@@ -68,7 +82,7 @@ void NodeGroup::watch() {
       const bool in_round = in_round_;
       if (attempt != seen_attempt || in_round != seen_in_round) {
         // A restart: the nodes were busy stopping and starting, not lost.
-        if (attempt != seen_attempt) stop_seen = false;
+        if (attempt != seen_attempt) stop_seen = done_and_gone = false;
         seen_attempt = attempt;
         seen_in_round = in_round;
         {
@@ -114,6 +128,13 @@ void NodeGroup::watch() {
         notify();
         continue;
       }
+      // A node's finished() whose ADD was lost with a relay on its way (it
+      // may have counted or not; its SET went up again) is counted by no
+      // one: once a done node went, the done keys say when all are.
+      if (done_and_gone && every_node_done(*watch_store_, attempt, ids.size())) {
+        announce_all_done(*watch_store_, attempt);
+        continue;
+      }
       const auto now = Clock::now();
       // One request a tick, not one per node: whether any agent's
       // connection closed since the last look.
@@ -128,7 +149,10 @@ void NodeGroup::watch() {
         if (!gone && !beats.stalled(node, watch_store_->add(heartbeat_key(ids[node]), 0), now)) {
           continue;
         }
-        if (watch_store_->check({done_key(attempt, static_cast<int>(node))})) continue;
+        if (watch_store_->check({done_key(attempt, static_cast<int>(node))})) {
+          done_and_gone = true;
+          continue;
+        }
         {
           std::lock_guard<std::mutex> lock(members_mutex_);
           stalled_.insert(ids[node]);  // settle() leaves it out
@@ -154,6 +178,9 @@ void NodeGroup::watch() {
       }
     }
   } catch (const Error& error) {
+    // The end cut this thread's call short (~NodeGroup): no lost store, or
+    // the end would hand this node's relay's children nothing over.
+    if (quit_) return;
     // This agent lost the store (node 0 gone, network cut): stop_record()
     // reports it, and the job stops here.
     {

@@ -333,6 +333,7 @@ struct StoreRelay::Impl {
 
   std::mutex mutex;  // guards everything below
   std::condition_variable work;
+  std::condition_variable settled;  // the quick requests were answered (finish())
   bool stopping = false;
   // Once the connection to the job's store itself broke, the answer to
   // every later request: it does not come back, and connecting again would
@@ -919,6 +920,7 @@ struct StoreRelay::Impl {
     }
     for (auto& [id, request] : std::exchange(batch, {}))
       out.emplace_back(id, answer);
+    if (!batch_out) settled.notify_all();
     while (!ready.empty()) {
       Groups::value_type* entry = ready.front();
       ready.pop_front();
@@ -1117,6 +1119,7 @@ struct StoreRelay::Impl {
       share(going.requests[i], going.answers[i], &out);
     batch_out.reset();
     work.notify_one();
+    if (batch.empty()) settled.notify_all();
     deliver(std::move(out));
   }
 
@@ -1268,6 +1271,13 @@ struct StoreRelay::Impl {
     work.notify_one();
   }
 
+  bool finish(std::chrono::milliseconds at_most) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return settled.wait_for(lock, at_most, [this] {
+      return stopping || !lost_answer.empty() || (batch.empty() && !batch_out);
+    });
+  }
+
   void route_through(std::vector<StoreServer::Hop> path) {
     std::lock_guard<std::mutex> lock(mutex);
     const StoreServer::Hop store = hops.back();
@@ -1336,6 +1346,10 @@ void StoreRelay::flush() {
 void StoreRelay::say_last_words(Id id, bool own,
                                 const std::vector<std::pair<std::string, std::string>>& words) {
   impl_->say_last_words(id, own, words);
+}
+
+bool StoreRelay::finish(std::chrono::milliseconds at_most) {
+  return impl_->finish(at_most);
 }
 
 void StoreRelay::route_through(std::vector<StoreServer::Hop> path) {

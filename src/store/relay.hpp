@@ -163,6 +163,13 @@ class StoreRelay {
   /// process, whose words are no longer registered upstream either.
   void say_last_words(Id id, bool own,
                       const std::vector<std::pair<std::string, std::string>>& words);
+  /// Waits until every quick request forwarded so far (a SET of last words
+  /// among them) was answered, going on through the next hop where one is
+  /// lost meanwhile, or the store is lost, or `at_most` passes; returns
+  /// whether they were. For a relay whose process ends: what its clients
+  /// said last is not left in its batch. Requests that may wait are not
+  /// waited for.
+  bool finish(std::chrono::milliseconds at_most);
   /// Reaches the store through `path`, nearest first, then the store
   /// itself: moves there at once (after the batch out) when the first hop
   /// changed.

@@ -783,6 +783,40 @@ TEST_F(StoreRelayTreeTest, AChildsLastWordsAreSaidByItsParent) {
   direct->wait({"c/gone"}, 10s);
 }
 
+// C's process is killed and B's ends right after, as the last nodes of a
+// job end together: C's words, which B says through its own relay, go up
+// before B's connection does; not left in B's batch for a store that would
+// wait for them until its timeout (CI, 2026-12-07: a 4-node job under
+// Slurm whose launcher waited for node 3's).
+TEST_F(StoreRelayTreeTest, AChildsLastWordsGoUpWhenItsParentEndsRightAfterIt) {
+  for (int round = 0; round < 5; ++round) {
+    grow();
+    const std::string key = "c/gone/" + std::to_string(round);
+    auto agent = c_->connect_in_process(10s);
+    agent->set_on_close(key, "");
+    c_.reset();  // C's process killed
+    b_.reset();  // B's ends
+    client_of(*store_)->wait({key}, 10s);
+    agent.reset();
+  }
+}
+
+// C's agent ends, and C's parent B ends while C's last words are on their
+// way through it: C's relay sends them on through A before its own
+// process ends.
+TEST_F(StoreRelayTreeTest, ARelaysLastRequestsGoOnThroughTheNextHopWhenItsParentEndsMeanwhile) {
+  for (int round = 0; round < 5; ++round) {
+    grow();
+    const std::string key = "c/gone/" + std::to_string(round);
+    auto agent = c_->connect_in_process(10s);
+    agent->set_on_close(key, "");
+    agent.reset();  // said through B
+    b_.reset();
+    c_.reset();
+    client_of(*store_)->wait({key}, 10s);
+  }
+}
+
 // B is lost while C's ranks wait and C's agent left its last words with B:
 // C goes on through A, where its ranks' waits go up again and its agent's
 // words are registered again.
