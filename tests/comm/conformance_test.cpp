@@ -489,10 +489,11 @@ TEST_P(Conformance, BroadcastFromEveryRoot) {
 // more than shm's posts take (then its rounds), one rank late now and then
 // and an all_reduce between some: a root that goes on before the others
 // have what it sent must never overwrite what a late rank has yet to read.
-// In the first 48 turns (more than shm's 32 posts) nothing waits for every
-// rank and the last rank, which sleeps in the second, is no root.
+// In the first 48 turns (their messages fill shm's 32 posts three times,
+// those of 36 and 64 KB three and four entries each) nothing waits for
+// every rank and the last rank, which sleeps in the second, is no root.
 TEST_P(Conformance, BroadcastsBackToBackWhileARankLags) {
-  constexpr std::size_t kPosted[] = {1, 1000, 4000};  // floats: up to 16 KiB
+  constexpr std::size_t kPosted[] = {1, 1000, 4000, 9000, 16000};  // floats: up to 64 KiB
   constexpr std::size_t kAny[] = {1, 1000, 40000, 70000};
   const auto value = [](int root, int turn, std::size_t i) {
     return static_cast<double>((root * 7 + turn * 5 + static_cast<int>(i % 11) * 3) % 9) - 4;

@@ -43,16 +43,19 @@ constexpr std::size_t kSmallOversubscribedBytes = 32 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
 // broadcast up to this size through the posts (Group::post), whose root
 // waits for nobody while the ring has room, rather than in a round that
-// needs every rank to have run since the last call. On the Intel Xeon (2
-// vCPUs, 2026-12-07), one entry's 16 KiB: n = 3 beside a CPU-bound process
-// per core, reps of 2,000 broadcasts (`cohort bench allreduce --op
-// broadcast`, three turns), 7.4-11.6 us at 4-16 KiB against 14.9-25.6 us
-// in rounds and 7.4-15.2 us for Open MPI; idle, in one job of
-// settings_in_one_job, 1.08-2.03x the rounds' speed at n = 2 and 1.10-1.61x
-// at n = 4 up to 16 KiB, 0.94-1.12x at n = 3. From 32 KiB (two entries and
-// more) the posts were slower idle at n = 3 and 4 (0.61-0.88x), so larger
-// broadcasts keep the rounds (docs/measurements/allreduce.md).
-constexpr std::size_t kPostedBroadcastBytes = 16 * kKiB;
+// needs every rank to have run since the last call. A message is posted
+// and taken as a whole (one wait, one wake-up), however many entries it
+// fills. On the Intel Xeon (2 vCPUs, 2026-12-07), n = 3 beside a CPU-bound
+// process per core, reps of 2,000 broadcasts (`cohort bench allreduce --op
+// broadcast`, four turns): 32 and 64 KiB took 14.8-19.0 and 26.1-28.5 us
+// through the posts against 25.0-32.3 and 42.4-46.0 in rounds; from 128
+// KiB the posts were as slow or slower (256 KiB 106-185 against 103-110
+// us). Idle, in one job (settings_in_one_job), posts up to 512 KiB over
+// rounds: 1.00-1.10x at n = 3 up to 256 KiB, 1.12-1.36x at n = 4. Until
+// then each entry was posted and taken on its own, and two entries or more
+// were slower than the rounds idle (0.61-0.88x at n = 3 and 4), so the
+// posts stopped at 16 KiB (docs/measurements/allreduce.md).
+constexpr std::size_t kPostedBroadcastBytes = 64 * kKiB;
 // Single copies (COHORT_SHM_SINGLE_COPY=auto): where they were faster than
 // the rounds in one job, run after run (docs/communicator.md, "Single
 // copies"), by bytes of each rank's block (Window). Outside these windows the

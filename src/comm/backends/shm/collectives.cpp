@@ -303,15 +303,11 @@ void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const 
     if (group.rank() != root) peers->read(root, data.data, 0, data.bytes());
     return after_single_copies(group, call);
   }
-  if (data.bytes() <= tuning.posted_broadcast_bytes) {
-    for (std::size_t first = 0; first < data.bytes(); first += Group::kPostBytes) {
-      const std::size_t bytes = std::min(Group::kPostBytes, data.bytes() - first);
-      auto* at = static_cast<unsigned char*>(data.data) + first;
-      if (group.rank() == root) {
-        group.post(at, bytes, call);
-      } else {
-        group.take(at, bytes, root, call);
-      }
+  if (data.bytes() <= std::min(tuning.posted_broadcast_bytes, Group::kMaxPostBytes)) {
+    if (group.rank() == root) {
+      group.post(data.data, data.bytes(), call);
+    } else {
+      group.take(data.data, data.bytes(), root, call);
     }
     return;
   }

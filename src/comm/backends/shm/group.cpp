@@ -176,11 +176,23 @@ void Group::check(int rank, const Counter& awaited, std::uint32_t target, const 
   }
 }
 
+namespace {
+
+// The entries a post of `bytes` fills.
+std::uint32_t entries_for(std::size_t bytes) noexcept {
+  return static_cast<std::uint32_t>((bytes + Group::kPostBytes - 1) / Group::kPostBytes);
+}
+
+}  // namespace
+
 void Group::post(const void* data, std::size_t bytes, const Call& call) {
-  const std::uint32_t entry = posts_seen_;
-  // The entry kPosts before this one had its place: every rank is done with
-  // it. (Counters wrap; the first kPosts entries find it so at once.)
-  const std::uint32_t done = entry - kPosts + 1;
+  const std::uint32_t first = posts_seen_;
+  const std::uint32_t count = entries_for(bytes);
+  if (count == 0) return;
+  // The entry kPosts before the last one it fills had its place: every rank
+  // is done with it. (Counters wrap; the first kPosts entries find it so at
+  // once.)
+  const std::uint32_t done = first + count - kPosts;
   for (int r = 0; r < size_; ++r) {
     // Nearly always so while the ring has room: no wait, which would count
     // toward (and may make) wait_until's moves between CPUs.
@@ -188,18 +200,30 @@ void Group::post(const void* data, std::size_t bytes, const Call& call) {
     wait_until(emptied(r), done, policy_, wait_state_,
                [&] { check(r, emptied(r), done, call, "waiting for a broadcast to be taken by"); });
   }
-  copy_bytes(post_at(entry), data, bytes);
-  posts_seen_ = entry + 1;
+  const auto* from = static_cast<const unsigned char*>(data);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::size_t at = std::size_t{i} * kPostBytes;
+    copy_bytes(post_at(first + i), from + at, std::min(kPostBytes, bytes - at));
+  }
+  // One advance for the whole message: a rank that sleeps until it is
+  // posted is woken once.
+  posts_seen_ = first + count;
   advance(*posted_, posts_seen_);
   advance(emptied(rank_), posts_seen_);  // nothing for the root to take out
 }
 
 void Group::take(void* data, std::size_t bytes, int root, const Call& call) {
-  const std::uint32_t entry = posts_seen_;
-  wait_until(*posted_, entry + 1, policy_, wait_state_,
-             [&] { check(root, *posted_, entry + 1, call, "waiting for the broadcast of"); });
-  copy_bytes(data, post_at(entry), bytes);
-  posts_seen_ = entry + 1;
+  const std::uint32_t first = posts_seen_;
+  const std::uint32_t end = first + entries_for(bytes);
+  if (end == first) return;
+  wait_until(*posted_, end, policy_, wait_state_,
+             [&] { check(root, *posted_, end, call, "waiting for the broadcast of"); });
+  auto* into = static_cast<unsigned char*>(data);
+  for (std::uint32_t entry = first; entry != end; ++entry) {
+    const std::size_t at = std::size_t{entry - first} * kPostBytes;
+    copy_bytes(into + at, post_at(entry), std::min(kPostBytes, bytes - at));
+  }
+  posts_seen_ = end;
   advance(emptied(rank_), posts_seen_);
 }
 

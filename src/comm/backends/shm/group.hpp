@@ -93,9 +93,12 @@ class Group {
   /// rank goes through the entries in the same order, whoever posts them.
   static constexpr std::size_t kPostBytes = std::size_t{16} << 10;
   static constexpr std::uint32_t kPosts = 32;
-  /// The root's part: `bytes` (at most kPostBytes) into the next entry.
+  /// The root's part: `bytes` (at most kMaxPostBytes) into the next
+  /// entries, as many as it takes (none for 0 bytes), posted together.
+  static constexpr std::size_t kMaxPostBytes = kPostBytes * kPosts;
   void post(const void* data, std::size_t bytes, const Call& call);
-  /// Every other rank's: the next entry, posted by `root`, into `data`.
+  /// Every other rank's: the next message of `bytes`, posted by `root`,
+  /// into `data` (the same `bytes` as the root's).
   void take(void* data, std::size_t bytes, int root, const Call& call);
 
   /// Copies `bytes` at `address` in `rank`'s memory into `to` (one copy, by
