@@ -49,7 +49,7 @@ constexpr std::size_t kChannelBytes = 64 * kKiB;
 // process per core, reps of 2,000 broadcasts (`cohort bench allreduce --op
 // broadcast`, four turns): 32 and 64 KiB took 14.8-19.0 and 26.1-28.5 us
 // through the posts against 25.0-32.3 and 42.4-46.0 in rounds; from 128
-// KiB the posts were as slow or slower (256 KiB 106-185 against 103-110
+// KiB the posts were no faster (256 KiB 106-185 against 103-110
 // us). Idle, in one job (settings_in_one_job), posts up to 512 KiB over
 // rounds: 1.00-1.10x at n = 3 up to 256 KiB, 1.12-1.36x at n = 4. Until
 // then each entry was posted and taken on its own, and two entries or more
