@@ -74,6 +74,9 @@ constexpr std::size_t kUpstreamReceiveBuffer = std::size_t{4} << 20;
 // The least time between two looks of a connection's reader at its
 // requests' deadlines while nothing arrives.
 constexpr std::chrono::milliseconds kDeadlineCheck{250};
+// A relay's end: how long it waits for the answers to its last quick
+// requests (last words among them) before its connection upstream closes.
+constexpr std::chrono::milliseconds kFinish{2000};
 // The client of an answer nobody waits for (last words said or registered
 // again by the relay itself).
 constexpr StoreRelay::Id kNobody = 0;
@@ -1271,11 +1274,12 @@ struct StoreRelay::Impl {
     work.notify_one();
   }
 
-  bool finish(std::chrono::milliseconds at_most) {
+  // Waits until the quick requests forwarded so far are answered, or the
+  // store is lost, or `at_most` passes (the relay's end).
+  void finish(std::chrono::milliseconds at_most) {
     std::unique_lock<std::mutex> lock(mutex);
-    return settled.wait_for(lock, at_most, [this] {
-      return stopping || !lost_answer.empty() || (batch.empty() && !batch_out);
-    });
+    settled.wait_for(lock, at_most,
+                     [this] { return !lost_answer.empty() || (batch.empty() && !batch_out); });
   }
 
   void route_through(std::vector<StoreServer::Hop> path) {
@@ -1311,6 +1315,7 @@ StoreRelay::StoreRelay(StoreServer::Options::Upstream upstream, std::string toke
 }
 
 StoreRelay::~StoreRelay() {
+  impl_->finish(kFinish);
   std::vector<std::shared_ptr<Impl::Link>> links;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -1346,10 +1351,6 @@ void StoreRelay::flush() {
 void StoreRelay::say_last_words(Id id, bool own,
                                 const std::vector<std::pair<std::string, std::string>>& words) {
   impl_->say_last_words(id, own, words);
-}
-
-bool StoreRelay::finish(std::chrono::milliseconds at_most) {
-  return impl_->finish(at_most);
 }
 
 void StoreRelay::route_through(std::vector<StoreServer::Hop> path) {

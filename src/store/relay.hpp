@@ -139,8 +139,13 @@ class StoreRelay {
   /// a second for an attempt under way. Otherwise the first request
   /// connects.
   StoreRelay(StoreServer::Options::Upstream upstream, std::string token, Deliver deliver);
-  /// Ends the upstream connection (requests still out are answered with an
-  /// error, or not at all once the relay's owner is gone).
+  /// First waits, at most 2 s, until every quick request forwarded so far
+  /// (a SET of a client's last words among them) is answered, going on
+  /// through the next hop where one is lost meanwhile, unless the store is
+  /// lost: what its clients said last is not left in its batch. Requests
+  /// that may wait are not waited for. Then ends the upstream connection
+  /// (requests still out are answered with an error, or not at all once the
+  /// relay's owner is gone).
   ~StoreRelay();
   StoreRelay(const StoreRelay&) = delete;
   StoreRelay& operator=(const StoreRelay&) = delete;
@@ -163,13 +168,6 @@ class StoreRelay {
   /// process, whose words are no longer registered upstream either.
   void say_last_words(Id id, bool own,
                       const std::vector<std::pair<std::string, std::string>>& words);
-  /// Waits until every quick request forwarded so far (a SET of last words
-  /// among them) was answered, going on through the next hop where one is
-  /// lost meanwhile, or the store is lost, or `at_most` passes; returns
-  /// whether they were. For a relay whose process ends: what its clients
-  /// said last is not left in its batch. Requests that may wait are not
-  /// waited for.
-  bool finish(std::chrono::milliseconds at_most);
   /// Reaches the store through `path`, nearest first, then the store
   /// itself: moves there at once (after the batch out) when the first hop
   /// changed.

@@ -70,9 +70,6 @@ constexpr std::uint64_t kTorchListenerId = 2;
 constexpr std::uint64_t kTaskId = 3;  // another thread asks something of the loop
 // Out of descriptors: how long the listeners rest before accepting again.
 constexpr std::chrono::milliseconds kAcceptPause{100};
-// A relay's end: how long it waits for the answers to its last quick
-// requests (last words among them) before its connection upstream closes.
-constexpr std::chrono::milliseconds kRelayFinish{2000};
 
 // "10.0.0.1" of "10.0.0.1:4242" (and "[::1]" of "[::1]:4242").
 std::string host_of(const std::string& peer) {
@@ -186,9 +183,6 @@ struct StoreServer::Impl final : detail::StoreCore {
     const std::uint64_t one = 1;
     (void)!::write(wake.get(), &one, sizeof(one));
     thread.join();
-    // What the loop's last rounds forwarded (last words among them) goes
-    // up before the relay's connection does.
-    if (relay_to) (void)relay_to->finish(kRelayFinish);
   }
 
   // --- StoreCore: what the protocols ask --------------------------------

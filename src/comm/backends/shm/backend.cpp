@@ -278,7 +278,8 @@ Settings local_settings(int size, int busy, int cpus) {
                                       settings.oversubscribed ? kSmallOversubscribedBytes : 0);
   tuning.broadcast_chunk_bytes = broadcast_chunk_bytes(l2_cache_bytes());
   tuning.posted_broadcast_bytes =
-      bytes_from_env("COHORT_SHM_POSTED_BROADCAST_BYTES", kPostedBroadcastBytes);
+      std::min(bytes_from_env("COHORT_SHM_POSTED_BROADCAST_BYTES", kPostedBroadcastBytes),
+               Group::kMaxPostBytes);
   // n² channels: at most 16 MiB of them in all (64 KiB each up to 16 ranks).
   const auto pairs = static_cast<std::size_t>(size) * static_cast<std::size_t>(size);
   settings.channel_bytes =

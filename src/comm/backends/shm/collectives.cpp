@@ -303,7 +303,7 @@ void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const 
     if (group.rank() != root) peers->read(root, data.data, 0, data.bytes());
     return after_single_copies(group, call);
   }
-  if (data.bytes() <= std::min(tuning.posted_broadcast_bytes, Group::kMaxPostBytes)) {
+  if (data.bytes() <= tuning.posted_broadcast_bytes) {
     if (group.rank() == root) {
       group.post(data.data, data.bytes(), call);
     } else {

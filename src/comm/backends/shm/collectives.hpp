@@ -65,8 +65,8 @@ struct Tuning {
   /// so that a round's piece of the slot and of a rank's buffer fit in one
   /// core's L2 cache together.
   std::size_t broadcast_chunk_bytes = 0;
-  /// broadcast up to this size (and Group::kMaxPostBytes) goes through the
-  /// posts (Group::post), not the rounds (0: never).
+  /// broadcast up to this size (at most Group::kMaxPostBytes) goes through
+  /// the posts (Group::post), not the rounds (0: never).
   std::size_t posted_broadcast_bytes = 0;
   /// A window per collective that has one.
   struct Windows {

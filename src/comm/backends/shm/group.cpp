@@ -188,7 +188,6 @@ std::uint32_t entries_for(std::size_t bytes) noexcept {
 void Group::post(const void* data, std::size_t bytes, const Call& call) {
   const std::uint32_t first = posts_seen_;
   const std::uint32_t count = entries_for(bytes);
-  if (count == 0) return;
   // The entry kPosts before the last one it fills had its place: every rank
   // is done with it. (Counters wrap; the first kPosts entries find it so at
   // once.)
@@ -215,7 +214,6 @@ void Group::post(const void* data, std::size_t bytes, const Call& call) {
 void Group::take(void* data, std::size_t bytes, int root, const Call& call) {
   const std::uint32_t first = posts_seen_;
   const std::uint32_t end = first + entries_for(bytes);
-  if (end == first) return;
   wait_until(*posted_, end, policy_, wait_state_,
              [&] { check(root, *posted_, end, call, "waiting for the broadcast of"); });
   auto* into = static_cast<unsigned char*>(data);

@@ -87,8 +87,9 @@ class Group {
 
   /// Posts: a ring of kPosts entries of kPostBytes that a broadcast's root
   /// fills and every other rank empties at its own pace, outside the rounds.
-  /// The root waits only when the ring is full (for whoever has not emptied
-  /// the entry it would write), and the others only for the root: no call
+  /// The root waits only when the ring has no room for its message (for
+  /// whoever has not emptied an entry it would write), and the others only
+  /// for the root: no call
   /// needs every rank to have run since the last, as a round does. Every
   /// rank goes through the entries in the same order, whoever posts them.
   static constexpr std::size_t kPostBytes = std::size_t{16} << 10;
