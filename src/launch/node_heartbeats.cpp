@@ -40,7 +40,11 @@ bool every_node_done(StoreClient& store, int attempt, std::size_t nodes) {
 // connection closed).
 void NodeGroup::watch() {
   name_this_thread("cohort-beats");
-  const bool coordinator = server_ != nullptr || options_.node_rank < 0;
+  // The launcher that runs no workers is the agent whose id is below 0: id_,
+  // not options_.node_rank, which an elastic agent's join() changes from
+  // round to round while this thread runs.
+  const bool launcher = id_ < 0;
+  const bool coordinator = server_ != nullptr || launcher;
   const std::string wake = coordinator ? std::string(kCoordinatorWake) : wake_key(id_);
   HeartbeatWatch beats(options_.heartbeat_timeout);  // by node rank in the attempt
   std::vector<int> ids;
@@ -67,7 +71,7 @@ void NodeGroup::watch() {
           if (!relay_) throw;
         }
       }
-      if (elastic() && options_.node_rank < 0 && server_ && !in_round_) {
+      if (elastic() && launcher && server_ && !in_round_) {
         // The --hostfile launcher's part.
         const RoundTable table = close_round(*watch_store_, attempt_);
         std::vector<int> round_ids;
@@ -92,7 +96,7 @@ void NodeGroup::watch() {
         }
         // The --hostfile launcher waits for each node to join, unless it
         // closed the round itself (elastic).
-        beats.begin(ids.size(), Clock::now(), options_.node_rank >= 0 || elastic());
+        beats.begin(ids.size(), Clock::now(), !launcher || elastic());
         std::lock_guard<std::mutex> lock(members_mutex_);
         stalled_.clear();
       }
