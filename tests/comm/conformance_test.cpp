@@ -691,6 +691,36 @@ TEST_P(Conformance, AllReduceTakesEveryPathBySizeAndTimeout) {
   }
 }
 
+// shm's single copies lend every rank's buffer to its peers, who read it and
+// write their reduced slices into it until the call's last round. Rank 0
+// gives up (a deadline of 1 ms) in the first round, which it has arrived at,
+// while the last rank is still on its way: once rank 0's call has thrown,
+// its buffer is its own again, however far the others get; they fail
+// instead of copying into or out of it.
+// (Only shm lends a rank's buffer to its peers, and one rank lends it to
+// nobody: instantiated below for shm's labels from 2 ranks.)
+class LentBuffers : public Conformance {};
+
+TEST_P(LentBuffers, ARankThatGivesUpOnAnAllReduceHasItsBufferLeftAlone) {
+  constexpr std::size_t kCount = std::size_t{16} << 20;  // 64 MiB of f32
+  on_every_rank([&](int rank, Communicator& comm) {
+    std::vector<float> data(kCount, 1.0F);
+    const Buffer buffer{data.data(), kCount, DataType::f32};
+    comm.barrier(kDefault);
+    if (rank != 0) {
+      if (rank == ranks() - 1) std::this_thread::sleep_for(200ms);
+      EXPECT_THROW(comm.all_reduce(buffer, ReduceOp::sum, 10s), Error);
+      return;
+    }
+    EXPECT_THROW(comm.all_reduce(buffer, ReduceOp::sum, 1ms), Timeout);
+    std::fill(data.begin(), data.end(), -7.0F);
+    std::this_thread::sleep_for(800ms);  // the others' copies, were any left
+    const auto written =
+        std::count_if(data.begin(), data.end(), [](float v) { return v != -7.0F; });
+    EXPECT_EQ(written, 0) << "elements of rank 0's buffer written after its all_reduce threw";
+  });
+}
+
 // Messages larger than a backend's staging buffers (the shm backend's
 // slots are 1 MiB at most): every collective in several chunks, with a count
 // that divides evenly into neither chunks nor ranks, and in place; with
@@ -1271,11 +1301,24 @@ std::vector<std::tuple<std::string, int>> combinations() {
   return out;
 }
 
+std::string combination_name(
+    const ::testing::TestParamInfo<std::tuple<std::string, int>>& test_info) {
+  return std::get<0>(test_info.param) + "_world" + std::to_string(std::get<1>(test_info.param));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(combinations()),
-                         [](const auto& test_info) {
-                           return std::get<0>(test_info.param) + "_world" +
-                                  std::to_string(std::get<1>(test_info.param));
-                         });
+                         combination_name);
+
+std::vector<std::tuple<std::string, int>> lending_combinations() {
+  std::vector<std::tuple<std::string, int>> out;
+  for (const auto& [label, size] : combinations()) {
+    if ((label == "shm" || label == "shm_single_copy") && size >= 2) out.emplace_back(label, size);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, LentBuffers, ::testing::ValuesIn(lending_combinations()),
+                         combination_name);
 
 }  // namespace
 }  // namespace cohort

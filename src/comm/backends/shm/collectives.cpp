@@ -1,8 +1,10 @@
 #include "comm/backends/shm/collectives.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "comm/copy.hpp"
@@ -131,11 +133,13 @@ class Published {
               ? static_cast<unsigned char*>(const_cast<void*>(data))
               : SharedMemory::address(published.keep_, r, places[static_cast<std::size_t>(r)]));
     }
+    published.begin_copies();
     return published;
   }
   static Published by_address(Group& group, const void* data, const Call& call) {
     Published published(group, call);
     published.where_ = group.exchange(reinterpret_cast<std::uint64_t>(data), call);
+    published.begin_copies();
     return published;
   }
 
@@ -153,6 +157,7 @@ class Published {
   void write(int rank, std::size_t offset, const void* from, std::size_t bytes) const {
     const auto index = static_cast<std::size_t>(rank);
     if (!mapped_.empty()) {
+      group_.check_lender(rank, true, call_);
       copy(mapped_[index] + offset, from, bytes);
     } else {
       group_.write_to(rank, where_[index] + offset, from, bytes, call_);
@@ -166,13 +171,38 @@ class Published {
     return mapped_.empty() ? nullptr : mapped_[static_cast<std::size_t>(rank)] + offset;
   }
 
+  Published(Published&& other) noexcept
+      : group_(other.group_),
+        call_(other.call_),
+        where_(std::move(other.where_)),
+        mapped_(std::move(other.mapped_)),
+        keep_(std::move(other.keep_)),
+        exceptions_(other.exceptions_),
+        copying_(std::exchange(other.copying_, false)) {}
+  Published& operator=(Published&&) = delete;
+  /// This rank is done copying with its peers' buffers (Group::end_copies).
+  /// Left by an exception (this rank stops the call part-way), its peers may
+  /// still be copying with its own: it withdraws (Group::withdraw) before
+  /// the buffer is the caller's again.
+  ~Published() {
+    if (copying_) group_.end_copies();
+    if (std::uncaught_exceptions() > exceptions_) group_.withdraw();
+  }
+
  private:
   Published(Group& group, const Call& call) : group_(group), call_(call) {}
+  // After the round that published every rank's buffer.
+  void begin_copies() {
+    group_.begin_copies();
+    copying_ = true;
+  }
   Group& group_;
   const Call& call_;
-  std::vector<std::uint64_t> where_;    // single copies: each rank's address
-  std::vector<unsigned char*> mapped_;  // shared memory: each rank's buffer here
-  std::shared_ptr<void> keep_;          // shared memory: the allocation, mapped
+  std::vector<std::uint64_t> where_;             // single copies: each rank's address
+  std::vector<unsigned char*> mapped_;           // shared memory: each rank's buffer here
+  std::shared_ptr<void> keep_;                   // shared memory: the allocation, mapped
+  int exceptions_ = std::uncaught_exceptions();  // when made
+  bool copying_ = false;                         // begin_copies() called
 };
 
 void after_single_copies(Group& group, const Call& call) {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <poll.h>
 #include <sys/syscall.h>
@@ -48,14 +50,17 @@ struct Group::Channel {
 namespace {
 
 struct Offsets {
-  std::size_t closed, arrivals, channels, channel_data, slots, posted, emptied, posts, total;
+  std::size_t closed, withdrawn, copying, arrivals, channels, channel_data, slots, posted, emptied,
+      posts, total;
 };
 
 Offsets offsets(int size, std::size_t slot_bytes, std::size_t channel_bytes) {
   const auto n = static_cast<std::size_t>(size);
   Offsets at{};
   at.closed = kLine;
-  at.arrivals = round_up(at.closed + n, kLine);
+  at.withdrawn = round_up(at.closed + n, kLine);
+  at.copying = round_up(at.withdrawn + n * sizeof(std::atomic<std::uint32_t>), kLine);
+  at.arrivals = at.copying + n * round_up(n, kLine);  // a row of whole lines per copier
   at.channels = at.arrivals + n * sizeof(Counter);
   at.channel_data = round_up(at.channels + n * n * sizeof(Group::Channel), kLine);
   at.slots = round_up(at.channel_data + n * n * channel_bytes, 4096);
@@ -86,6 +91,9 @@ Group::Group(Segment segment, int rank, int size, Peers peers, std::size_t slot_
       taken_(static_cast<std::size_t>(size), 0) {
   const Offsets at = offsets(size, slot_bytes, channel_bytes);
   closed_ = reinterpret_cast<std::atomic<std::uint8_t>*>(segment_.data() + at.closed);
+  withdrawn_ = reinterpret_cast<std::atomic<std::uint32_t>*>(segment_.data() + at.withdrawn);
+  copying_ = reinterpret_cast<std::atomic<std::uint8_t>*>(segment_.data() + at.copying);
+  copying_row_ = round_up(static_cast<std::size_t>(size), kLine);
   arrivals_ = reinterpret_cast<Counter*>(segment_.data() + at.arrivals);
   channels_ = reinterpret_cast<Channel*>(segment_.data() + at.channels);
   channel_data_ = segment_.data() + at.channel_data;
@@ -248,8 +256,51 @@ ssize_t copy_with_process(long pid, void* local, std::uint64_t address, std::siz
 
 }  // namespace
 
+// Dekker's handshake, with a sequentially consistent fence on each side: a
+// copier sets its flags, fences, and then reads a lender's withdrawn word
+// before each copy; a lender sets its withdrawn word, fences, and then reads
+// the copiers' flags. So either the copier sees the lender withdrawn, or the
+// lender sees the copier's flag and waits for it. One fence a call, not one
+// a copy: a fence waits for every store before it (a whole piece's copy).
+void Group::begin_copies() noexcept {
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) copying(r, rank_).store(1, std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void Group::end_copies() noexcept {
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) copying(r, rank_).store(0, std::memory_order_release);
+  }
+}
+
+void Group::check_lender(int rank, bool write, const Call& call) const {
+  if (withdrawn_[rank].load(std::memory_order_relaxed) == 0) return;
+  throw Timeout(cat(call.what, " on rank ", rank_, " of ", size_, ": rank ", rank,
+                    peers_.describe(rank),
+                    " gave up on this call part-way (its deadline passed, or it lost a peer) "
+                    "while this rank was still ",
+                    write ? "writing into" : "reading", " its memory"));
+}
+
+void Group::withdraw() noexcept {
+  withdrawn_[rank_].store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // A peer finds the word before its next copy: one piece (the kernel's, or
+  // a memcpy), a whole buffer at most. The bound is for a peer stopped
+  // (SIGSTOP) meanwhile; a peer whose process ended copies nothing more.
+  const auto until = std::chrono::steady_clock::now() + kWithdrawBound;
+  for (int r = 0; r < size_; ++r) {
+    while (r != rank_ && copying(rank_, r).load(std::memory_order_acquire) != 0 && !ended(r) &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+  }
+}
+
 void Group::copy_with(int rank, void* local, std::uint64_t address, std::size_t bytes, bool write,
                       const Call& call) {
+  check_lender(rank, write, call);
   if (!pidfds_[static_cast<std::size_t>(rank)].valid()) {
     // A thread of this process: the address is this process's own.
     // NOLINTNEXTLINE(performance-no-int-to-ptr)

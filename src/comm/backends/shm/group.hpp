@@ -116,6 +116,29 @@ class Group {
   /// since (in turn, up to pid_max), which takes far longer than a copy.
   void write_to(int rank, std::uint64_t address, const void* from, std::size_t bytes,
                 const Call& call);
+  /// Between a collective's round that publishes every rank's memory and
+  /// the end of its part: this rank is about to copy with its peers' memory
+  /// (read_from, write_to, or in place after check_lender), and then is done.
+  /// A peer that withdraws meanwhile waits for end_copies, at most
+  /// kWithdrawBound.
+  void begin_copies() noexcept;
+  void end_copies() noexcept;
+  /// Before each copy with `rank`'s published memory that does not go
+  /// through read_from or write_to (shared memory, in place): throws
+  /// Timeout, naming `rank`, once it withdrew.
+  void check_lender(int rank, bool write, const Call& call) const;
+  /// This rank leaves a call part-way (its deadline passed, a peer was lost,
+  /// a copy failed) while its peers may still read or write memory it
+  /// published for the call (after its own end_copies): from now on their
+  /// read_from, write_to and check_lender with this rank throw Timeout
+  /// instead of touching it. This waits (at most kWithdrawBound) for the
+  /// peers between begin_copies and end_copies to find that out, or end,
+  /// but not for a peer whose process ended. For good: a call that stopped
+  /// part-way leaves the group unusable. Its memory is then the caller's
+  /// again.
+  void withdraw() noexcept;
+  static constexpr std::chrono::seconds kWithdrawBound{1};
+
   /// Whether read_from and write_to work between every two ranks of the
   /// group (every rank learns the same answer: see probe_single_copy).
   bool single_copy() const noexcept { return single_copy_; }
@@ -140,6 +163,12 @@ class Group {
   unsigned char* slot_at(int rank, std::uint32_t set) noexcept {
     return slots_ +
            (set * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank)) * slot_bytes_;
+  }
+  // Whether `peer` copies with `rank`'s memory. A copier's flags are a row
+  // of whole lines: the copies of different ranks set and clear no line in
+  // common.
+  std::atomic<std::uint8_t>& copying(int rank, int peer) noexcept {
+    return copying_[static_cast<std::size_t>(peer) * copying_row_ + static_cast<std::size_t>(rank)];
   }
   Counter& arrival(int rank) noexcept { return arrivals_[rank]; }
   Counter& emptied(int rank) noexcept { return emptied_[rank]; }
@@ -167,7 +196,10 @@ class Group {
   std::size_t channel_bytes_;
   WaitPolicy policy_;
   WaitState wait_state_;
-  std::atomic<std::uint8_t>* closed_;  // per rank: 1 once it closed the group
+  std::atomic<std::uint8_t>* closed_;      // per rank: 1 once it closed the group
+  std::atomic<std::uint32_t>* withdrawn_;  // per rank: 1 once it withdrew (withdraw)
+  std::atomic<std::uint8_t>* copying_;     // copying(): 1 while a peer copies with a rank
+  std::size_t copying_row_;                // bytes of a copier's row: whole lines
   Counter* arrivals_;
   Channel* channels_;
   unsigned char* channel_data_;
