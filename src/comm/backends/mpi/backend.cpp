@@ -15,6 +15,7 @@
 #include "comm/backends/mpi/factory.hpp"
 #include "comm/backends/mpi/lost_record.hpp"
 #include "comm/backends/mpi/runtime.hpp"
+#include "comm/backends/mpi/staged_buffers.hpp"
 #include "comm/kit/buffers.hpp"
 #include "comm/kit/peers.hpp"
 #include "comm/local_mailbox.hpp"
@@ -104,23 +105,27 @@ class MpiBackend final : public Backend {
     const int count = count_of(data.count, "all_reduce");
     const MPI_Datatype type = mpi_type(data.type);
     const MPI_Op reduction = mpi_op(data.type, op);
+    StagedBuffers staged(watch_, staging_);
+    void* const at = staged.update(data).data;
     call(
         "all_reduce", timeout,
-        [&] { return MPI_Allreduce(MPI_IN_PLACE, data.data, count, type, reduction, comm_); },
+        [&] { return MPI_Allreduce(MPI_IN_PLACE, at, count, type, reduction, comm_); },
         [&](MPI_Request* request) {
-          return MPI_Iallreduce(MPI_IN_PLACE, data.data, count, type, reduction, comm_, request);
-        });
+          return MPI_Iallreduce(MPI_IN_PLACE, at, count, type, reduction, comm_, request);
+        },
+        &staged);
     if (op == ReduceOp::avg) finish_average(data.type, data.data, data.count, size_);
   }
 
   void broadcast(Buffer data, int root, Duration timeout) override {
     const int count = count_of(data.count, "broadcast");
     const MPI_Datatype type = mpi_type(data.type);
+    StagedBuffers staged(watch_, staging_);
+    void* const at = (rank_ == root ? staged.read(data) : staged.write(data)).data;
     call(
-        "broadcast", timeout, [&] { return MPI_Bcast(data.data, count, type, root, comm_); },
-        [&](MPI_Request* request) {
-          return MPI_Ibcast(data.data, count, type, root, comm_, request);
-        });
+        "broadcast", timeout, [&] { return MPI_Bcast(at, count, type, root, comm_); },
+        [&](MPI_Request* request) { return MPI_Ibcast(at, count, type, root, comm_, request); },
+        &staged);
   }
 
   void reduce(Buffer data, ReduceOp op, int root, Duration timeout) override {
@@ -128,33 +133,43 @@ class MpiBackend final : public Backend {
     const MPI_Datatype type = mpi_type(data.type);
     const MPI_Op reduction = mpi_op(data.type, op);
     const bool at_root = rank_ == root;
-    const void* send = at_root ? MPI_IN_PLACE : data.data;
-    void* receive = at_root ? data.data : nullptr;
+    StagedBuffers staged(watch_, staging_);
+    void* const at = (at_root ? staged.update(data) : staged.read(data)).data;
+    const void* send = at_root ? MPI_IN_PLACE : at;
+    void* receive = at_root ? at : nullptr;
     call(
         "reduce", timeout,
         [&] { return MPI_Reduce(send, receive, count, type, reduction, root, comm_); },
         [&](MPI_Request* request) {
           return MPI_Ireduce(send, receive, count, type, reduction, root, comm_, request);
-        });
+        },
+        &staged);
     if (op == ReduceOp::avg && at_root) finish_average(data.type, data.data, data.count, size_);
   }
 
   void all_gather(Buffer input, Buffer output, Duration timeout) override {
     const int count = count_of(input.count, "all_gather");
     const MPI_Datatype type = mpi_type(input.type);
+    StagedBuffers staged(watch_, staging_);
+    input = staged.read(input);
+    output = staged.write(output);
     const void* send = is_slice(input, output, rank_) ? MPI_IN_PLACE : input.data;
     call(
         "all_gather", timeout,
         [&] { return MPI_Allgather(send, count, type, output.data, count, type, comm_); },
         [&](MPI_Request* request) {
           return MPI_Iallgather(send, count, type, output.data, count, type, comm_, request);
-        });
+        },
+        &staged);
   }
 
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
     const int count = count_of(input.count, "gather");
     const MPI_Datatype type = mpi_type(input.type);
     const bool at_root = rank_ == root;
+    StagedBuffers staged(watch_, staging_);
+    input = staged.read(input);
+    if (at_root) output = staged.write(output);
     const void* send = at_root && is_slice(input, output, root) ? MPI_IN_PLACE : input.data;
     void* receive = at_root ? output.data : nullptr;
     call(
@@ -162,13 +177,17 @@ class MpiBackend final : public Backend {
         [&] { return MPI_Gather(send, count, type, receive, count, type, root, comm_); },
         [&](MPI_Request* request) {
           return MPI_Igather(send, count, type, receive, count, type, root, comm_, request);
-        });
+        },
+        &staged);
   }
 
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
     const int count = count_of(output.count, "scatter");
     const MPI_Datatype type = mpi_type(output.type);
     const bool at_root = rank_ == root;
+    StagedBuffers staged(watch_, staging_);
+    if (at_root) input = staged.read(input);
+    output = staged.write(output);
     const void* send = at_root ? input.data : nullptr;
     void* receive = at_root && is_slice(output, input, root) ? MPI_IN_PLACE : output.data;
     call(
@@ -176,26 +195,28 @@ class MpiBackend final : public Backend {
         [&] { return MPI_Scatter(send, count, type, receive, count, type, root, comm_); },
         [&](MPI_Request* request) {
           return MPI_Iscatter(send, count, type, receive, count, type, root, comm_, request);
-        });
+        },
+        &staged);
   }
 
   void reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) override {
     const int count = count_of(output.count, "reduce_scatter");
     const MPI_Datatype type = mpi_type(output.type);
     const MPI_Op reduction = mpi_op(output.type, op);
+    StagedBuffers staged(watch_, staging_);
+    const void* send = staged.read(input).data;
     // MPI's in-place form leaves the result at the start of the buffer, not
-    // at this rank's slice: an output inside the input goes through scratch.
-    std::vector<unsigned char> scratch(overlaps(input, output) ? output.bytes() : 0);
-    void* receive = scratch.empty() ? output.data : scratch.data();
+    // at this rank's slice: an output inside the input goes through scratch
+    // (staged copies never overlap).
+    std::vector<unsigned char> scratch(overlaps(input, output) && !watch_ ? output.bytes() : 0);
+    void* receive = scratch.empty() ? staged.write(output).data : scratch.data();
     call(
         "reduce_scatter", timeout,
-        [&] {
-          return MPI_Reduce_scatter_block(input.data, receive, count, type, reduction, comm_);
-        },
+        [&] { return MPI_Reduce_scatter_block(send, receive, count, type, reduction, comm_); },
         [&](MPI_Request* request) {
-          return MPI_Ireduce_scatter_block(input.data, receive, count, type, reduction, comm_,
-                                           request);
-        });
+          return MPI_Ireduce_scatter_block(send, receive, count, type, reduction, comm_, request);
+        },
+        &staged);
     if (!scratch.empty()) std::memcpy(output.data, scratch.data(), scratch.size());
     if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, size_);
   }
@@ -203,13 +224,17 @@ class MpiBackend final : public Backend {
   void all_to_all(Buffer input, Buffer output, Duration timeout) override {
     const int count = count_of(output.count / static_cast<std::size_t>(size_), "all_to_all");
     const MPI_Datatype type = mpi_type(output.type);
-    const void* send = input.data == output.data ? MPI_IN_PLACE : input.data;
+    const bool in_place = input.data == output.data;
+    StagedBuffers staged(watch_, staging_);
+    void* const receive = (in_place ? staged.update(output) : staged.write(output)).data;
+    const void* send = in_place ? MPI_IN_PLACE : staged.read(input).data;
     call(
         "all_to_all", timeout,
-        [&] { return MPI_Alltoall(send, count, type, output.data, count, type, comm_); },
+        [&] { return MPI_Alltoall(send, count, type, receive, count, type, comm_); },
         [&](MPI_Request* request) {
-          return MPI_Ialltoall(send, count, type, output.data, count, type, comm_, request);
-        });
+          return MPI_Ialltoall(send, count, type, receive, count, type, comm_, request);
+        },
+        &staged);
   }
 
   void barrier(Duration timeout) override {
@@ -223,11 +248,12 @@ class MpiBackend final : public Backend {
     const int count = count_of(data.count, "send");
     const MPI_Datatype type = mpi_type(data.type);
     check_tag("send", tag);
+    StagedBuffers staged(watch_, staging_);
+    const void* at = staged.read(data).data;
     call(
-        "send", timeout, [&] { return MPI_Send(data.data, count, type, peer, tag, comm_); },
-        [&](MPI_Request* request) {
-          return MPI_Isend(data.data, count, type, peer, tag, comm_, request);
-        });
+        "send", timeout, [&] { return MPI_Send(at, count, type, peer, tag, comm_); },
+        [&](MPI_Request* request) { return MPI_Isend(at, count, type, peer, tag, comm_, request); },
+        &staged);
   }
 
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
@@ -235,12 +261,13 @@ class MpiBackend final : public Backend {
     const int count = count_of(data.count, "recv");
     const MPI_Datatype type = mpi_type(data.type);
     check_tag("recv", tag);
+    StagedBuffers staged(watch_, staging_);
+    void* const at = staged.write(data).data;
     call(
         "recv", timeout,
-        [&] { return MPI_Recv(data.data, count, type, peer, tag, comm_, MPI_STATUS_IGNORE); },
-        [&](MPI_Request* request) {
-          return MPI_Irecv(data.data, count, type, peer, tag, comm_, request);
-        });
+        [&] { return MPI_Recv(at, count, type, peer, tag, comm_, MPI_STATUS_IGNORE); },
+        [&](MPI_Request* request) { return MPI_Irecv(at, count, type, peer, tag, comm_, request); },
+        &staged);
   }
 
   std::unique_ptr<Backend> split(int color, int key) override {
@@ -260,11 +287,13 @@ class MpiBackend final : public Backend {
 
  private:
   // Runs one MPI call, `blocking` in direct mode, `started` (which fills in
-  // a request) in watched mode; `started` may be nullptr for calls MPI has
+  // a request) in watched mode, on `staged`'s copies (staged_buffers.hpp),
+  // copied back once it is done; `started` may be nullptr for calls MPI has
   // no non-blocking form of. Failures become PeerLost naming the lost rank
   // where it is known, and break the group.
   template <class Blocking, class Started>
-  void call(const char* collective, Duration timeout, Blocking&& blocking, Started&& started) {
+  void call(const char* collective, Duration timeout, Blocking&& blocking, Started&& started,
+            StagedBuffers* staged = nullptr) {
     if (!broken_.empty()) throw PeerLost(cat(collective, ": ", broken_), lost_rank_);
     auto lock = serialise_calls();
     if constexpr (std::is_same_v<std::decay_t<Started>, std::nullptr_t>) {
@@ -273,7 +302,9 @@ class MpiBackend final : public Backend {
       if (!watch_) return check(collective, blocking());
       MPI_Request request = MPI_REQUEST_NULL;
       check(collective, started(&request));
+      if (staged != nullptr) staged->lent();
       wait(collective, request, timeout);
+      if (staged != nullptr) staged->done();
     }
   }
 
@@ -391,6 +422,7 @@ class MpiBackend final : public Backend {
   std::string broken_;
   int lost_rank_ = -1;
   LocalMailbox mailbox_;
+  StagingPool staging_;
 };
 
 }  // namespace
