@@ -745,6 +745,81 @@ TEST_P(LentBuffers, ARankThatGivesUpOnAnAllReduceHasItsBufferLeftAlone) {
   });
 }
 
+// The same for the other collectives, each on a communicator of its own
+// (one that gave up is unusable after): rank 0 gives up on each while the
+// last rank, whose data it waits for (the root where there is one, else
+// one of many), is 200 ms late, and its output must be left alone. (shm's
+// peers only read a rank's input in these, and its own thread writes its
+// output: there the test checks that this stays so.) The others give up
+// after 500 ms, the late rank's data sent by then.
+class LentOutputs : public Conformance {};
+
+TEST_P(LentOutputs, EveryCollectiveThatGivesUpLeavesTheCallersOutputAlone) {
+  constexpr std::size_t kBlock = std::size_t{2} << 20;  // 8 MiB of f32: a rank's block
+  using Calls = std::function<void(Communicator&, Buffer, Buffer, int, Communicator::Duration)>;
+  const std::vector<std::pair<std::string, Calls>> collectives = {
+      {"broadcast",
+       [](Communicator& c, Buffer, Buffer out, int late, Communicator::Duration t) {
+         c.broadcast({out.data, kBlock, out.type}, late, t);
+       }},
+      {"reduce",
+       [](Communicator& c, Buffer, Buffer out, int, Communicator::Duration t) {
+         c.reduce({out.data, kBlock, out.type}, ReduceOp::sum, 0, t);
+       }},
+      {"all_gather",
+       [](Communicator& c, Buffer in, Buffer out, int, Communicator::Duration t) {
+         c.all_gather({in.data, kBlock, in.type}, out, t);
+       }},
+      {"gather",
+       [](Communicator& c, Buffer in, Buffer out, int, Communicator::Duration t) {
+         c.gather({in.data, kBlock, in.type}, out, 0, t);
+       }},
+      {"scatter",
+       [](Communicator& c, Buffer in, Buffer out, int late, Communicator::Duration t) {
+         c.scatter(in, {out.data, kBlock, out.type}, late, t);
+       }},
+      {"reduce_scatter",
+       [](Communicator& c, Buffer in, Buffer out, int, Communicator::Duration t) {
+         c.reduce_scatter(in, {out.data, kBlock, out.type}, ReduceOp::sum, t);
+       }},
+      {"all_to_all", [](Communicator& c, Buffer in, Buffer out, int,
+                        Communicator::Duration t) { c.all_to_all(in, out, t); }},
+  };
+  on_every_rank([&](int rank, Communicator& comm) {
+    const int late = ranks() - 1;
+    const std::size_t count = kBlock * static_cast<std::size_t>(ranks());
+    std::vector<float> input(count, 1.0F);
+    std::vector<float> output(count, 1.0F);
+    const Buffer in{input.data(), count, DataType::f32};
+    const Buffer out{output.data(), count, DataType::f32};
+    std::vector<std::unique_ptr<Communicator>> each;
+    for (std::size_t i = 0; i < collectives.size(); ++i)
+      each.push_back(comm.split(0, rank));
+    const std::unique_ptr<Communicator> after = comm.split(0, rank);
+    for (std::size_t i = 0; i < collectives.size(); ++i) {
+      const auto& [name, run] = collectives[i];
+      Communicator& on = *each[i];
+      on.barrier(kDefault);
+      if (rank != 0) {
+        if (rank == late) std::this_thread::sleep_for(200ms);
+        try {
+          run(on, in, out, late, 500ms);
+        } catch (const Error&) {
+        }
+      } else {
+        EXPECT_THROW(run(on, in, out, late, 1ms), Timeout) << name;
+        std::fill(output.begin(), output.end(), -7.0F);
+      }
+      after->barrier(kDefault);
+      if (rank != 0) continue;
+      std::this_thread::sleep_for(200ms);  // the others' copies, were any left
+      const auto written =
+          std::count_if(output.begin(), output.end(), [](float v) { return v != -7.0F; });
+      EXPECT_EQ(written, 0) << "elements of rank 0's output written after its " << name << " threw";
+    }
+  });
+}
+
 // Messages larger than a backend's staging buffers (the shm backend's
 // slots are 1 MiB at most): every collective in several chunks, with a count
 // that divides evenly into neither chunks nor ranks, and in place; with
@@ -1344,6 +1419,18 @@ std::vector<std::tuple<std::string, int>> lending_combinations() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LentBuffers, ::testing::ValuesIn(lending_combinations()),
+                         combination_name);
+
+// Fewer sizes: each test gives up on seven collectives.
+std::vector<std::tuple<std::string, int>> lending_combinations_up_to_3() {
+  std::vector<std::tuple<std::string, int>> out;
+  for (const auto& combination : lending_combinations()) {
+    if (std::get<1>(combination) <= 3) out.push_back(combination);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LentOutputs, ::testing::ValuesIn(lending_combinations_up_to_3()),
                          combination_name);
 
 }  // namespace
