@@ -262,7 +262,8 @@ class MpiBackend final : public Backend {
     const MPI_Datatype type = mpi_type(data.type);
     check_tag("recv", tag);
     StagedBuffers staged(watch_, staging_);
-    void* const at = staged.write(data).data;
+    // Copied in too: a shorter message leaves the rest of the buffer as it was.
+    void* const at = staged.update(data).data;
     call(
         "recv", timeout,
         [&] { return MPI_Recv(at, count, type, peer, tag, comm_, MPI_STATUS_IGNORE); },
