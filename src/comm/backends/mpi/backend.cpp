@@ -264,11 +264,23 @@ class MpiBackend final : public Backend {
     StagedBuffers staged(watch_, staging_);
     // Copied in too: a shorter message leaves the rest of the buffer as it was.
     void* const at = staged.update(data).data;
+    const std::string where = cat("recv from rank ", peer, " with tag ", tag);
+    Receipt receipt;
+    receipt.too_long = cat(where, ": the message is longer than the buffer (", data.bytes(),
+                           " bytes); a recv's buffer must be the size of the message sent");
     call(
         "recv", timeout,
-        [&] { return MPI_Recv(at, count, type, peer, tag, comm_, MPI_STATUS_IGNORE); },
+        [&] { return MPI_Recv(at, count, type, peer, tag, comm_, &receipt.status); },
         [&](MPI_Request* request) { return MPI_Irecv(at, count, type, peer, tag, comm_, request); },
-        &staged);
+        &staged, &receipt);
+    int received = count;
+    MPI_Get_count(&receipt.status, type, &received);
+    if (received != count) {
+      throw InvalidArgument(cat(where, ": the message has ",
+                                static_cast<std::size_t>(received) * size_of(data.type),
+                                " bytes, the buffer ", data.bytes(),
+                                "; a recv's buffer must be the size of the message sent"));
+    }
   }
 
   std::unique_ptr<Backend> split(int color, int key) override {
@@ -287,39 +299,63 @@ class MpiBackend final : public Backend {
   }
 
  private:
+  // A recv's status (filled in by the blocking call, or by the test that
+  // finds the request done), and what to say when the message was longer
+  // than the buffer: a misuse, after which the group goes on (MPI took the
+  // message).
+  struct Receipt {
+    MPI_Status status{};
+    std::string too_long;
+  };
+
   // Runs one MPI call, `blocking` in direct mode, `started` (which fills in
   // a request) in watched mode, on `staged`'s copies (staged_buffers.hpp),
   // copied back once it is done; `started` may be nullptr for calls MPI has
   // no non-blocking form of. Failures become PeerLost naming the lost rank
-  // where it is known, and break the group.
+  // where it is known, and break the group; a recv's truncated message
+  // (`receipt`) becomes InvalidArgument.
   template <class Blocking, class Started>
   void call(const char* collective, Duration timeout, Blocking&& blocking, Started&& started,
-            StagedBuffers* staged = nullptr) {
+            StagedBuffers* staged = nullptr, Receipt* receipt = nullptr) {
     if (!broken_.empty()) throw PeerLost(cat(collective, ": ", broken_), lost_rank_);
     auto lock = serialise_calls();
     if constexpr (std::is_same_v<std::decay_t<Started>, std::nullptr_t>) {
       check(collective, blocking());
     } else {
-      if (!watch_) return check(collective, blocking());
+      if (!watch_) return check(collective, blocking(), receipt);
       MPI_Request request = MPI_REQUEST_NULL;
       check(collective, started(&request));
       if (staged != nullptr) staged->lent();
-      wait(collective, request, timeout);
+      try {
+        wait(collective, request, timeout, receipt);
+      } catch (const InvalidArgument&) {
+        if (staged != nullptr) staged->done();  // the request ended: the copies are free
+        throw;
+      }
       if (staged != nullptr) staged->done();
     }
   }
 
-  void check(const char* collective, int code) {
-    if (code != MPI_SUCCESS) fail(collective, cat("MPI: ", error_text(code)), lost_peer());
+  void check(const char* collective, int code, const Receipt* receipt = nullptr) {
+    if (code == MPI_SUCCESS) return;
+    int error_class = code;
+    MPI_Error_class(code, &error_class);
+    if (receipt != nullptr && error_class == MPI_ERR_TRUNCATE) {
+      throw InvalidArgument(receipt->too_long);
+    }
+    fail(collective, cat("MPI: ", error_text(code)), lost_peer());
   }
 
   // Tests `request` until it completes, looking for a lost peer every
   // kCheckEvery and giving up at the deadline.
-  void wait(const char* collective, MPI_Request& request, Duration timeout) {
+  void wait(const char* collective, MPI_Request& request, Duration timeout,
+            Receipt* receipt = nullptr) {
     const Clock::time_point deadline = Clock::now() + timeout;
     Clock::time_point next_check = Clock::now() + kCheckEvery;
     for (int done = 0, checks = 0;;) {
-      check(collective, MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      check(collective,
+            MPI_Test(&request, &done, receipt != nullptr ? &receipt->status : MPI_STATUS_IGNORE),
+            receipt);
       if (done) return;
       const Clock::time_point now = Clock::now();
       if (now < next_check && now < deadline) {
