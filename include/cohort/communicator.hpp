@@ -199,6 +199,16 @@ class Communicator {
   Work send_async(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
   Work recv_async(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
 
+  /// Checked calls: before each collective (and split, allocate), every
+  /// rank tells the others what it is calling (one small all_gather), and a
+  /// call that differs from another rank's (collective, count, type, op or
+  /// root) raises InvalidArgument on every rank, naming both, before any
+  /// rank makes it; the communicator goes on. For finding a mismatch that
+  /// would hang, or give wrong results; it costs an all_gather a call.
+  /// Off unless COHORT_CHECK_CALLS=1; every rank must turn it on or off at
+  /// the same point. Subgroups from split() inherit it.
+  void check_calls(bool on) noexcept;
+
   /// A communicator over the ranks that pass the same `color`, ordered by
   /// `key` (ties by rank). Collective over this communicator. A negative
   /// color joins no group: the result is nullptr.
@@ -248,6 +258,7 @@ class Communicator {
   Work run(bool queued, std::function<void()> operation);
 
   std::unique_ptr<detail::Backend> backend_;
+  bool check_calls_ = false;
   std::unique_ptr<detail::AsyncQueue> queue_;  // declared last: stops first
 };
 

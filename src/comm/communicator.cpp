@@ -2,11 +2,13 @@
 // of them, resolves default timeouts, skips calls with nothing to move, and
 // queues `*_async` operations.
 #include <cstdint>
+#include <optional>
 
 #include <cohort/communicator.hpp>
 
 #include "comm/async_queue.hpp"
 #include "comm/backend.hpp"
+#include "comm/call_check.hpp"
 #include "comm/kit/buffers.hpp"
 #include "core/strings.hpp"
 
@@ -61,48 +63,93 @@ void require_no_overlap(std::string_view collective, const Buffer& part, const B
 
 using Duration = Communicator::Duration;
 using Operation = std::function<void()>;
+using Print = detail::CallPrint;
+using Kind = Print::Kind;
 
 Duration resolve(const detail::Backend& backend, Duration timeout) {
   return timeout == Communicator::kDefaultTimeout ? backend.default_timeout() : timeout;
 }
 
-// One function per collective checks its arguments and returns the call to
-// make (empty when there is nothing to move), shared by the blocking and the
-// queued form.
+// A call as planned: what to run (empty when there is nothing to move), and
+// for a collective what every rank must agree on (checked calls).
+struct Planned {
+  Operation operation;
+  std::optional<Print> print;  // none for send and recv
+  Duration timeout{};
+};
 
-Operation all_reduce_call(detail::Backend& backend, Buffer data, ReduceOp op, Duration timeout) {
-  if (data.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, data, op, timeout] { backend.all_reduce(data, op, timeout); };
+Print print_of(Kind kind, const Buffer& data, std::optional<ReduceOp> op = std::nullopt,
+               int root = -1) {
+  Print print;
+  print.kind = kind;
+  print.type = static_cast<std::uint8_t>(data.type);
+  if (op) print.op = static_cast<std::uint8_t>(*op);
+  print.root = root;
+  print.count = data.count;
+  return print;
 }
 
-Operation broadcast_call(detail::Backend& backend, Buffer data, int root, Duration timeout) {
+// The operation to run: with checked calls, a collective's print goes to
+// every rank first (call_check.hpp), also where this rank has nothing to
+// move (another may have, and would wait for it).
+Operation to_run(detail::Backend& backend, bool checked, Planned planned) {
+  if (!checked || !planned.print) return std::move(planned.operation);
+  return [&backend, print = *planned.print, timeout = planned.timeout,
+          operation = std::move(planned.operation)] {
+    detail::check_call(backend, print, timeout);
+    if (operation) operation();
+  };
+}
+
+// One function per collective checks its arguments and plans the call,
+// shared by the blocking and the queued form.
+
+Planned all_reduce_call(detail::Backend& backend, Buffer data, ReduceOp op, Duration timeout) {
+  Planned planned{{}, print_of(Kind::all_reduce, data, op), resolve(backend, timeout)};
+  if (data.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, data, op, timeout] { backend.all_reduce(data, op, timeout); };
+  return planned;
+}
+
+Planned broadcast_call(detail::Backend& backend, Buffer data, int root, Duration timeout) {
   require_rank("broadcast", "root", root, backend.size());
-  if (data.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, data, root, timeout] { backend.broadcast(data, root, timeout); };
+  Planned planned{
+      {}, print_of(Kind::broadcast, data, std::nullopt, root), resolve(backend, timeout)};
+  if (data.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, data, root, timeout] { backend.broadcast(data, root, timeout); };
+  return planned;
 }
 
-Operation reduce_call(detail::Backend& backend, Buffer data, ReduceOp op, int root,
-                      Duration timeout) {
+Planned reduce_call(detail::Backend& backend, Buffer data, ReduceOp op, int root,
+                    Duration timeout) {
   require_rank("reduce", "root", root, backend.size());
-  if (data.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, data, op, root, timeout] { backend.reduce(data, op, root, timeout); };
+  Planned planned{{}, print_of(Kind::reduce, data, op, root), resolve(backend, timeout)};
+  if (data.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, data, op, root, timeout] {
+    backend.reduce(data, op, root, timeout);
+  };
+  return planned;
 }
 
-Operation all_gather_call(detail::Backend& backend, Buffer input, Buffer output, Duration timeout) {
+Planned all_gather_call(detail::Backend& backend, Buffer input, Buffer output, Duration timeout) {
   require_same_type("all_gather", input, output);
   require_count("all_gather", "output", output,
                 input.count * static_cast<std::size_t>(backend.size()));
   require_no_overlap("all_gather", input, output, backend.rank());
-  if (input.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, input, output, timeout] { backend.all_gather(input, output, timeout); };
+  Planned planned{{}, print_of(Kind::all_gather, input), resolve(backend, timeout)};
+  if (input.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, input, output, timeout] {
+    backend.all_gather(input, output, timeout);
+  };
+  return planned;
 }
 
-Operation gather_call(detail::Backend& backend, Buffer input, Buffer output, int root,
-                      Duration timeout) {
+Planned gather_call(detail::Backend& backend, Buffer input, Buffer output, int root,
+                    Duration timeout) {
   require_rank("gather", "root", root, backend.size());
   if (backend.rank() == root) {
     require_same_type("gather", input, output);
@@ -110,13 +157,17 @@ Operation gather_call(detail::Backend& backend, Buffer input, Buffer output, int
                   input.count * static_cast<std::size_t>(backend.size()));
     require_no_overlap("gather", input, output, root);
   }
-  if (input.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, input, output, root, timeout] { backend.gather(input, output, root, timeout); };
+  Planned planned{{}, print_of(Kind::gather, input, std::nullopt, root), resolve(backend, timeout)};
+  if (input.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, input, output, root, timeout] {
+    backend.gather(input, output, root, timeout);
+  };
+  return planned;
 }
 
-Operation scatter_call(detail::Backend& backend, Buffer input, Buffer output, int root,
-                       Duration timeout) {
+Planned scatter_call(detail::Backend& backend, Buffer input, Buffer output, int root,
+                     Duration timeout) {
   require_rank("scatter", "root", root, backend.size());
   if (backend.rank() == root) {
     require_same_type("scatter", input, output);
@@ -124,26 +175,32 @@ Operation scatter_call(detail::Backend& backend, Buffer input, Buffer output, in
                   output.count * static_cast<std::size_t>(backend.size()));
     require_no_overlap("scatter", output, input, root);
   }
-  if (output.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return
-      [&backend, input, output, root, timeout] { backend.scatter(input, output, root, timeout); };
+  Planned planned{
+      {}, print_of(Kind::scatter, output, std::nullopt, root), resolve(backend, timeout)};
+  if (output.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, input, output, root, timeout] {
+    backend.scatter(input, output, root, timeout);
+  };
+  return planned;
 }
 
-Operation reduce_scatter_call(detail::Backend& backend, Buffer input, Buffer output, ReduceOp op,
-                              Duration timeout) {
+Planned reduce_scatter_call(detail::Backend& backend, Buffer input, Buffer output, ReduceOp op,
+                            Duration timeout) {
   require_same_type("reduce_scatter", input, output);
   require_count("reduce_scatter", "input", input,
                 output.count * static_cast<std::size_t>(backend.size()));
   require_no_overlap("reduce_scatter", output, input, backend.rank());
-  if (output.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, input, output, op, timeout] {
+  Planned planned{{}, print_of(Kind::reduce_scatter, output, op), resolve(backend, timeout)};
+  if (output.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, input, output, op, timeout] {
     backend.reduce_scatter(input, output, op, timeout);
   };
+  return planned;
 }
 
-Operation all_to_all_call(detail::Backend& backend, Buffer input, Buffer output, Duration timeout) {
+Planned all_to_all_call(detail::Backend& backend, Buffer input, Buffer output, Duration timeout) {
   require_same_type("all_to_all", input, output);
   require_count("all_to_all", "output", output, input.count);
   if (input.count % static_cast<std::size_t>(backend.size()) != 0) {
@@ -151,34 +208,57 @@ Operation all_to_all_call(detail::Backend& backend, Buffer input, Buffer output,
                               " elements, not a multiple of the group size ", backend.size()));
   }
   if (input.data != output.data) require_no_overlap("all_to_all", input, output, -1);
-  if (input.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, input, output, timeout] { backend.all_to_all(input, output, timeout); };
+  Planned planned{{}, print_of(Kind::all_to_all, input), resolve(backend, timeout)};
+  if (input.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, input, output, timeout] {
+    backend.all_to_all(input, output, timeout);
+  };
+  return planned;
 }
 
-Operation barrier_call(detail::Backend& backend, Duration timeout) {
-  timeout = resolve(backend, timeout);
-  return [&backend, timeout] { backend.barrier(timeout); };
+Planned barrier_call(detail::Backend& backend, Duration timeout) {
+  Print print;
+  print.kind = Kind::barrier;
+  Planned planned{{}, print, resolve(backend, timeout)};
+  timeout = planned.timeout;
+  planned.operation = [&backend, timeout] { backend.barrier(timeout); };
+  return planned;
 }
 
-Operation send_call(detail::Backend& backend, Buffer data, int peer, int tag, Duration timeout) {
+Planned send_call(detail::Backend& backend, Buffer data, int peer, int tag, Duration timeout) {
   require_rank("send", "peer", peer, backend.size());
-  if (data.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, data, peer, tag, timeout] { backend.send(data, peer, tag, timeout); };
+  Planned planned{{}, std::nullopt, resolve(backend, timeout)};
+  if (data.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, data, peer, tag, timeout] {
+    backend.send(data, peer, tag, timeout);
+  };
+  return planned;
 }
 
-Operation recv_call(detail::Backend& backend, Buffer data, int peer, int tag, Duration timeout) {
+Planned recv_call(detail::Backend& backend, Buffer data, int peer, int tag, Duration timeout) {
   require_rank("recv", "peer", peer, backend.size());
-  if (data.count == 0) return {};
-  timeout = resolve(backend, timeout);
-  return [&backend, data, peer, tag, timeout] { backend.recv(data, peer, tag, timeout); };
+  Planned planned{{}, std::nullopt, resolve(backend, timeout)};
+  if (data.count == 0) return planned;
+  timeout = planned.timeout;
+  planned.operation = [&backend, data, peer, tag, timeout] {
+    backend.recv(data, peer, tag, timeout);
+  };
+  return planned;
 }
 
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<detail::Backend> backend)
-    : backend_(std::move(backend)), queue_(std::make_unique<detail::AsyncQueue>()) {}
+    : backend_(std::move(backend)),
+      check_calls_(detail::check_calls_from_environment()),
+      queue_(std::make_unique<detail::AsyncQueue>()) {}
+
+void Communicator::check_calls(bool on) noexcept {
+  queue_->drain();
+  check_calls_ = on;
+}
 
 Communicator::~Communicator() = default;
 
@@ -197,7 +277,16 @@ Communicator::Duration Communicator::default_timeout() const noexcept {
 
 std::shared_ptr<void> Communicator::allocate(std::size_t bytes, Duration timeout) {
   std::shared_ptr<void> memory;
-  run(false, [&] { memory = backend_->allocate(bytes, resolve(*backend_, timeout)); });
+  run(false, [&] {
+    timeout = resolve(*backend_, timeout);
+    if (check_calls_) {
+      Print print;
+      print.kind = Kind::allocate;
+      print.count = bytes;
+      detail::check_call(*backend_, print, timeout);
+    }
+    memory = backend_->allocate(bytes, timeout);
+  });
   return memory;
 }
 
@@ -210,79 +299,94 @@ Work Communicator::run(bool queued, std::function<void()> operation) {
 }
 
 void Communicator::all_reduce(Buffer data, ReduceOp op, Duration timeout) {
-  run(false, all_reduce_call(*backend_, data, op, timeout));
+  run(false, to_run(*backend_, check_calls_, all_reduce_call(*backend_, data, op, timeout)));
 }
 void Communicator::broadcast(Buffer data, int root, Duration timeout) {
-  run(false, broadcast_call(*backend_, data, root, timeout));
+  run(false, to_run(*backend_, check_calls_, broadcast_call(*backend_, data, root, timeout)));
 }
 void Communicator::reduce(Buffer data, ReduceOp op, int root, Duration timeout) {
-  run(false, reduce_call(*backend_, data, op, root, timeout));
+  run(false, to_run(*backend_, check_calls_, reduce_call(*backend_, data, op, root, timeout)));
 }
 void Communicator::all_gather(Buffer input, Buffer output, Duration timeout) {
-  run(false, all_gather_call(*backend_, input, output, timeout));
+  run(false, to_run(*backend_, check_calls_, all_gather_call(*backend_, input, output, timeout)));
 }
 void Communicator::gather(Buffer input, Buffer output, int root, Duration timeout) {
-  run(false, gather_call(*backend_, input, output, root, timeout));
+  run(false, to_run(*backend_, check_calls_, gather_call(*backend_, input, output, root, timeout)));
 }
 void Communicator::scatter(Buffer input, Buffer output, int root, Duration timeout) {
-  run(false, scatter_call(*backend_, input, output, root, timeout));
+  run(false,
+      to_run(*backend_, check_calls_, scatter_call(*backend_, input, output, root, timeout)));
 }
 void Communicator::reduce_scatter(Buffer input, Buffer output, ReduceOp op, Duration timeout) {
-  run(false, reduce_scatter_call(*backend_, input, output, op, timeout));
+  run(false,
+      to_run(*backend_, check_calls_, reduce_scatter_call(*backend_, input, output, op, timeout)));
 }
 void Communicator::all_to_all(Buffer input, Buffer output, Duration timeout) {
-  run(false, all_to_all_call(*backend_, input, output, timeout));
+  run(false, to_run(*backend_, check_calls_, all_to_all_call(*backend_, input, output, timeout)));
 }
 void Communicator::barrier(Duration timeout) {
-  run(false, barrier_call(*backend_, timeout));
+  run(false, to_run(*backend_, check_calls_, barrier_call(*backend_, timeout)));
 }
 void Communicator::send(Buffer data, int peer, int tag, Duration timeout) {
-  run(false, send_call(*backend_, data, peer, tag, timeout));
+  run(false, to_run(*backend_, check_calls_, send_call(*backend_, data, peer, tag, timeout)));
 }
 void Communicator::recv(Buffer data, int peer, int tag, Duration timeout) {
-  run(false, recv_call(*backend_, data, peer, tag, timeout));
+  run(false, to_run(*backend_, check_calls_, recv_call(*backend_, data, peer, tag, timeout)));
 }
 
 Work Communicator::all_reduce_async(Buffer data, ReduceOp op, Duration timeout) {
-  return run(true, all_reduce_call(*backend_, data, op, timeout));
+  return run(true, to_run(*backend_, check_calls_, all_reduce_call(*backend_, data, op, timeout)));
 }
 Work Communicator::broadcast_async(Buffer data, int root, Duration timeout) {
-  return run(true, broadcast_call(*backend_, data, root, timeout));
+  return run(true, to_run(*backend_, check_calls_, broadcast_call(*backend_, data, root, timeout)));
 }
 Work Communicator::reduce_async(Buffer data, ReduceOp op, int root, Duration timeout) {
-  return run(true, reduce_call(*backend_, data, op, root, timeout));
+  return run(true,
+             to_run(*backend_, check_calls_, reduce_call(*backend_, data, op, root, timeout)));
 }
 Work Communicator::all_gather_async(Buffer input, Buffer output, Duration timeout) {
-  return run(true, all_gather_call(*backend_, input, output, timeout));
+  return run(true,
+             to_run(*backend_, check_calls_, all_gather_call(*backend_, input, output, timeout)));
 }
 Work Communicator::gather_async(Buffer input, Buffer output, int root, Duration timeout) {
-  return run(true, gather_call(*backend_, input, output, root, timeout));
+  return run(true,
+             to_run(*backend_, check_calls_, gather_call(*backend_, input, output, root, timeout)));
 }
 Work Communicator::scatter_async(Buffer input, Buffer output, int root, Duration timeout) {
-  return run(true, scatter_call(*backend_, input, output, root, timeout));
+  return run(
+      true, to_run(*backend_, check_calls_, scatter_call(*backend_, input, output, root, timeout)));
 }
 Work Communicator::reduce_scatter_async(Buffer input, Buffer output, ReduceOp op,
                                         Duration timeout) {
-  return run(true, reduce_scatter_call(*backend_, input, output, op, timeout));
+  return run(true, to_run(*backend_, check_calls_,
+                          reduce_scatter_call(*backend_, input, output, op, timeout)));
 }
 Work Communicator::all_to_all_async(Buffer input, Buffer output, Duration timeout) {
-  return run(true, all_to_all_call(*backend_, input, output, timeout));
+  return run(true,
+             to_run(*backend_, check_calls_, all_to_all_call(*backend_, input, output, timeout)));
 }
 Work Communicator::barrier_async(Duration timeout) {
-  return run(true, barrier_call(*backend_, timeout));
+  return run(true, to_run(*backend_, check_calls_, barrier_call(*backend_, timeout)));
 }
 Work Communicator::send_async(Buffer data, int peer, int tag, Duration timeout) {
-  return run(true, send_call(*backend_, data, peer, tag, timeout));
+  return run(true, to_run(*backend_, check_calls_, send_call(*backend_, data, peer, tag, timeout)));
 }
 Work Communicator::recv_async(Buffer data, int peer, int tag, Duration timeout) {
-  return run(true, recv_call(*backend_, data, peer, tag, timeout));
+  return run(true, to_run(*backend_, check_calls_, recv_call(*backend_, data, peer, tag, timeout)));
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   queue_->drain();
+  if (check_calls_) {
+    Print print;
+    print.kind = Kind::split;
+    detail::check_call(*backend_, print, backend_->default_timeout());
+  }
   std::unique_ptr<detail::Backend> part = backend_->split(color, key);
   if (!part) return nullptr;
-  return std::make_unique<Communicator>(std::move(part));
+  auto made = std::make_unique<Communicator>(std::move(part));
+  made->check_calls_ = check_calls_;
+  return made;
 }
 
 }  // namespace cohort

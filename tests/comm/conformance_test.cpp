@@ -26,6 +26,7 @@
 #include <cohort/world.hpp>
 
 #include "bootstrap/interface_choice.hpp"
+#include "comm/call_check.hpp"
 #include "comm/registry.hpp"
 #include "support/subprocess.hpp"
 
@@ -1171,6 +1172,60 @@ TEST_P(MessageSizes, ARecvWhoseBufferIsNotTheMessagesSizeIsAnErrorAndTheRanksGoO
   });
 }
 
+// Checked calls (Communicator::check_calls, COHORT_CHECK_CALLS=1): a rank
+// whose collective differs from the others' (count, collective, root, a
+// count of 0) is refused on every rank, naming both calls, before anyone
+// makes it, and the communicator goes on. Unchecked, the first mismatch
+// here returns wrong sums under shm, ends the process under gloo and breaks
+// the group under mpi.
+TEST_P(Conformance, CheckedCallsRefuseACallThatDiffersFromAnotherRanks) {
+  on_every_rank([&](int rank, Communicator& comm) {
+    comm.check_calls(true);
+    std::vector<float> four(4, 1.0F), eight(8, 1.0F), none;
+    comm.all_reduce(Buffer::of(std::span(four)), ReduceOp::sum, kDefault);
+    EXPECT_EQ(four[0], static_cast<float>(ranks()));
+    if (ranks() < 2) return comm.check_calls(false);
+    const auto refused = [&](const std::function<void()>& call, const std::string& named) {
+      try {
+        call();
+        ADD_FAILURE() << "a call that differs from another rank's was made";
+      } catch (const InvalidArgument& error) {
+        const std::string said = error.what();
+        EXPECT_NE(said.find(named), std::string::npos) << said;
+        EXPECT_NE(said.find("COHORT_CHECK_CALLS"), std::string::npos) << said;
+      }
+    };
+    // Rank 0 gives 4 elements, the others 8.
+    refused(
+        [&] {
+          comm.all_reduce(Buffer::of(rank == 0 ? std::span(four) : std::span(eight)), ReduceOp::sum,
+                          kDefault);
+        },
+        rank == 0 ? "rank 1 called all_reduce (sum) of 8 f32"
+                  : "rank 0 called all_reduce (sum) of 4 f32");
+    // The last rank broadcasts where the others all-reduce.
+    const int last = ranks() - 1;
+    refused(
+        [&] {
+          if (rank == last) return comm.broadcast(Buffer::of(std::span(four)), 0, kDefault);
+          comm.all_reduce(Buffer::of(std::span(four)), ReduceOp::max, kDefault);
+        },
+        rank == last ? "all_reduce (max) of 4 f32" : "broadcast from rank 0 of 4 f32");
+    // Nothing to move on rank 0: it still tells the others, who would wait.
+    refused(
+        [&] {
+          comm.all_reduce(Buffer::of(rank == 0 ? std::span(none) : std::span(four)), ReduceOp::sum,
+                          kDefault);
+        },
+        rank == 0 ? "rank 1 called all_reduce (sum) of 4 f32"
+                  : "rank 0 called all_reduce (sum) of 0 f32");
+    std::fill(four.begin(), four.end(), 2.0F);
+    comm.all_reduce(Buffer::of(std::span(four)), ReduceOp::sum, kDefault);
+    EXPECT_EQ(four[3], 2.0F * static_cast<float>(ranks()));
+    comm.check_calls(false);
+  });
+}
+
 TEST_P(Conformance, MisuseIsAnErrorNamingTheProblem) {
   on_every_rank([&](int, Communicator& comm) {
     Values small(DataType::f32, 3), large(DataType::f32, 3 * ranks() + 1), other(DataType::i32, 3);
@@ -1217,6 +1272,44 @@ TEST(ConformanceGloo, TwoCommunicatorsOneAfterTheOther) {
       EXPECT_EQ(result, 3 + 3 * round) << "round " << round;
     close_all(group);
   }
+}
+
+// COHORT_CHECK_CALLS=1 turns checked calls on for every communicator made
+// while it is set (and for their subgroups); any value but 1, 0 or nothing
+// is refused when one is made, naming the variable.
+TEST(CheckedCalls, TheVariableTurnsThemOnAndOtherValuesAreRefused) {
+  ::setenv("COHORT_CHECK_CALLS", "1", 1);
+  std::vector<std::unique_ptr<Communicator>> group = thread_group("shm", 2);
+  ::unsetenv("COHORT_CHECK_CALLS");
+  std::vector<std::thread> threads;
+  std::vector<std::string> said(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      Communicator& comm = *group[static_cast<std::size_t>(rank)];
+      const std::unique_ptr<Communicator> half = comm.split(0, rank);
+      std::vector<std::int32_t> values(static_cast<std::size_t>(rank + 1), 1);
+      try {
+        half->all_reduce(std::span(values), ReduceOp::sum);
+      } catch (const InvalidArgument& error) {
+        said[static_cast<std::size_t>(rank)] = error.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  close_all(group);
+  EXPECT_NE(said[0].find("rank 1 called all_reduce (sum) of 2 i32"), std::string::npos) << said[0];
+  EXPECT_NE(said[1].find("rank 0 called all_reduce (sum) of 1 i32"), std::string::npos) << said[1];
+
+  ::setenv("COHORT_CHECK_CALLS", "yes", 1);
+  try {
+    (void)detail::check_calls_from_environment();  // as each Communicator reads it
+    ADD_FAILURE() << "COHORT_CHECK_CALLS=yes was taken";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("COHORT_CHECK_CALLS='yes'"), std::string::npos)
+        << error.what();
+  }
+  ::unsetenv("COHORT_CHECK_CALLS");
 }
 
 // A rank's mesh entry is where its pairs listen and a port per peer, read
