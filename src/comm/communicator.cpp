@@ -1,6 +1,7 @@
 // The Communicator in front of every backend: checks arguments once for all
-// of them, resolves default timeouts, skips calls with nothing to move, and
-// queues `*_async` operations.
+// of them, resolves default timeouts, skips calls with nothing to move,
+// checks each collective against the other ranks' when asked (checked
+// calls: call_check.hpp), and queues `*_async` operations.
 #include <cstdint>
 #include <optional>
 
