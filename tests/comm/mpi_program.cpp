@@ -6,6 +6,8 @@
 //             MPI then, and its collectives go over shm (one host) or gloo
 //   cohort    cohort (at the first collective); the program then uses MPI
 //             too, and leaves the finalizing to cohort at exit
+//   hang      the program, MPI_Init; then rank 0 sleeps and the others wait
+//             in MPI_Barrier, until the test's deadline ends the job
 // Every rank prints "backend B cohort S mpi M level L" (both sums are the
 // world size; L is MPI's thread level: single, serialized or multiple).
 #include <cstdio>
@@ -13,11 +15,20 @@
 #include <string_view>
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cohort/cohort.hpp>
 
 int main(int argc, char** argv) {
   const std::string_view mode = argc > 1 ? argv[1] : "cohort";
+  if (mode == "hang") {
+    MPI_Init(&argc, &argv);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) pause();
+    MPI_Barrier(MPI_COMM_WORLD);
+    return 0;
+  }
   if (mode == "multiple") {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -1,11 +1,14 @@
 // cohort beside a program's own use of MPI, under Open MPI's mpirun: whoever
 // initialises MPI, both the program's MPI_Allreduce and cohort's all_reduce
 // work, MPI is finalized once, and every rank exits 0.
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include <cohort/launch_env.hpp>
 
 #include "support/backends.hpp"
+#include "support/files.hpp"
 #include "support/subprocess.hpp"
 #include "support/text.hpp"
 
@@ -59,6 +62,28 @@ TEST(MpiProgramLevel, SerializedWhenAskedAndAnUnknownLevelIsNamed) {
   EXPECT_NE(result.err.find("COHORT_MPI_THREAD_LEVEL='funneled' is not a thread level"),
             std::string::npos)
       << test::describe(result);
+}
+
+// A job that hangs until the test's deadline is ended so that mpirun cleans
+// up after it: its ranks' shared-memory files (here in a directory of the
+// test's own, btl_vader_backing_directory; /dev/shm by default) are gone.
+// A SIGKILLed mpirun leaves them behind (test::Subprocess sends SIGTERM
+// first).
+TEST(MpiProgramDeadline, AJobEndedAtItsDeadlineLeavesNoSharedMemoryFiles) {
+  if (test::find_in_path("mpirun").empty()) GTEST_SKIP() << "mpirun (openmpi-bin) is missing";
+  const test::TempDir segments("cohort-vader");
+  test::ProcessOptions options;
+  options.timeout = std::chrono::seconds(5);
+  const test::ProcessResult result =
+      test::run_process({"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl",
+                         "self,vader", "--mca", "btl_vader_backing_directory",
+                         segments.path().string(), "-np", "3", COHORT_MPI_PROGRAM, "hang"},
+                        options);
+  ASSERT_TRUE(result.timed_out) << test::describe(result);
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(segments.path()))
+    left.push_back(entry.path().filename().string());
+  EXPECT_TRUE(left.empty()) << left.size() << " files left, the first " << left.front();
 }
 
 }  // namespace

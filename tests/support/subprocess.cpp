@@ -21,6 +21,28 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// Ends the process group led by `pid` and reaps its leader into `*status`:
+// SIGTERM first, so that a launcher cleans up after its job (mpirun removes
+// its ranks' shared-memory files from /dev/shm, which a SIGKILLed job
+// leaves behind), then SIGKILL to whatever is left after kStopGrace.
+constexpr auto kStopGrace = std::chrono::seconds(3);
+
+void stop_group(pid_t pid, int* status) {
+  kill(-pid, SIGTERM);
+  kill(-pid, SIGCONT);  // a stopped member takes its SIGTERM now
+  const auto give_up = std::chrono::steady_clock::now() + kStopGrace;
+  pid_t reaped = 0;
+  while ((reaped = waitpid(pid, status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < give_up) {
+    usleep(10'000);
+  }
+  kill(-pid, SIGKILL);  // members that outlived the leader, or the leader itself
+  if (reaped == 0) {
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
 }  // namespace
 
 Subprocess::Subprocess(const std::vector<std::string>& argv, const ProcessOptions& options)
@@ -76,9 +98,8 @@ Subprocess::Subprocess(const std::vector<std::string>& argv, const ProcessOption
 
 Subprocess::~Subprocess() {
   if (!finished_ && pid_ > 0) {
-    kill(-pid_, SIGKILL);
     int status = 0;
-    waitpid(pid_, &status, 0);
+    stop_group(pid_, &status);
   }
   close_fd(out_);
   close_fd(err_);
@@ -89,12 +110,13 @@ ProcessResult Subprocess::finish() {
   int fds[2] = {out_, err_};
   out_ = err_ = -1;
   std::string* sinks[2] = {&result.out, &result.err};
+  int status = 0;
   while (fds[0] >= 0 || fds[1] >= 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
-      kill(-pid_, SIGKILL);
+      stop_group(pid_, &status);
       break;
     }
     pollfd polled[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
@@ -112,8 +134,7 @@ ProcessResult Subprocess::finish() {
   }
   close_fd(fds[0]);
   close_fd(fds[1]);
-  int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  while (!result.timed_out && waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   finished_ = true;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

@@ -1,6 +1,7 @@
 // Runs a command to completion for a test: captured stdout and stderr, an
 // exact environment, and a deadline after which the command's whole process
-// group is killed (the test's own child, never anything found by name).
+// group is ended (the test's own child, never anything found by name):
+// SIGTERM, and SIGKILL to what is left 3 s later.
 #pragma once
 
 #include <chrono>
@@ -36,13 +37,14 @@ struct ProcessOptions {
 class Subprocess {
  public:
   Subprocess(const std::vector<std::string>& argv, const ProcessOptions& options = {});
-  ~Subprocess();  // kills the process group if finish() was not called
+  ~Subprocess();  // ends the process group if finish() was not called
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
   pid_t pid() const noexcept { return pid_; }
   /// Collects output until the command exits or the timeout (counted from
-  /// start) passes; then its whole process group is killed.
+  /// start) passes; then its whole process group is ended (SIGTERM, then
+  /// SIGKILL).
   ProcessResult finish();
 
  private:
