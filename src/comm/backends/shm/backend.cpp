@@ -41,6 +41,16 @@ constexpr std::size_t kSlotBytes = 256 * kKiB;
 constexpr std::size_t kOversubscribedSlotBytes = 1024 * kKiB;
 constexpr std::size_t kSmallOversubscribedBytes = 32 * kKiB;
 constexpr std::size_t kChannelBytes = 64 * kKiB;
+// reduce in one round (every rank copies its data in, the root alone reduces
+// them) up to these sizes, where all_reduce's bounds are 0 and 32 KiB: the
+// root does all of the reducing, but the ranks meet once, not twice. In one
+// job of settings_in_one_job (2026-12-07, 11 rounds), one round against
+// two: n = 2 at 16 KiB 2.7 against 3.8 us (from 32 KiB single copies take
+// reduce there); n = 3 at 64 and 128 KiB 19.4 and 28.2 against 21.9 and
+// 36.0 us, n = 4 16.6 and 31.1 against 26.9 and 36.7 us, but at 256 KiB
+// 71.0 against 58.7 (n = 3) and 68.9 against 58.0 us (n = 4).
+constexpr std::size_t kReduceSmallBytes = 16 * kKiB;
+constexpr std::size_t kReduceSmallOversubscribedBytes = 128 * kKiB;
 // broadcast up to this size through the posts (Group::post), whose root
 // waits for nobody while the ring has room, rather than in a round that
 // needs every rank to have run since the last call. A message is posted
@@ -109,14 +119,20 @@ constexpr Tuning::Windows kSingleCopiesWithACorePerRank{
 // crawl: comm/copy.hpp), so the window is the vendor's. The same job for
 // broadcast: 1.08-1.73x from 64 KiB to 1 MiB, 0.72-0.88x above, 0.40-0.95x
 // below; all_gather 1.28-2.47x from 16 KiB a rank up (0.96x at 8 KiB).
+// gather, scatter and all_to_all from 16 KiB a block (2026-12-07, n = 2 in
+// one job of settings_in_one_job beside MPI's own calls, 9 rounds): the
+// rounds had lost to Open MPI from 64 KiB blocks (gather 0.48-0.93x, scatter
+// 0.43-0.96x, all_to_all 0.40-0.86x), single copies were 1.31-3.13x (gather,
+// each rank writing its block into the root's output), 1.11-1.81x and
+// 0.98-1.13x Open MPI's speed from 16 KiB blocks.
 constexpr Tuning::Windows kSingleCopiesWithACorePerRankOnIntel{
     .all_reduce = {32 * kKiB, SIZE_MAX},
     .broadcast = {64 * kKiB, 1024 * kKiB},
-    .gather = kNever,
+    .gather = {16 * kKiB, SIZE_MAX},
     .all_gather = {16 * kKiB, SIZE_MAX},
-    .scatter = kNever,
+    .scatter = {16 * kKiB, SIZE_MAX},
     .reduce_scatter = kNever,
-    .all_to_all = kNever,
+    .all_to_all = {16 * kKiB, SIZE_MAX},
 };
 // With more ranks than cores, all_reduce from 1 MiB: on 2026-12-02 the
 // rounds (each a wake-up of every descheduled rank) lost to single copies
@@ -162,15 +178,22 @@ constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCores{
 // 2026-12-03, 14:35 UTC) single copies were 1.15-1.50x as fast as the
 // rounds at 512 KiB in every one, at 256 KiB 0.83-1.52x, at 128 KiB
 // 1.02-1.22x, 64 KiB 0.78-0.99x; the rounds at 512 KiB of n = 4 had lost to
-// Open MPI in compare_allreduce (0.84x).
+// Open MPI in compare_allreduce (0.84x). gather from 64 KiB a block,
+// scatter and all_to_all from 80 KiB (2026-12-07, n = 3 and 4 in one job of
+// settings_in_one_job, 9 rounds): there single copies were faster than the
+// rounds at both n (gather at 256 KiB a block: 1.71x Open MPI's speed at
+// n = 4, the rounds 0.82x); below, the rounds were (all_to_all of 64 KiB
+// blocks at n = 4: the rounds 0.90x, single copies 0.76x), but for one cell
+// the bound gives away (all_to_all of 43 KiB blocks at n = 3: the rounds
+// 0.83x, single copies 0.95x).
 constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCoresOnIntel{
     .all_reduce = {512 * kKiB, SIZE_MAX},
     .broadcast = kNever,
-    .gather = kNever,
+    .gather = {64 * kKiB, SIZE_MAX},
     .all_gather = {1024 * kKiB, SIZE_MAX},
-    .scatter = kNever,
+    .scatter = {80 * kKiB, SIZE_MAX},
     .reduce_scatter = kNever,
-    .all_to_all = kNever,
+    .all_to_all = {80 * kKiB, SIZE_MAX},
 };
 // Buffers in shared memory (Communicator::allocate): where they were faster
 // than the protocols above in one job (docs/communicator.md, "Buffers in
@@ -277,6 +300,9 @@ Settings local_settings(int size, int busy, int cpus) {
   tuning.small_bytes = bytes_from_env("COHORT_SHM_SMALL_BYTES",
                                       settings.oversubscribed ? kSmallOversubscribedBytes : 0);
   tuning.broadcast_chunk_bytes = broadcast_chunk_bytes(l2_cache_bytes());
+  tuning.reduce_small_bytes =
+      bytes_from_env("COHORT_SHM_REDUCE_SMALL_BYTES",
+                     settings.oversubscribed ? kReduceSmallOversubscribedBytes : kReduceSmallBytes);
   tuning.posted_broadcast_bytes =
       std::min(bytes_from_env("COHORT_SHM_POSTED_BROADCAST_BYTES", kPostedBroadcastBytes),
                Group::kMaxPostBytes);
@@ -324,8 +350,8 @@ Settings agree_on_settings(Store* store, int rank, int size, int busy, Duration 
       std::ostringstream text;
       text << settings.slot_bytes << ' ' << settings.channel_bytes << ' '
            << (settings.oversubscribed ? 1 : 0) << ' ' << static_cast<int>(settings.single_copy)
-           << ' ' << tuning.small_bytes << ' ' << tuning.broadcast_chunk_bytes << ' '
-           << tuning.posted_broadcast_bytes;
+           << ' ' << tuning.small_bytes << ' ' << tuning.reduce_small_bytes << ' '
+           << tuning.broadcast_chunk_bytes << ' ' << tuning.posted_broadcast_bytes;
       for (const Window* window : windows(tuning.single_copies))
         text << ' ' << window->min << ' ' << window->max;
       store->set("shm/settings", text.str());
@@ -335,7 +361,8 @@ Settings agree_on_settings(Store* store, int rank, int size, int busy, Duration 
   int single_copy = 0;
   std::istringstream text(store->get("shm/settings", timeout));
   text >> settings.slot_bytes >> settings.channel_bytes >> settings.oversubscribed >> single_copy >>
-      tuning.small_bytes >> tuning.broadcast_chunk_bytes >> tuning.posted_broadcast_bytes;
+      tuning.small_bytes >> tuning.reduce_small_bytes >> tuning.broadcast_chunk_bytes >>
+      tuning.posted_broadcast_bytes;
   for (Window* window : windows(tuning.single_copies))
     text >> window->min >> window->max;
   settings.single_copy = static_cast<SingleCopy>(single_copy);
@@ -494,6 +521,7 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   policy.busy_spins = static_cast<int>(bytes_from_env("COHORT_SHM_BUSY_SPINS", 4096));
   policy.own_cpu_slot = rank;
   policy.spread = settings.spread;
+  policy.core_per_rank = !settings.oversubscribed;
   auto group = std::make_unique<Group>(std::move(segment), rank, size, std::move(peers),
                                        settings.slot_bytes, settings.channel_bytes, policy);
   if (size > 1 && settings.single_copy != SingleCopy::off) {

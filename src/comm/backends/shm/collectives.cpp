@@ -215,27 +215,51 @@ bool in_single_copies(const Group& group, const Window& window, std::size_t byte
   return group.single_copy() && window.contains(bytes);
 }
 
-// Where a collective's peers read this rank's `data` (`bytes` of it) from,
-// by its window (`which`) for a block of `block` bytes: in shared memory when
-// every rank's is there, else in single copies, else nowhere (nullopt: the
-// rounds). Every rank learns the same.
+// Where a collective's peers find this rank's `data` (`bytes` of it) in
+// shared memory, when its window (`which`) for a block of `block` bytes says
+// to look and every rank's is there; else nullopt. Every rank learns the same.
+std::optional<Published> publish_shared(Group& group, const Tuning& tuning,
+                                        Window Tuning::Windows::*which, std::size_t block,
+                                        const void* data, std::size_t bytes, const Call& call) {
+  if (group.memory().any() && (tuning.shared_memory.*which).contains(block))
+    return Published::in_shared_memory(group, data, bytes, call);
+  return std::nullopt;
+}
+
+// Where a collective's peers read this rank's `data` from: in shared memory
+// (publish_shared), else in single copies by its window, else nowhere
+// (nullopt: the rounds). Every rank learns the same.
 std::optional<Published> publish(Group& group, const Tuning& tuning, Window Tuning::Windows::*which,
                                  std::size_t block, const void* data, std::size_t bytes,
                                  const Call& call) {
-  if (group.memory().any() && (tuning.shared_memory.*which).contains(block)) {
-    if (auto shared = Published::in_shared_memory(group, data, bytes, call)) return shared;
-  }
+  if (auto shared = publish_shared(group, tuning, which, block, data, bytes, call)) return shared;
   if (in_single_copies(group, tuning.single_copies.*which, block))
     return Published::by_address(group, data, call);
   return std::nullopt;
 }
 
+// gather and scatter in single copies: whether the root copies `rank`'s
+// block itself (reads it from the rank's input, writes it into the rank's
+// output), or the rank does (writes it into the root's output, reads it from
+// the root's input): the root at an even distance from it, the rank at an
+// odd one, so that at n = 2 the peer copies and the root waits for nobody.
+// The kernel pins a process's pages for another's copy one at a time under
+// the lock of its page table, and two peers copying with the root's memory
+// at once wait on each other there: scatter of 1 MiB at n = 3, both peers
+// reading, spent 22 % of all cycles in that spin lock (2026-12-07). The
+// root's own copies touch no other process's page table; those of the peers
+// left are half as many as before.
+bool copied_by_root(int rank, int root, int n) {
+  return ((rank - root + n) % n) % 2 == 0;
+}
+
 // Reduces `count` elements into `out`: this rank's own at `mine`, and every
 // peer's at `offset` bytes into the buffer it published, a piece at a time:
 // in shared memory straight from the peer's buffer, in single copies each
-// peer's piece read into scratch that stays in cache. `out` may be `mine`.
-// After each piece, `reduced(first, count)` (elements from the start),
-// while the piece is still in cache.
+// peer's piece read into scratch that stays in cache. `out` may be `mine`,
+// or nullptr: then each piece goes into scratch of its own, overwritten by
+// the next. After each piece, `reduced(first, count, result)` (elements from
+// the start; `result` the piece's first), while the piece is still in cache.
 template <class Reduced>
 void reduce_from_peers(const Group& group, DataType type, ReduceOp op, void* out, const void* mine,
                        const Published& peers, std::size_t offset, std::size_t count,
@@ -245,10 +269,14 @@ void reduce_from_peers(const Group& group, DataType type, ReduceOp op, void* out
   const std::size_t piece = std::min(
       count, std::max<std::size_t>(
                  1, (peers.shared() ? kSharedPieceBytes : kSingleCopyPieceBytes) / element));
-  // Not zero-filled: every byte is read into before it is used.
+  // Not zero-filled: every byte is read into before it is used. The peers'
+  // pieces (single copies), then the result's (out == nullptr).
+  const std::size_t scratch_pieces =
+      (peers.shared() ? 0 : static_cast<std::size_t>(n)) + (out == nullptr ? 1 : 0);
   std::unique_ptr<unsigned char[]> scratch;
-  if (!peers.shared())
-    scratch.reset(new unsigned char[static_cast<std::size_t>(n) * piece * element]);
+  if (scratch_pieces > 0) scratch.reset(new unsigned char[scratch_pieces * piece * element]);
+  unsigned char* const result_piece =
+      out == nullptr ? scratch.get() + (scratch_pieces - 1) * piece * element : nullptr;
   std::vector<const void*> inputs(static_cast<std::size_t>(n));
   for (std::size_t at = 0; at < count; at += piece) {
     const std::size_t elements = std::min(piece, count - at);
@@ -256,7 +284,7 @@ void reduce_from_peers(const Group& group, DataType type, ReduceOp op, void* out
       const auto index = static_cast<std::size_t>(r);
       if (r == group.rank()) {
         inputs[index] = static_cast<const unsigned char*>(mine) + at * element;
-      } else if (scratch == nullptr) {
+      } else if (peers.shared()) {
         inputs[index] = peers.mapped(r, offset + at * element);
       } else {
         unsigned char* into = scratch.get() + index * piece * element;
@@ -264,9 +292,10 @@ void reduce_from_peers(const Group& group, DataType type, ReduceOp op, void* out
         inputs[index] = into;
       }
     }
-    reduce_many(type, op, static_cast<unsigned char*>(out) + at * element, inputs.data(), n,
-                elements);
-    reduced(at, elements);
+    unsigned char* const result =
+        out == nullptr ? result_piece : static_cast<unsigned char*>(out) + at * element;
+    reduce_many(type, op, result, inputs.data(), n, elements);
+    reduced(at, elements, static_cast<const unsigned char*>(result));
   }
 }
 
@@ -278,15 +307,17 @@ std::size_t line_slice_begin(std::size_t count, std::size_t unit, int parts, int
   return std::min(count, slice_begin(count / unit, parts, index) * unit);
 }
 
-// all_reduce on buffers every rank published (collectives.hpp): this rank
-// reduces its slice of every buffer, cut on cache lines so that no two
-// ranks store into one line, into its own buffer, and writes each piece
-// into every peer's buffer while it is still in cache. Safe without locks:
-// only this rank writes its slice of any buffer, and every input was
-// complete before the round that published them. A last round waits until
-// every slice is written.
-void reduce_and_write_back(Group& group, Buffer data, ReduceOp op, const Published& buffers,
-                           const Call& call) {
+// all_reduce (`root` -1) and reduce on buffers every rank published
+// (collectives.hpp): this rank reduces its slice of every buffer, cut on
+// cache lines so that no two ranks store into one line, and writes each
+// piece, while it is still in cache, into every peer's buffer (all_reduce)
+// or the root's alone (reduce). Into its own buffer too, but for a reduce's
+// rank other than the root, which reduces into scratch, a piece at a time,
+// and leaves its buffer as it was. Safe without locks: only this rank writes
+// its slice of any buffer, and every input was complete before the round
+// that published them. A last round waits until every slice is written.
+void reduce_in_single_copies(Group& group, Buffer data, ReduceOp op, int root,
+                             const Published& buffers, const Call& call) {
   const int n = group.size();
   const int me = group.rank();
   const std::size_t element = size_of(data.type);
@@ -294,12 +325,13 @@ void reduce_and_write_back(Group& group, Buffer data, ReduceOp op, const Publish
   const std::size_t begin = line_slice_begin(data.count, unit, n, me);
   const std::size_t end = line_slice_begin(data.count, unit, n, me + 1);
   unsigned char* slice = bytes_of(data, begin);
-  reduce_from_peers(group, data.type, op, slice, slice, buffers, begin * element, end - begin,
-                    [&](std::size_t first, std::size_t count) {
+  const bool keeps = root < 0 || me == root;
+  reduce_from_peers(group, data.type, op, keeps ? slice : nullptr, slice, buffers, begin * element,
+                    end - begin,
+                    [&](std::size_t first, std::size_t count, const unsigned char* result) {
                       for (int r = 0; r < n; ++r) {
-                        if (r != me)
-                          buffers.write(r, (begin + first) * element, slice + first * element,
-                                        count * element);
+                        if (r != me && (root < 0 || r == root))
+                          buffers.write(r, (begin + first) * element, result, count * element);
                       }
                     });
   after_single_copies(group, call);
@@ -310,7 +342,7 @@ void reduce_and_write_back(Group& group, Buffer data, ReduceOp op, const Publish
 void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, const Call& call) {
   if (const auto buffers = publish(group, tuning, &Tuning::Windows::all_reduce, data.bytes(),
                                    data.data, data.bytes(), call))
-    return reduce_and_write_back(group, data, op, *buffers, call);
+    return reduce_in_single_copies(group, data, op, -1, *buffers, call);
   if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
     reduce_in_one_round(group, data, op, true, 0, call);
   } else {
@@ -320,7 +352,13 @@ void all_reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, co
 
 void reduce(Group& group, const Tuning& tuning, Buffer data, ReduceOp op, int root,
             const Call& call) {
-  if (data.bytes() <= std::min(tuning.small_bytes, group.slot_bytes())) {
+  // all_reduce's windows: reduce's copies are all_reduce's but for the
+  // writes into every rank other than the root.
+  if (const auto buffers = publish(group, tuning, &Tuning::Windows::all_reduce, data.bytes(),
+                                   data.data, data.bytes(), call))
+    return reduce_in_single_copies(group, data, op, root, *buffers, call);
+  if (data.bytes() <=
+      std::min(std::max(tuning.small_bytes, tuning.reduce_small_bytes), group.slot_bytes())) {
     reduce_in_one_round(group, data, op, false, root, call);
   } else {
     reduce_in_two_rounds(group, data, op, false, root, call);
@@ -356,13 +394,60 @@ void broadcast(Group& group, const Tuning& tuning, Buffer data, int root, const 
 
 namespace {
 
-// all_gather and gather: every rank's input, chunk by chunk, into `output`
-// at the ranks that `collects`.
+// gather (`into_root`) and scatter in single copies, each rank's `own`
+// block of `bytes` being block `rank` of the root's `whole` buffer
+// (copied_by_root says who copies it): the root publishes `whole`, every
+// other rank `own`.
+void root_and_ranks_in_single_copies(Group& group, void* whole, void* own, std::size_t bytes,
+                                     int root, bool into_root, const Call& call) {
+  const int n = group.size();
+  const int me = group.rank();
+  const Published published = Published::by_address(group, me == root ? whole : own, call);
+  const auto block_of = [&](int rank) {
+    return static_cast<unsigned char*>(whole) + static_cast<std::size_t>(rank) * bytes;
+  };
+  if (me == root) {
+    if (into_root) {
+      copy(block_of(me), own, bytes);
+    } else {
+      copy(own, block_of(me), bytes);
+    }
+    for (int step = 1; step < n; ++step) {
+      const int peer = (root + step) % n;
+      if (!copied_by_root(peer, root, n)) continue;
+      if (into_root) {
+        published.read(peer, block_of(peer), 0, bytes);
+      } else {
+        published.write(peer, 0, block_of(peer), bytes);
+      }
+    }
+  } else if (!copied_by_root(me, root, n)) {
+    const std::size_t at = static_cast<std::size_t>(me) * bytes;
+    if (into_root) {
+      published.write(root, at, own, bytes);
+    } else {
+      published.read(root, own, at, bytes);
+    }
+  }
+  after_single_copies(group, call);
+}
+
+// all_gather (`root` -1) and gather: every rank's input, chunk by chunk,
+// into `output` at the ranks that collect it.
 void gather_rounds(Group& group, const Tuning& tuning, Window Tuning::Windows::*window,
-                   Buffer input, Buffer output, bool collects, const Call& call) {
+                   Buffer input, Buffer output, int root, const Call& call) {
   const std::size_t element = size_of(input.type);
-  if (const auto peers =
-          publish(group, tuning, window, input.bytes(), input.data, input.bytes(), call)) {
+  const bool collects = root < 0 || group.rank() == root;
+  std::optional<Published> peers =
+      publish_shared(group, tuning, window, input.bytes(), input.data, input.bytes(), call);
+  if (!peers && in_single_copies(group, tuning.single_copies.*window, input.bytes())) {
+    if (root >= 0) {
+      return root_and_ranks_in_single_copies(group, output.data, input.data, input.bytes(), root,
+                                             true, call);
+    }
+    peers.emplace(Published::by_address(group, input.data, call));
+  }
+  if (peers) {
     for (int r = 0; r < group.size() && collects; ++r) {
       unsigned char* into = bytes_of(output, static_cast<std::size_t>(r) * input.count);
       if (r == group.rank()) {
@@ -416,20 +501,20 @@ void exchange_rounds(Group& group, const Buffer* slices, bool keep_own, std::siz
 }  // namespace
 
 void all_gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, const Call& call) {
-  gather_rounds(group, tuning, &Tuning::Windows::all_gather, input, output, true, call);
+  gather_rounds(group, tuning, &Tuning::Windows::all_gather, input, output, -1, call);
 }
 
 void gather(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
             const Call& call) {
-  gather_rounds(group, tuning, &Tuning::Windows::gather, input, output, group.rank() == root, call);
+  gather_rounds(group, tuning, &Tuning::Windows::gather, input, output, root, call);
 }
 
 void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, int root,
              const Call& call) {
   const std::size_t element = size_of(output.type);
   const auto me = static_cast<std::size_t>(group.rank());
-  if (const auto peers = publish(group, tuning, &Tuning::Windows::scatter, output.bytes(),
-                                 input.data, input.bytes(), call)) {
+  if (const auto peers = publish_shared(group, tuning, &Tuning::Windows::scatter, output.bytes(),
+                                        input.data, input.bytes(), call)) {
     if (group.rank() == root) {
       copy(output.data, bytes_of(input, me * output.count), output.bytes());
     } else {
@@ -437,6 +522,9 @@ void scatter(Group& group, const Tuning& tuning, Buffer input, Buffer output, in
     }
     return after_single_copies(group, call);
   }
+  if (in_single_copies(group, tuning.single_copies.scatter, output.bytes()))
+    return root_and_ranks_in_single_copies(group, input.data, output.data, output.bytes(), root,
+                                           false, call);
   exchange_rounds(
       group, group.rank() == root ? &input : nullptr, false, output.count, output.type,
       [&](std::size_t first, std::size_t chunk) {
@@ -455,7 +543,8 @@ void reduce_scatter(Group& group, const Tuning& tuning, Buffer input, Buffer out
     // Peer r reads slice r of this rank's input; this rank writes only its
     // output, which is slice `me` of its input when in place.
     reduce_from_peers(group, output.type, op, output.data, bytes_of(input, me * output.count),
-                      *peers, me * output.bytes(), output.count, [](std::size_t, std::size_t) {});
+                      *peers, me * output.bytes(), output.count,
+                      [](std::size_t, std::size_t, const unsigned char*) {});
     return after_single_copies(group, call);
   }
   exchange_rounds(
@@ -478,7 +567,11 @@ void all_to_all(Group& group, const Tuning& tuning, Buffer input, Buffer output,
                                 : publish(group, tuning, &Tuning::Windows::all_to_all,
                                           count * element, input.data, input.bytes(), call);
   if (peers) {
-    for (std::size_t r = 0; r < static_cast<std::size_t>(group.size()); ++r) {
+    // Rank r starts with its own block and then reads from r + 1, r + 2, ...:
+    // no two ranks read the same peer's memory at the same step.
+    const auto n = static_cast<std::size_t>(group.size());
+    for (std::size_t step = 0; step < n; ++step) {
+      const std::size_t r = (me + step) % n;
       if (r == me) {
         copy(bytes_of(output, r * count), bytes_of(input, me * count), count * element);
       } else {

@@ -1,7 +1,8 @@
 // The shm backend's collectives, as rounds over a Group (see group.hpp), on
 // arguments the Communicator has checked (in-place slices included).
 //
-// Four protocols for all_reduce (reduce takes the first two), chosen by
+// Four protocols for all_reduce (reduce takes them all, with its own bound
+// for the first, and writes each slice into the root alone), chosen by
 // size (Tuning) and where the buffers are:
 //   small: one round. Every rank copies its data into its slot, arrives, and
 //          reduces all slots itself, in rank order (the same bits everywhere).
@@ -28,10 +29,12 @@
 // The other collectives are one round per chunk: copy in, arrive, copy out;
 // or in single copies, between a round that publishes where each rank's
 // buffer is and one that keeps them still until every peer has read them:
-// all_gather and gather read every peer's input straight into the output,
-// broadcast and scatter the root's data, all_to_all every peer's block for
-// this rank, reduce_scatter every peer's slice for this rank (a piece at a
-// time into scratch, as all_reduce does) and reduces it into the output.
+// all_gather reads every peer's input straight into the output, gather's
+// ranks write theirs into the root's output (all at once, where the root
+// reading them would copy one after another), broadcast and scatter read the
+// root's data, all_to_all every peer's block for this rank, reduce_scatter
+// every peer's slice for this rank (a piece at a time into scratch, as
+// all_reduce does) and reduces it into the output.
 // When every rank's published buffer is in one allocation of the group's
 // shared memory, they read it so, with loads instead of the kernel's copies
 // (reduce_scatter straight from the peers' slices), in the sizes of
@@ -60,7 +63,10 @@ struct Window {
 
 /// How the collectives cut their work (the same on every rank of a group).
 struct Tuning {
-  std::size_t small_bytes = 0;  ///< all_reduce/reduce up to this size: one round
+  std::size_t small_bytes = 0;  ///< all_reduce up to this size: one round
+  /// reduce up to this size (or small_bytes, the larger): one round, in
+  /// which only the root reduces
+  std::size_t reduce_small_bytes = 0;
   /// broadcast's rounds carry at most this many bytes each (0: a whole slot),
   /// so that a round's piece of the slot and of a rank's buffer fit in one
   /// core's L2 cache together.

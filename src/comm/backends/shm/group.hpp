@@ -76,7 +76,17 @@ class Group {
 
   /// A message to `peer` (not this rank) through the pair's channel, in
   /// pieces of the channel's size; returns once the peer has taken all of it.
+  /// From kSingleCopyMessageBytes, where single copies work, the channel
+  /// carries only where the message is: the peer reads it straight from this
+  /// rank's memory. A send that throws meanwhile (its deadline, a lost peer)
+  /// first takes its offer back, or, when the peer has begun to read, waits
+  /// for the read to end (at most Group::kWithdrawBound): the caller's buffer
+  /// is its own again when it returns. Below that size, or without single
+  /// copies, a send that gives up leaves what the peer has not taken in the
+  /// channel: a whole message, delivered to the peer's next recv; part of one,
+  /// and every later send to that peer throws Timeout.
   void send(const void* data, std::size_t bytes, int peer, int tag, const Call& call);
+  static constexpr std::size_t kSingleCopyMessageBytes = std::size_t{32} << 10;
   /// The next message from `peer` with `tag`; messages with other tags that
   /// come first are kept for later receives. InvalidArgument when its size
   /// is not `bytes`.
@@ -157,6 +167,9 @@ class Group {
   struct Channel;
 
  private:
+  // send from kSingleCopyMessageBytes: the message's address through the
+  // channel, for the peer to read.
+  void offer(const void* data, std::size_t bytes, int peer, int tag, const Call& call);
   // read_from (`write` false) and write_to.
   void copy_with(int rank, void* local, std::uint64_t address, std::size_t bytes, bool write,
                  const Call& call);
@@ -212,6 +225,7 @@ class Group {
   bool single_copy_ = false;
   SharedMemory memory_;
   std::vector<std::uint32_t> sent_;   // per peer: chunks sent on this rank's channel to it
+  std::vector<char> cut_off_;         // per peer: a send to it gave up part-way through a message
   std::vector<std::uint32_t> taken_;  // per peer: chunks taken from its channel to this rank
   std::map<std::pair<int, int>, std::deque<std::string>> early_;  // (peer, tag) -> messages
 };

@@ -75,6 +75,11 @@ struct WaitPolicy {
   /// job in some jobs (broadcast of 4-64 KiB: 17-29 us a call against 7-15
   /// us spread 2 and 2, taskset per rank, 2026-12-02).
   bool spread = false;
+  /// Whether every rank of the group has a CPU of its own: then a rank that
+  /// waits for a peer it knows to be busy copying may poll until it is done
+  /// (Group::send's single copy), where with more ranks than cores polling
+  /// would take the CPU the peer needs.
+  bool core_per_rank = true;
 };
 
 /// What a rank's waits learn about its core: waits left that skip yielding,
