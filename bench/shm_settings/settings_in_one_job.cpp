@@ -17,19 +17,21 @@
 // list (shm:allocate) puts the operation's buffers in the communicator's
 // own memory (Communicator::allocate). Start it with `cohort run -n
 // N` or `mpirun -np N`. OP: all_reduce (the default, float sum in place),
-// broadcast, gather and scatter (to and from rank 0), all_gather, reduce_scatter (sum),
-// all_to_all. Rank 0 prints, per size (all_reduce and broadcast: bytes of the
-// buffer; the others: bytes of each rank's block, n of which make the larger
+// broadcast, reduce (sum, to rank 0), gather and scatter (to and from rank
+// 0), all_gather, reduce_scatter (sum), all_to_all, send_recv (a ring, as
+// `cohort bench allreduce --op send_recv` makes it). Rank 0 prints, per
+// size (all_reduce, broadcast, reduce and send_recv: bytes of the buffer;
+// the others: bytes of each rank's block, n of which make the larger
 // buffer; with --whole, bytes of the larger buffer as `cohort bench
 // allreduce --op` counts them, each block 1/n of it), the median over the
-// rounds of each config's
-// time per operation (a round's time: the slowest rank's mean over a few
-// back-to-back operations), and in brackets the first config's time over
-// this one's (above 1x: this one is faster). --cold BYTES: every timed
-// operation starts from cold caches, as DDP's all-reduce after backward
-// does: each rank first writes BYTES of other memory (say 4x the last-level
-// cache), untimed, and the ranks meet at a barrier. --json FILE: rank 0
-// also writes every config's time of every round, per size, to FILE.
+// rounds of each config's time per operation (a round's time: the slowest
+// rank's mean over a few back-to-back operations), and in brackets the
+// first config's time over this one's (above 1x: this one is faster).
+// --cold BYTES: every timed operation starts from cold caches, as DDP's
+// all-reduce after backward does: each rank first writes BYTES of other
+// memory (say 4x the last-level cache), untimed, and the ranks meet at a
+// barrier. --json FILE: rank 0 also writes every config's time of every
+// round, per size, to FILE.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -138,6 +140,19 @@ void run_raw_mpi(const std::string& op, std::span<float> data, std::span<float> 
     MPI_Scatter(whole.data(), count, MPI_FLOAT, data.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
   } else if (op == "gather") {
     MPI_Gather(data.data(), count, MPI_FLOAT, whole.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  } else if (op == "reduce") {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : data.data(), data.data(), count, MPI_FLOAT, MPI_SUM, 0,
+               MPI_COMM_WORLD);
+  } else if (op == "send_recv") {
+    int rank = 0, n = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    const int next = (rank + 1) % n, previous = (rank + n - 1) % n;
+    if (rank % 2 == 0) MPI_Send(data.data(), count, MPI_FLOAT, next, 0, MPI_COMM_WORLD);
+    MPI_Recv(received.data(), count, MPI_FLOAT, previous, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rank % 2 != 0) MPI_Send(data.data(), count, MPI_FLOAT, next, 0, MPI_COMM_WORLD);
   } else {
     MPI_Alltoall(whole.data(), count, MPI_FLOAT, received.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
   }
@@ -248,13 +263,13 @@ int main(int argc, char** argv) {
     }
   }
   const bool known_op = op == "all_reduce" || op == "all_gather" || op == "broadcast" ||
-                        op == "reduce_scatter" || op == "scatter" || op == "gather" ||
-                        op == "all_to_all";
+                        op == "reduce" || op == "reduce_scatter" || op == "scatter" ||
+                        op == "gather" || op == "all_to_all" || op == "send_recv";
   if (configs.empty() || !known_op || smallest < 4 || largest < smallest || cold == SIZE_MAX) {
     std::fprintf(
         stderr,
-        "usage: settings_in_one_job [--op all_reduce|broadcast|all_gather|reduce_scatter|"
-        "gather|scatter|all_to_all] [--sizes 256K:64M] "
+        "usage: settings_in_one_job [--op all_reduce|broadcast|reduce|all_gather|"
+        "reduce_scatter|gather|scatter|all_to_all|send_recv] [--sizes 256K:64M] "
         "[--rounds 21] [--cold BYTES] [--whole] [--json FILE] BACKEND[:VAR=VALUE,...]...\n");
     return 2;
   }
@@ -285,14 +300,17 @@ int main(int argc, char** argv) {
     for (std::size_t bytes = smallest; bytes <= largest; bytes *= 2) {
       // all_reduce, broadcast: `data` is the buffer. The others: it is each
       // rank's block, and `whole` holds n blocks.
-      const bool in_blocks = op != "all_reduce" && op != "broadcast";
+      const bool in_blocks =
+          op != "all_reduce" && op != "broadcast" && op != "reduce" && op != "send_recv";
       std::vector<float> data(
           in_blocks && whole_sizes
               ? std::max<std::size_t>(1, bytes / sizeof(float) / static_cast<std::size_t>(n))
               : bytes / sizeof(float),
           1.0f);
       std::vector<float> whole(in_blocks ? data.size() * static_cast<std::size_t>(n) : 0);
-      std::vector<float> received(op == "all_to_all" ? whole.size() : 0);
+      std::vector<float> received(op == "all_to_all"  ? whole.size()
+                                  : op == "send_recv" ? data.size()
+                                                      : 0);
       for (Config& config : configs) {
         config.memory.clear();
         const auto place = [&](std::vector<float>& own) {
@@ -324,6 +342,13 @@ int main(int argc, char** argv) {
           comm.scatter(blocks, block, 0);
         } else if (op == "gather") {
           comm.gather(block, blocks, 0);
+        } else if (op == "reduce") {
+          comm.reduce(block, ReduceOp::sum, 0);
+        } else if (op == "send_recv") {
+          const int rank = comm.rank(), next = (rank + 1) % n, previous = (rank + n - 1) % n;
+          if (rank % 2 == 0) comm.send(block, next, 0);
+          comm.recv(Buffer::of(config.received), previous, 0);
+          if (rank % 2 != 0) comm.send(block, next, 0);
         } else {
           comm.all_to_all(blocks, Buffer::of(config.received));
         }

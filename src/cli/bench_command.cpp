@@ -1,6 +1,6 @@
 // cohort bench allreduce: all-reduce bus bandwidth, in the manner of
 // nccl-tests' all_reduce_perf: a row per size as it completes; --op times
-// broadcast, all_gather or reduce_scatter instead, with nccl-tests' sizes
+// another collective (or send/recv in a ring) instead, with nccl-tests' sizes
 // and bus-bandwidth factors. It starts its own workers through `cohort run`;
 // with --worker it is one rank of a job started by anything else (srun,
 // mpirun).
@@ -75,6 +75,13 @@ const Operation kOperations[] = {
      },
      [](Communicator& comm, std::span<float> input, std::span<float>) {
        comm.broadcast(input, 0);
+     }},
+    {"reduce", [](int) { return 1.0; },
+     [](std::size_t bytes, int) {
+       return std::pair{bytes / sizeof(float), std::size_t{0}};
+     },
+     [](Communicator& comm, std::span<float> input, std::span<float>) {
+       comm.reduce(Buffer::of(input), ReduceOp::sum, 0);
      }},
     {"all_gather", [](int n) { return static_cast<double>(n - 1) / n; },
      [](std::size_t bytes, int n) {
@@ -154,8 +161,8 @@ const Operation& operation_named(const std::string& name) {
   }
   throw CLI::ValidationError("--op", detail::cat("'", name,
                                                  "' is not one of all_reduce, broadcast, "
-                                                 "all_gather, reduce_scatter, gather, scatter, "
-                                                 "all_to_all, send_recv"));
+                                                 "reduce, all_gather, reduce_scatter, gather, "
+                                                 "scatter, all_to_all, send_recv"));
 }
 
 std::size_t parse_size(const std::string& text) {
@@ -304,8 +311,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
   allreduce->add_option("--json", arguments->json, "also write the results to FILE");
   allreduce->add_option("--backend", arguments->backend, "collectives backend (default: best)");
   allreduce->add_option("--op", arguments->op,
-                        "the collective timed: all_reduce (default), broadcast, all_gather, "
-                        "reduce_scatter, gather, scatter, all_to_all, send_recv (a ring) "
+                        "the collective timed: all_reduce (default), broadcast, reduce (to "
+                        "rank 0), all_gather, reduce_scatter, gather, scatter, all_to_all, "
+                        "send_recv (a ring) "
                         "(sizes and busbw as nccl-tests count them)");
   allreduce->add_flag("--allocate", arguments->allocate,
                       "buffers from Communicator::allocate (shm: every rank maps them, and "

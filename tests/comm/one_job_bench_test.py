@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/compare_allreduce and compare_collectives --one-job end to end:
 cohort's shm (ordinary and allocated buffers) and MPI's own call
-(MPI_Allreduce, MPI_Allgather) timed in one mpirun job
+(MPI_Allreduce, MPI_Allgather, MPI_Gather) timed in one mpirun job
 (build/bin/settings_in_one_job's mpi-raw), every round of every column kept
 in the JSON, all_gather's sizes its whole output with nccl-tests' bus
 bandwidth, all_reduce's memory-bandwidth floor and cross-core bound beside
@@ -70,7 +70,7 @@ def main():
     check_collectives(os.path.join(source, "bench", "compare_collectives"), build)
     print("ok: shm, shm_allocate and mpi in one job, 3 rounds each, the floors beside; "
           "--only torch refused; "
-          "all_gather of n = 3 in one job; --ops all_to_all refused")
+          "all_gather and gather of n = 3 in one job; --ops barrier refused")
 
 
 def check_plot(path, present, absent):
@@ -91,7 +91,7 @@ def check_collectives(script, build):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "results.json")
         plot = os.path.join(tmp, "collectives.svg")
-        done = subprocess.run([script, "--build", build, "--one-job", "--ops", "all_gather",
+        done = subprocess.run([script, "--build", build, "--one-job", "--ops", "all_gather,gather",
                                "--ranks", "3", "--sizes", "4K:8K", "--rounds", str(ROUNDS),
                                "--json", out, "--plot", plot],
                               capture_output=True, text=True, timeout=240)
@@ -101,19 +101,21 @@ def check_collectives(script, build):
             results = json.load(f)
         check_plot(plot, ["all_gather, n = 3", "cohort (shm)", "Open MPI (its own call)"],
                    ["cohort's mpi backend", "cohort (gloo)"])
-    for column in ("shm", "alloc", "mpi"):
-        rows = results["all_gather"]["3"][column]
-        assert sorted(rows) == SIZES, (column, rows)
-        for size, row in rows.items():
-            assert row["time_us"] > 0 and row["bytes"] == int(size), row
-            algbw = int(size) / row["time_us"] / 1e3
-            assert abs(row["busbw_gbps"] - algbw * 2 / 3) < 1e-9 * algbw, row
-    assert len(results["rounds"]["all_gather"]["3"]) == ROUNDS
-    refused = subprocess.run([script, "--build", build, "--one-job", "--ops", "all_to_all"],
+        check_plot(plot, [">gather, n = 3<"], [])  # a panel of its own, not all_gather's
+    for op in ("all_gather", "gather"):
+        for column in ("shm", "alloc", "mpi"):
+            rows = results[op]["3"][column]
+            assert sorted(rows) == SIZES, (op, column, rows)
+            for size, row in rows.items():
+                assert row["time_us"] > 0 and row["bytes"] == int(size), row
+                algbw = int(size) / row["time_us"] / 1e3
+                assert abs(row["busbw_gbps"] - algbw * 2 / 3) < 1e-9 * algbw, row
+        assert len(results["rounds"][op]["3"]) == ROUNDS
+    refused = subprocess.run([script, "--build", build, "--one-job", "--ops", "barrier"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0, refused.stdout
-    assert "--one-job measures broadcast, all_gather, reduce_scatter; --ops names all_to_all" \
-        in refused.stderr, refused.stderr
+    assert ("--one-job measures broadcast, all_gather, reduce_scatter, gather, scatter, "
+            "all_to_all, reduce, send_recv; --ops names barrier") in refused.stderr, refused.stderr
 
 
 if __name__ == "__main__":
