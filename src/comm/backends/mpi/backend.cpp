@@ -268,8 +268,8 @@ class MpiBackend final : public Backend {
     // The message is found first (a matched probe) and received only into a
     // buffer of its size: Open MPI 4.1's vader, receiving one of its
     // single-copy sizes into a smaller buffer, wrote past the buffer's end
-    // before it raised MPI_ERR_TRUNCATE (32 KiB into 16 KiB: the receiver's
-    // heap corrupted, 2026-12-07).
+    // before it raised MPI_ERR_TRUNCATE (from 4 KiB into 2 KiB: the
+    // receiver's heap corrupted, also in a plain MPI program, 2026-12-07).
     MPI_Status status{};
     MPI_Message message = probe(peer, tag, timeout, status);
     int message_bytes = 0;
