@@ -443,11 +443,11 @@ void Group::offer(const void* data, std::size_t bytes, int peer, int tag, const 
 }
 
 void Group::send(const void* data, std::size_t bytes, int peer, int tag, const Call& call) {
+  if (single_copy_ && bytes >= kSingleCopyMessageBytes) return offer(data, bytes, peer, tag, call);
   Channel& out = channel(rank_, peer);
   unsigned char* buffer = channel_data(rank_, peer);
   std::uint32_t& sent = sent_[static_cast<std::size_t>(peer)];
   const auto waiting = [&] { check(peer, out.taken, sent, call, "sending to"); };
-  if (single_copy_ && bytes >= kSingleCopyMessageBytes) return offer(data, bytes, peer, tag, call);
   if (cut_off_[static_cast<std::size_t>(peer)] != 0) {
     throw Timeout(cat(call.what, " on rank ", rank_, " of ", size_, " to rank ", peer,
                       peers_.describe(peer),
@@ -519,18 +519,15 @@ void Group::recv(void* data, std::size_t bytes, int peer, int tag, const Call& c
         throw;
       }
       advance(in.taken, ++taken);
-      if (mine && total != bytes) throw wrong_size(total);
-      if (mine) return;
-      early_[{peer, other_tag}].push_back(std::move(kept));
-      continue;
-    }
-    for (std::size_t offset = 0;;) {
-      const std::size_t piece = in.piece.bytes;
-      copy_bytes(target + offset, buffer, piece);
-      offset += piece;
-      advance(in.taken, ++taken);
-      if (offset >= total) break;
-      wait_until(in.sent, taken + 1, policy_, wait_state_, waiting);
+    } else {
+      for (std::size_t offset = 0;;) {
+        const std::size_t piece = in.piece.bytes;
+        copy_bytes(target + offset, buffer, piece);
+        offset += piece;
+        advance(in.taken, ++taken);
+        if (offset >= total) break;
+        wait_until(in.sent, taken + 1, policy_, wait_state_, waiting);
+      }
     }
     if (mine && total != bytes) throw wrong_size(total);
     if (mine) return;
