@@ -69,7 +69,7 @@ install(FILES ${PROJECT_BINARY_DIR}/cohortConfig.cmake
 # pkg-config: the umbrella's libraries, in link order (users before what they use).
 set(COHORT_PC_LIBS "-lcohort_launch -lcohort_comm -lcohort_bootstrap -lcohort_store -lcohort_env -lcohort_core")
 if(NOT BUILD_SHARED_LIBS)
-  set(COHORT_PC_PRIVATE "Libs.private: -lpthread -lcrypto")
+  set(COHORT_PC_PRIVATE "Libs.private: -lpthread -lcrypto -lzstd")
 endif()
 file(RELATIVE_PATH COHORT_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" COHORT_PC_TO_PREFIX "${COHORT_PC_TO_PREFIX}")

@@ -28,7 +28,7 @@
 //   rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]
 //                    [--wait-all-max 4096] [--python /usr/bin/python3] [--json FILE] [--cold]
 //                    [--phases] [--ranks-per-node L] [--tree-width W] [--tree-by-arrival]
-//                    [--processes P|nodes] [--ranks-per-host H]
+//                    [--processes P|nodes] [--ranks-per-host H] [--entries join|random]
 //
 // With --ranks-per-node L, cohort's ranks meet through their nodes' relays
 // as `cohort run`'s workers do: on socket pairs that take large answers as
@@ -534,16 +534,69 @@ std::optional<double> barrier(const Protocol& protocol, std::vector<Fd>& ranks, 
 // files, each rank sends one GET that waits for the table, as
 // store/exchange.cpp's ranks do. `ranks_per_entry` ranks share an entry
 // (a host's identity).
+//
+// An entry is shaped as what it stands for (--entries join): one rank's
+// alone as an agent's in the join (launch/node_rendezvous.cpp: its ranks,
+// host, pid, node and relay's address, about 46 bytes), a host's as its
+// identity (comm/kit/host_identity.cpp: name, 16 hex digits of its boot id,
+// network namespace; 40 bytes, as every entry was until 2026-12-07). Pids,
+// ports and boot ids are pseudo-random, as a cluster's are. `--entries
+// random`: 40 random bytes, which no compression shrinks (exchange.hpp
+// compresses a large table).
+bool random_entries = false;
+
+std::uint64_t mixed(std::uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 std::string entry_of(std::size_t rank, int ranks_per_entry) {
-  std::string entry = "host-" + std::to_string(rank / static_cast<std::size_t>(ranks_per_entry));
-  entry.resize(40, 'e');
-  return entry;
+  const std::size_t owner = rank / static_cast<std::size_t>(ranks_per_entry);
+  if (random_entries) {
+    std::string entry;
+    for (std::uint64_t word = 0; entry.size() < 40; ++word) {
+      const std::uint64_t bits = mixed(owner * 8 + word);
+      entry.append(reinterpret_cast<const char*>(&bits), sizeof(bits));
+    }
+    entry.resize(40);
+    return entry;
+  }
+  char host[32];
+  std::snprintf(host, sizeof(host), "node-%07zu", owner);
+  const std::uint64_t bits = mixed(owner);
+  if (ranks_per_entry > 1) {
+    char boot_id[17];
+    std::snprintf(boot_id, sizeof(boot_id), "%016llx", static_cast<unsigned long long>(bits));
+    return cohort::detail::cat(host, " ", boot_id, " 4026531840");
+  }
+  return cohort::detail::cat(8, '\t', host, '\t', 1000 + bits % 4'000'000, '\t', owner, "\t10.",
+                             (owner >> 16) & 255, ".", (owner >> 8) & 255, ".", owner & 255, ":",
+                             20000 + (bits >> 32) % 40000);
 }
 
 // Ranks with a connection each that GET a table at a time: all of them at
 // once would hold N × the table in this one kernel's socket buffers (past
 // its TCP memory limit, it drops packets).
 constexpr int kTableWindow = 256;
+
+// What a pattern's table holds and what it takes in the store: its
+// entries' bytes, and the table as sent (store/exchange.hpp compresses it
+// from 256 KiB where that makes it smaller).
+std::string table_line(const std::string& pattern, int n, int per_entry, const std::string& table) {
+  const std::size_t entries = (static_cast<std::size_t>(n) + per_entry - 1) / per_entry;
+  std::size_t bytes = 0;
+  for (std::size_t e = 0; e < entries; ++e)
+    bytes += entry_of(e * static_cast<std::size_t>(per_entry), per_entry).size();
+  const bool compressed = table.size() >= 4 && table.compare(0, 4, "\xff\xff\xff\xff") == 0;
+  char line[256];
+  std::snprintf(line, sizeof(line), "%s %d: %zu %s entries, %.2f MB; the table %.2f MB%s",
+                pattern.c_str(), n, entries, random_entries ? "random" : "distinct",
+                static_cast<double>(bytes) / 1e6, static_cast<double>(table.size()) / 1e6,
+                compressed ? " (zstd)" : "");
+  return line;
+}
 
 // The table the pattern's completer sets.
 std::string table_of(int n, int ranks_per_entry) {
@@ -987,7 +1040,7 @@ int main(int argc, char** argv) {
     std::printf(
         "rendezvous_scale [--sizes 256,1024,4096,16384] [--patterns barrier,table,hosts,wait-all]\n"
         "                 [--ranks-per-node L] [--tree-width 32] [--tree-by-arrival]\n"
-        "                 [--processes P|nodes] [--ranks-per-host H]\n"
+        "                 [--processes P|nodes] [--ranks-per-host H] [--entries join|random]\n"
         "                 [--wait-all-max 4096]\n"
         "                 [--torch-max 16384] [--cold] [--phases]\n"
         "                 [--python /usr/bin/python3] [--json FILE]\n"
@@ -1008,7 +1061,7 @@ int main(int argc, char** argv) {
         (flag != "--sizes" && flag != "--patterns" && flag != "--wait-all-max" &&
          flag != "--python" && flag != "--json" && flag != "--ranks-per-node" &&
          flag != "--torch-max" && flag != "--tree-width" && flag != "--processes" &&
-         flag != "--ranks-per-host")) {
+         flag != "--ranks-per-host" && flag != "--entries")) {
       std::fprintf(stderr, "rendezvous_scale: %s%s\n", flag.c_str(),
                    i + 1 >= argc ? " needs a value" : ": unknown flag");
       usage();
@@ -1032,6 +1085,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       host_given = true;
+    } else if (flag == "--entries") {
+      const std::string value = argv[i + 1];
+      if (value != "join" && value != "random") {
+        std::fprintf(stderr, "rendezvous_scale: --entries %s: give join or random\n",
+                     value.c_str());
+        return 2;
+      }
+      random_entries = value == "random";
     } else if (flag == "--torch-max") {
       torch_max = std::atoi(argv[i + 1]);
     } else if (flag == "--tree-width") {
@@ -1109,6 +1170,7 @@ int main(int argc, char** argv) {
   if (out) out << "[";
   bool first = true;
   std::pair<std::size_t, double> warmed_most{0, 0.0};  // bytes, seconds: for the closing line
+  std::vector<std::string> tables_said;                // table_line's, for the closing lines
   for (const std::string& name : patterns) {
     const Pattern pattern = name == "barrier"    ? barrier
                             : name == "table"    ? table
@@ -1130,7 +1192,9 @@ int main(int argc, char** argv) {
       }
       // As much memory as every simulated node's copy of the table (or, with
       // a connection per rank, the bench's ranks' copies at a time) takes.
-      const std::string table = has_table ? table_of(n, name == "hosts" ? ranks_per_host : 1) : "";
+      const int per_entry = name == "hosts" ? ranks_per_host : 1;
+      const std::string table = has_table ? table_of(n, per_entry) : "";
+      if (has_table) tables_said.push_back(table_line(name, n, per_entry, table));
       const int nodes = ranks_per_node > 0 ? (n + ranks_per_node - 1) / ranks_per_node : 0;
       const int copies = ranks_per_node > 0 ? nodes : std::min(n, kTableWindow);
       const std::size_t warm_bytes = cold ? 0 : table.size() * static_cast<std::size_t>(copies);
@@ -1198,6 +1262,8 @@ int main(int argc, char** argv) {
       "a GiB or more (the host of a virtual machine takes back memory left free); '-': not "
       "measured, or no answer within %lld s\n",
       static_cast<long long>(kColdIdle.count()), static_cast<long long>(limit.count()));
+  for (const std::string& line : tables_said)
+    std::printf("%s\n", line.c_str());
   if (std::find(patterns.begin(), patterns.end(), "hosts") != patterns.end()) {
     std::printf("hosts: %d ranks share a host identity (%s)\n", ranks_per_host,
                 host_given           ? "--ranks-per-host"

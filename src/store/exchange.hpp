@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,9 +41,28 @@ std::vector<std::string> ranked_keys(std::string_view prefix, std::size_t count)
 /// as every launcher numbers them, make one stretch: the host table that
 /// every rank of a job reads is one identity per host and 16 bytes, and a
 /// table of distinct values one per participant and 16 bytes. Runs and
-/// stretches are as long as they can be: one encoding per table.
+/// stretches are as long as they can be: one plain encoding per table.
+///
+/// An encoding of kCompressTablesFrom bytes or more travels compressed
+/// where that makes it at least an eighth smaller: the 4 bytes FF FF FF FF, then one zstd
+/// frame of it that says its size. A table of 100,000 agents' entries
+/// (count, host, pid, node, address) is then 4 to 5 times smaller, in the
+/// job's store, on every hop of the agents' tree and in each node's copy
+/// (docs/rendezvous.md); values that do not compress travel as they are.
 std::string encode_table(const std::vector<std::string>& values);
-/// nullopt unless `table` is exactly `size` such values.
+/// nullopt unless `table` is exactly `size` such values (a compressed one
+/// at most kMaxTableBytes once decompressed).
 std::optional<std::vector<std::string>> decode_table(std::string_view table, int size);
+
+/// Below this an encoding travels as it is. A node's copy of a smaller
+/// table is cheap whatever its form, and one compressed under the store's
+/// large answers (kLargeAnswerBytes) goes to each rank as a copy instead of
+/// as its node's one file: compressed from 64 KiB, the host table of
+/// 16,384 ranks, 8 a node (90 KB, 20 KB compressed), took the bench's
+/// hosts pattern 0.74 s against 0.61-0.63 s (docs/rendezvous.md).
+inline constexpr std::size_t kCompressTablesFrom = std::size_t{256} << 10;
+/// The largest table an exchange makes or takes compressed (a bound on
+/// what a compressed table may claim to hold).
+inline constexpr std::size_t kMaxTableBytes = std::size_t{1} << 30;
 
 }  // namespace cohort::detail

@@ -30,6 +30,7 @@
 #include "store/client_handshake.hpp"
 #include "store/exchange.hpp"
 #include "store/protocol.hpp"
+#include "store/store_protocol.hpp"
 #include "support/cut_cable.hpp"
 
 namespace cohort {
@@ -649,6 +650,40 @@ TEST_P(StoreOperationsTest, AnExchangeGivesEveryoneEveryValueInRankOrder) {
   }
 }
 
+// Values whose table is compressed (store/exchange.hpp) come back as they
+// were, every way a client reaches the store; compressed to more than the
+// store's large answers, so that a relay hands its clients the table as a
+// file (hex digits compress about twice).
+TEST_P(StoreOperationsTest, AnExchangeOfLargeValuesComesBackWholeThroughItsCompressedTable) {
+  constexpr int kSize = 8;
+  const auto value_of = [](int rank) {
+    std::mt19937_64 bits(static_cast<std::uint64_t>(rank));
+    std::string value = detail::cat("rank ", rank, ":");
+    while (value.size() < (std::size_t{64} << 10))
+      value += "0123456789abcdef"[bits() % 16];
+    return value;
+  };
+  std::vector<std::string> all;
+  for (int rank = 0; rank < kSize; ++rank)
+    all.push_back(value_of(rank));
+  const std::string table = detail::encode_table(all);
+  ASSERT_EQ(table.substr(0, 4), std::string(4, '\xff'));
+  ASSERT_GE(table.size(), detail::kLargeAnswerBytes);
+  std::vector<std::vector<std::string>> seen(kSize);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kSize; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto store = client(30s);
+      seen[static_cast<std::size_t>(rank)] =
+          detail::exchange_values(*store, "big", rank, kSize, value_of(rank), 30s);
+    });
+  }
+  for (std::thread& thread : threads)
+    thread.join();
+  for (int rank = 0; rank < kSize; ++rank)
+    EXPECT_EQ(seen[static_cast<std::size_t>(rank)], all) << "rank " << rank;
+}
+
 TEST(ExchangeTable, RepeatedValuesTravelOnce) {
   const std::vector<std::string> values(8, std::string(40, 'h'));
   const std::string table = detail::encode_table(values);
@@ -660,6 +695,51 @@ TEST(ExchangeTable, RepeatedValuesTravelOnce) {
   std::string twice = detail::encode_table({"a", "b"});
   twice[13] = 'a';
   EXPECT_FALSE(detail::decode_table(twice, 2));
+}
+
+// A table of 256 KiB or more travels compressed where that makes it
+// smaller (store/exchange.hpp): agents' entries shrink several times, random
+// bytes travel as they are, and a frame that is cut, lengthened or says
+// another size is refused.
+TEST(ExchangeTable, LargeTablesTravelCompressedAndComeBackExactly) {
+  std::vector<std::string> agents;  // as launch/node_rendezvous.cpp's entries
+  std::mt19937_64 bits(7);
+  std::size_t plain_bytes = 4 + 4 + 12;
+  for (int node = 0; node < 8000; ++node) {
+    agents.push_back(detail::cat(8, '\t', "node", 10000 + node, '\t', bits() % 4'000'000, '\t',
+                                 node, "\t10.1.", node / 256, ".", node % 256, ":",
+                                 20000 + bits() % 40000));
+    plain_bytes += 4 + agents.back().size();
+  }
+  ASSERT_GE(plain_bytes, detail::kCompressTablesFrom);
+  const std::string table = detail::encode_table(agents);
+  EXPECT_EQ(table.substr(0, 4), std::string(4, '\xff'));
+  EXPECT_LT(table.size() * 3, plain_bytes)
+      << "8,000 agents' entries compressed to " << table.size();
+  EXPECT_EQ(detail::decode_table(table, 8000), agents);
+  EXPECT_FALSE(detail::decode_table(table, 7999));
+  EXPECT_FALSE(detail::decode_table(table.substr(0, table.size() - 1), 8000));  // cut
+  EXPECT_FALSE(detail::decode_table(table + '\0', 8000));                       // lengthened
+  EXPECT_FALSE(detail::decode_table(table.substr(0, 4), 8000));                 // no frame
+
+  std::vector<std::string> random;  // incompressible: as they are
+  for (int rank = 0; rank < 8000; ++rank) {
+    std::string value(40, '\0');
+    for (char& c : value)
+      c = static_cast<char>(bits());
+    random.push_back(value);
+  }
+  const std::string plain = detail::encode_table(random);
+  EXPECT_NE(plain.substr(0, 4), std::string(4, '\xff'));
+  ASSERT_GE(plain.size(), detail::kCompressTablesFrom);
+  EXPECT_EQ(plain.size(), 4u + 8000u * 44u + 4u + 12u);
+  EXPECT_EQ(detail::decode_table(plain, 8000), random);
+
+  // A small table is never compressed, and the marker before a plain
+  // table's bytes is not a frame.
+  const std::string small = detail::encode_table({"a", "b"});
+  EXPECT_EQ(small.size(), 4u + 2u * 5u + 4u + 12u);
+  EXPECT_FALSE(detail::decode_table(std::string(4, '\xff') + small, 2));
 }
 
 TEST(ExchangeTable, RanksNumberedHostByHostMakeARunPerHost) {
