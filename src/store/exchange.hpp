@@ -44,11 +44,12 @@ std::vector<std::string> ranked_keys(std::string_view prefix, std::size_t count)
 /// stretches are as long as they can be: one plain encoding per table.
 ///
 /// An encoding of kCompressTablesFrom bytes or more travels compressed
-/// where that makes it at least an eighth smaller: the 4 bytes FF FF FF FF, then one zstd
-/// frame of it that says its size. A table of 100,000 agents' entries
-/// (count, host, pid, node, address) is then 4 to 5 times smaller, in the
-/// job's store, on every hop of the agents' tree and in each node's copy
-/// (docs/rendezvous.md); values that do not compress travel as they are.
+/// where that makes it at least an eighth smaller: the 4 bytes FF FF FF FF,
+/// then one zstd frame of it that says its size. A table of 100,000 agents'
+/// entries (ranks, host, pid, node, address) is then 3.4 times smaller, in
+/// the job's store, on every hop of the agents' tree and in each node's
+/// copy (docs/rendezvous.md); values that do not compress travel as they
+/// are.
 std::string encode_table(const std::vector<std::string>& values);
 /// nullopt unless `table` is exactly `size` such values (a compressed one
 /// at most kMaxTableBytes once decompressed).
