@@ -146,23 +146,20 @@ endfunction()
 # cohort_pkg_config_probe(<prefix> <module>): pkg_check_modules, which probes
 # again by itself when the module was not found last time, and creates
 # PkgConfig::<prefix>. Sets <prefix>_USABLE, and <prefix>_WHY when it is not:
-# no pkg-config, or a .pc file whose include directories are not there.
+# a .pc file whose include directories are not there. pkg-config itself is
+# required (CMakeLists.txt: libzstd is found through it).
 macro(cohort_pkg_config_probe prefix module)
   set(${prefix}_USABLE OFF)
   set(${prefix}_WHY "")
-  if(NOT PkgConfig_FOUND)
-    set(${prefix}_WHY "pkg-config, which finds ${module}, is not installed")
-  else()
-    pkg_check_modules(${prefix} QUIET IMPORTED_TARGET ${module})
-    if(${prefix}_FOUND)
-      set(${prefix}_USABLE ON)
-      foreach(_cohort_dir IN LISTS ${prefix}_INCLUDE_DIRS)
-        if(NOT IS_DIRECTORY "${_cohort_dir}")
-          set(${prefix}_USABLE OFF)
-          set(${prefix}_WHY "${module}.pc names ${_cohort_dir}, which is not there (half-installed)")
-        endif()
-      endforeach()
-    endif()
+  pkg_check_modules(${prefix} QUIET IMPORTED_TARGET ${module})
+  if(${prefix}_FOUND)
+    set(${prefix}_USABLE ON)
+    foreach(_cohort_dir IN LISTS ${prefix}_INCLUDE_DIRS)
+      if(NOT IS_DIRECTORY "${_cohort_dir}")
+        set(${prefix}_USABLE OFF)
+        set(${prefix}_WHY "${module}.pc names ${_cohort_dir}, which is not there (half-installed)")
+      endif()
+    endforeach()
   endif()
 endmacro()
 
