@@ -181,9 +181,7 @@ class Communicator {
   void send(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
   /// `data` must be the size of the message sent: one that is not raises
   /// InvalidArgument (the message is taken, `data`'s contents are then
-  /// unspecified, and the communicator goes on). Not checked by gloo, nor by
-  /// hier between hosts, where a longer message ends the process
-  /// (docs/communicator.md, "Not yet").
+  /// unspecified, and the communicator goes on).
   void recv(Buffer data, int peer, int tag, Duration timeout = kDefaultTimeout);
 
   Work all_reduce_async(Buffer data, ReduceOp op, Duration timeout = kDefaultTimeout);

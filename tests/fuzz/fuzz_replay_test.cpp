@@ -259,6 +259,17 @@ TEST(FuzzReplay, MasterAddress) {
   replay(master_address, {"10.0.0.1:4242/0123456789abcdef", "[::1]:1/", "n1:65535/a/b:c"});
 }
 
+TEST(FuzzReplay, GlooMessages) {
+  const auto header = [](std::uint64_t bytes) {
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      out[static_cast<std::size_t>(i)] = static_cast<char>(bytes >> (8 * i));
+    return out;
+  };
+  replay(gloo_messages, {header(0), header(12), header(256 << 10), header((256 << 10) + 1),
+                         header(~std::uint64_t{0}), "short"});
+}
+
 TEST(FuzzReplay, SecretLine) {
   replay(secret_line, {"0123456789abcdef0123456789abcdef\n", "q3V+8zL0xWm/2Rk9tYb4nA \r\nrest",
                        std::string(5000, 'a')});

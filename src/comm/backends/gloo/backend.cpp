@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -27,6 +31,7 @@
 #include "comm/backends/gloo/factory.hpp"
 #include "comm/backends/gloo/fast_close.hpp"
 #include "comm/backends/gloo/legacy_allreduce.hpp"
+#include "comm/backends/gloo/sized_messages.hpp"
 #include "comm/kit/buffers.hpp"
 #include "comm/kit/fallbacks.hpp"
 #include "comm/kit/group_store.hpp"
@@ -387,25 +392,73 @@ class GlooBackend final : public Backend, private Channel {
     });
   }
 
+  // Each message says its size first (sized_messages.hpp): a recv of
+  // another size raises InvalidArgument, where Gloo's own check would end
+  // the process.
   void send(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.post(data, tag);  // no transport pair to oneself
     guarded("send", [&] {
-      auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
-      buffer->send(peer, slot(tag));
-      if (!buffer->waitSend(timeout)) {
-        throw Timeout(cat("send to rank ", peer, " timed out after ", timeout.count(), " ms"));
-      }
+      const auto started = Clock::now();
+      const std::size_t bytes = data.bytes();
+      const std::size_t first = first_piece_bytes(bytes);
+      unsigned char header[kMessageHeaderBytes];
+      write_message_header(header, bytes);
+      auto head = context_->createUnboundBuffer(header, sizeof header);
+      auto body = context_->createUnboundBuffer(data.data, bytes);
+      head->send(peer, header_slot(tag));
+      body->send(peer, first_piece_slot(tag), 0, first);
+      if (bytes > first) body->send(peer, rest_slot(tag), first, bytes - first);
+      wait_sent(*head, peer, started, timeout);
+      wait_sent(*body, peer, started, timeout);
+      if (bytes > first) wait_sent(*body, peer, started, timeout);
     });
   }
 
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.take(data, tag, timeout);
     guarded("recv", [&] {
-      auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
-      buffer->recv(peer, slot(tag));
-      if (!buffer->waitRecv(timeout)) {
-        throw Timeout(cat("recv from rank ", peer, " timed out after ", timeout.count(), " ms"));
+      const auto started = Clock::now();
+      const std::size_t bytes = data.bytes();
+      // The first piece gets room for the longest there is, whatever this
+      // recv's size: a longer one than its room would end the process.
+      unsigned char* const room = bytes < kFirstPieceBytes ? first_piece_room() : nullptr;
+      unsigned char header[kMessageHeaderBytes] = {};
+      auto head = context_->createUnboundBuffer(header, sizeof header);
+      auto piece = room ? context_->createUnboundBuffer(room, kFirstPieceBytes)
+                        : context_->createUnboundBuffer(data.data, bytes);
+      head->recv(peer, header_slot(tag));
+      piece->recv(peer, first_piece_slot(tag), 0, kFirstPieceBytes);
+      wait_received(*head, peer, started, timeout);
+      const std::optional<std::uint64_t> said = read_message_header(header);
+      if (!said) {
+        throw Error(cat("recv on rank ", rank(), " from rank ", peer, peers_.describe(peer),
+                        " with tag ", tag,
+                        ": the message does not say a size a buffer can have; the two ranks' "
+                        "messages are out of step (or its sender is not cohort's gloo backend): "
+                        "make a new communicator"));
       }
+      // The rest, taken whole whatever its size, so that the next message
+      // comes as sent; posted while the first piece is on its way.
+      const std::size_t first = first_piece_bytes(*said);
+      std::unique_ptr<unsigned char[]> scratch;
+      std::unique_ptr<::gloo::transport::UnboundBuffer> rest;
+      if (*said > first) {
+        if (*said == bytes) {
+          rest = context_->createUnboundBuffer(static_cast<unsigned char*>(data.data) + first,
+                                               bytes - first);
+        } else {
+          scratch = std::make_unique_for_overwrite<unsigned char[]>(*said - first);
+          rest = context_->createUnboundBuffer(scratch.get(), *said - first);
+        }
+        rest->recv(peer, rest_slot(tag));
+      }
+      wait_received(*piece, peer, started, timeout);
+      if (rest) wait_received(*rest, peer, started, timeout);
+      if (*said != bytes) {
+        throw InvalidArgument(cat("recv from rank ", peer, " with tag ", tag, ": the message has ",
+                                  *said, " bytes, the buffer ", bytes));
+      }
+      if (room && bytes > 0) std::memcpy(data.data, room, bytes);
     });
   }
 
@@ -422,12 +475,48 @@ class GlooBackend final : public Backend, private Channel {
   }
 
  private:
-  // Point-to-point messages use slots of their own, apart from collectives';
-  // the kit's algorithms (the Channel) another.
-  static std::uint64_t slot(int tag) {
+  // Point-to-point messages use slots of their own, apart from collectives':
+  // a message's header, first piece and rest (sized_messages.hpp) each one
+  // per tag. The kit's algorithms (the Channel) another.
+  static std::uint64_t header_slot(int tag) {
     return (std::uint64_t{1} << 56) | static_cast<std::uint32_t>(tag);
   }
   static constexpr std::uint64_t kChannelSlot = std::uint64_t{2} << 56;
+  static std::uint64_t first_piece_slot(int tag) {
+    return (std::uint64_t{3} << 56) | static_cast<std::uint32_t>(tag);
+  }
+  static std::uint64_t rest_slot(int tag) {
+    return (std::uint64_t{4} << 56) | static_cast<std::uint32_t>(tag);
+  }
+  // Where this thread receives the first pieces that are longer than the
+  // buffer they are for: kept, so that its pages are touched once, not at
+  // every message. Per thread, since a communicator's calls come from one
+  // thread at a time.
+  static unsigned char* first_piece_room() {
+    thread_local std::unique_ptr<unsigned char[]> room;
+    if (!room) room = std::make_unique_for_overwrite<unsigned char[]>(kFirstPieceBytes);
+    return room.get();
+  }
+
+  using Clock = std::chrono::steady_clock;
+  // What is left of a call's `timeout` since it `started` (Gloo's waits take
+  // at least a millisecond).
+  static Duration left(Clock::time_point started, Duration timeout) {
+    const auto spent = std::chrono::duration_cast<Duration>(Clock::now() - started);
+    return std::max(Duration{1}, timeout - spent);
+  }
+  void wait_sent(::gloo::transport::UnboundBuffer& message, int peer, Clock::time_point started,
+                 Duration timeout) {
+    if (!message.waitSend(left(started, timeout))) {
+      throw Timeout(cat("send to rank ", peer, " timed out after ", timeout.count(), " ms"));
+    }
+  }
+  void wait_received(::gloo::transport::UnboundBuffer& message, int peer, Clock::time_point started,
+                     Duration timeout) {
+    if (!message.waitRecv(left(started, timeout))) {
+      throw Timeout(cat("recv from rank ", peer, " timed out after ", timeout.count(), " ms"));
+    }
+  }
 
   // Channel: both directions posted before either is waited for. Gloo's
   // exceptions pass through to the collective's guarded().
