@@ -270,6 +270,11 @@ TEST(FuzzReplay, GlooMessages) {
                          header(~std::uint64_t{0}), "short"});
 }
 
+TEST(FuzzReplay, Loadavg) {
+  replay(loadavg,
+         {"0.31 1.27 2.06 2/108 30844\n", "12.00 9.50 3.10 17/1302 1", "1 2 3 -4/5", "1 2 3 4"});
+}
+
 TEST(FuzzReplay, SecretLine) {
   replay(secret_line, {"0123456789abcdef0123456789abcdef\n", "q3V+8zL0xWm/2Rk9tYb4nA \r\nrest",
                        std::string(5000, 'a')});

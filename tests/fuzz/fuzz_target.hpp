@@ -39,6 +39,7 @@ int secret_line(const std::uint8_t* data, std::size_t size);
 int cgroup_quota(const std::uint8_t* data, std::size_t size);
 int peer_entries(const std::uint8_t* data, std::size_t size);
 int gloo_messages(const std::uint8_t* data, std::size_t size);
+int loadavg(const std::uint8_t* data, std::size_t size);
 int relay_request(const std::uint8_t* data, std::size_t size);
 int file_answer(const std::uint8_t* data, std::size_t size);
 int torch_relay(const std::uint8_t* data, std::size_t size);

@@ -1,6 +1,8 @@
 // How a rank of the shm backend waits (waiting.hpp): the yields between
 // its spins and its futex sleep, what a slow yield teaches it, and how it
 // leaves a CPU it shares with the rank it waits for.
+#include <chrono>
+#include <optional>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -67,6 +69,56 @@ TEST(ShmWaiting, WithoutALimitEveryWaitYields) {
   for (int wait = 0; wait < 3; ++wait)
     EXPECT_FALSE(yield_until(counter, 1, policy, state));
   EXPECT_EQ(state.skip_yields.load(), 0);
+}
+
+TEST(ShmWaiting, TheTasksRunnableNowAreLoadavgsFourthFieldBeforeItsSlash) {
+  EXPECT_EQ(runnable_in_loadavg("0.31 1.27 2.06 2/108 30844\n"), 2);
+  EXPECT_EQ(runnable_in_loadavg("12.00 9.50 3.10 17/1302 1"), 17);
+  for (const char* text :
+       {"", "0.31 1.27 2.06", "0.31 1.27 2.06 ", "0.31 1.27 2.06 2", "0.31 1.27 2.06 x/108",
+        "0.31 1.27 2.06 -1/108", "0.31 1.27 2.06 99999999999/108"})
+    EXPECT_EQ(runnable_in_loadavg(text), std::nullopt) << text;
+  // This thread is running as it reads.
+  EXPECT_TRUE(more_runnable_than(0));
+}
+
+// With more ranks than cores a peer's long step on this CPU makes a yield
+// slow as well: a rank told how many tasks its job runs here learns from a
+// slow yield only while the kernel runs more than that.
+TEST(ShmWaiting, ASlowYieldTeachesOnlyWhileTheMachineRunsMoreThanTheJob) {
+  Counter counter;
+  WaitPolicy policy;
+  policy.yields = 8;
+  policy.slow_yield = nanoseconds(1);  // every yield is as slow as that
+  policy.waits_without_yields = 3;
+  policy.own_ranks = 1 << 30;  // no machine runs more
+  WaitState state;
+  EXPECT_FALSE(yield_until(counter, 1, policy, state));
+  EXPECT_EQ(state.skip_yields.load(), 0);
+  policy.own_ranks = -1;  // any running task is one more: this thread is
+  EXPECT_FALSE(yield_until(counter, 1, policy, state));
+  EXPECT_EQ(state.skip_yields.load(), 3);
+}
+
+// A rank that keeps yielding looks for a lost peer or its deadline after
+// each round of yields, and never sleeps: here the counter comes at the
+// third look, and a sleep would have lasted the whole tick.
+TEST(ShmWaiting, AWaitThatKeepsYieldingLooksAroundBetweenRoundsAndNeverSleeps) {
+  Counter counter;
+  WaitPolicy policy;
+  policy.spins = 4;
+  policy.yields = 8;
+  policy.slow_yield = nanoseconds(0);
+  policy.keep_yielding = true;
+  policy.tick = std::chrono::seconds(30);
+  WaitState state;
+  int looks = 0;
+  const auto started = std::chrono::steady_clock::now();
+  wait_until(counter, 1, policy, state, [&] {
+    if (++looks == 3) counter.value.store(1);
+  });
+  EXPECT_EQ(looks, 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, policy.tick) << "it slept";
 }
 
 // Two ranks the scheduler put on one core: the one that waits does not spin

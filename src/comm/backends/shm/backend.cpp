@@ -519,6 +519,14 @@ std::unique_ptr<Backend> connect(std::shared_ptr<Store> store, int rank, int siz
   policy.slow_yield = std::chrono::microseconds(
       static_cast<long long>(bytes_from_env("COHORT_SHM_SLOW_YIELD_US", 200)));
   policy.busy_spins = static_cast<int>(bytes_from_env("COHORT_SHM_BUSY_SPINS", 4096));
+  // With more ranks than cores, yield rather than sleep, and take a slow
+  // yield for another process's time slice only when the kernel runs more
+  // tasks than the job has here (waiting.hpp). COHORT_SHM_KEEP_YIELDING=0:
+  // the waits as before 2026-12-07, for comparison.
+  if (settings.oversubscribed && bytes_from_env("COHORT_SHM_KEEP_YIELDING", 1) != 0) {
+    policy.keep_yielding = true;
+    policy.own_ranks = std::max(size, machine_ranks);
+  }
   policy.own_cpu_slot = rank;
   policy.spread = settings.spread;
   policy.core_per_rank = !settings.oversubscribed;

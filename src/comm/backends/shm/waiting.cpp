@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -50,13 +51,26 @@ bool yield_until(Counter& counter, std::uint32_t target, const WaitPolicy& polic
     const bool there = reached(counter.value.load(std::memory_order_acquire), target);
     const auto took = std::chrono::steady_clock::now() - before;
     if (policy.slow_yield.count() > 0 &&
-        took >= (there ? std::max(policy.slow_yield, policy.time_slice) : policy.slow_yield)) {
+        took >= (there ? std::max(policy.slow_yield, policy.time_slice) : policy.slow_yield) &&
+        (policy.own_ranks == 0 || more_runnable_than(policy.own_ranks))) {
       state.skip_yields.store(policy.waits_without_yields, std::memory_order_relaxed);
       return there;
     }
     if (there) return true;
   }
   return false;
+}
+
+bool more_runnable_than(int own) noexcept {
+  // Opened once per process; read from its start at each slow yield.
+  static const int kLoadavg = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (kLoadavg < 0) return false;
+  char text[128];
+  const ssize_t got = ::pread(kLoadavg, text, sizeof text, 0);
+  if (got <= 0) return false;
+  const std::optional<int> running =
+      runnable_in_loadavg(std::string_view(text, static_cast<std::size_t>(got)));
+  return running && *running > own;
 }
 
 bool move_to_own_cpu(int cpu, int slot) noexcept {
