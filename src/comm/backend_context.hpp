@@ -32,6 +32,12 @@ struct BackendContext {
   /// more than this group's own (0: the group's size): hier's host group on
   /// hosts that are namespaces or containers of one machine.
   int machine_ranks = 0;
+  /// The group's point-to-point messages are its owner's own, of sizes both
+  /// sides know by construction (hier's leaders and rails): gloo sends them
+  /// without the header that lets a recv check a message's size
+  /// (gloo/sized_messages.hpp), whose one more Gloo message cost hier's
+  /// gather and scatter across hosts a loop-thread tick (4 ms) a message.
+  bool messages_sized_by_owner = false;
 };
 
 }  // namespace cohort::detail

@@ -55,6 +55,9 @@ struct Options {
   /// The local address peers reach this rank at ("127.0.0.1" on one node).
   std::string address = "127.0.0.1";
   Communicator::Duration timeout{};
+  /// Point-to-point messages with a header that states their size (false:
+  /// BackendContext::messages_sized_by_owner).
+  bool sized_messages = true;
 };
 
 // One full mesh of Gloo pairs, met through cohort's store. Gloo's own
@@ -399,6 +402,11 @@ class GlooBackend final : public Backend, private Channel {
     if (peer == rank()) return mailbox_.post(data, tag);  // no transport pair to oneself
     guarded("send", [&] {
       const auto started = Clock::now();
+      if (!options_.sized_messages) {
+        auto message = context_->createUnboundBuffer(data.data, data.bytes());
+        message->send(peer, header_slot(tag));
+        return wait_sent(*message, peer, started, timeout);
+      }
       const std::size_t bytes = data.bytes();
       const std::size_t first = first_piece_bytes(bytes);
       unsigned char header[kMessageHeaderBytes];
@@ -418,6 +426,11 @@ class GlooBackend final : public Backend, private Channel {
     if (peer == rank()) return mailbox_.take(data, tag, timeout);
     guarded("recv", [&] {
       const auto started = Clock::now();
+      if (!options_.sized_messages) {
+        auto message = context_->createUnboundBuffer(data.data, data.bytes());
+        message->recv(peer, header_slot(tag));
+        return wait_received(*message, peer, started, timeout);
+      }
       const std::size_t bytes = data.bytes();
       // The first piece gets room for the longest there is, whatever this
       // recv's size: a longer one than its room would end the process.
@@ -728,6 +741,7 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
   options.store = std::make_shared<PrefixStore>("comm/gloo", context.store);
   options.address = context.address;
   options.timeout = context.timeout;
+  options.sized_messages = !context.messages_sized_by_owner;
   return std::make_unique<Communicator>(connect(options));
 }
 

@@ -81,9 +81,12 @@ struct Groups {
   std::unique_ptr<Communicator> rail;
 };
 
+// `sized_by_owner`: the group carries hier's own messages only, whose sizes
+// both sides know (BackendContext::messages_sized_by_owner).
 std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
                                             int rank, int size, std::string_view backend,
-                                            std::vector<std::string> hosts, int machine_ranks = 0);
+                                            std::vector<std::string> hosts, int machine_ranks = 0,
+                                            bool sized_by_owner = false);
 
 // Each host's first rank when every host's ranks are one stretch of the
 // ranks (rank r is its host's first plus its local index); else empty.
@@ -838,7 +841,8 @@ bool agree_on_rails(Store& store, int rank, const HostLayout& layout, Duration t
 // One of hier's groups: `rank` of `size` on a store view of its own.
 std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
                                             int rank, int size, std::string_view backend,
-                                            std::vector<std::string> hosts, int machine_ranks) {
+                                            std::vector<std::string> hosts, int machine_ranks,
+                                            bool sized_by_owner) {
   LaunchInfo info;
   info.rank.value = rank;
   info.world_size.value = size;
@@ -849,6 +853,7 @@ std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const 
   context.address = parent.address;
   context.hosts = std::move(hosts);
   context.machine_ranks = machine_ranks;
+  context.messages_sized_by_owner = sized_by_owner;
   return create_communicator(context, size == 1 ? "" : backend);
 }
 
@@ -900,11 +905,12 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
                               layout.local_size[static_cast<std::size_t>(node)], "shm",
                               std::move(host_of_group), ranks_on_same_machine(hosts, rank));
   if (local == 0) {
-    groups.leaders = connect_group(context, "leaders", node, layout.nodes, "gloo", {});
+    groups.leaders = connect_group(context, "leaders", node, layout.nodes, "gloo", {}, 0, true);
   }
   groups.rails = agree_on_rails(*context.store, rank, layout, context.timeout);
   if (groups.rails && local != 0) {
-    groups.rail = connect_group(context, cat("rail", local), node, layout.nodes, "gloo", {});
+    groups.rail =
+        connect_group(context, cat("rail", local), node, layout.nodes, "gloo", {}, 0, true);
   }
   return std::make_unique<Communicator>(
       std::make_unique<HierBackend>(rank, std::move(hosts), std::move(layout), std::move(groups),
