@@ -185,7 +185,15 @@ constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCores{
 // n = 4, the rounds 0.82x); below, the rounds were (all_to_all of 64 KiB
 // blocks at n = 4: the rounds 0.90x, single copies 0.76x), but for one cell
 // the bound gives away (all_to_all of 43 KiB blocks at n = 3: the rounds
-// 0.83x, single copies 0.95x).
+// 0.83x, single copies 0.95x). all_to_all from 40 KiB blocks since the
+// waits changed again (2026-12-07 evening: waiting ranks keep yielding): in
+// jobs of settings_in_one_job on 2026-12-08 (21 rounds, beside MPI_Alltoall)
+// the rounds lost where single copies kept up: 48 KiB blocks at n = 4 0.65-
+// 0.68x against 0.93-0.96x, 64 KiB at n = 3 0.66-0.78x against 0.95-1.03x
+// and at n = 4 0.62-0.83x against 0.98-1.03x; 43 KiB at n = 3 0.88-0.94x
+// against 0.94-0.99x; at 40 KiB (n = 4) neither led (0.87, 0.99x against
+// 0.92, 0.89x); from 32 KiB down the rounds were faster (0.92-1.10x against
+// 0.81-0.87x at n = 4).
 constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCoresOnIntel{
     .all_reduce = {512 * kKiB, SIZE_MAX},
     .broadcast = kNever,
@@ -193,7 +201,7 @@ constexpr Tuning::Windows kSingleCopiesWithMoreRanksThanCoresOnIntel{
     .all_gather = {1024 * kKiB, SIZE_MAX},
     .scatter = {80 * kKiB, SIZE_MAX},
     .reduce_scatter = kNever,
-    .all_to_all = {80 * kKiB, SIZE_MAX},
+    .all_to_all = {40 * kKiB, SIZE_MAX},
 };
 // Buffers in shared memory (Communicator::allocate): where they were faster
 // than the protocols above in one job (docs/communicator.md, "Buffers in
