@@ -33,10 +33,14 @@ struct BackendContext {
   /// hosts that are namespaces or containers of one machine.
   int machine_ranks = 0;
   /// The group's point-to-point messages are its owner's own, of sizes both
-  /// sides know by construction (hier's leaders and rails): gloo sends them
+  /// sides know by construction and in an order both sides follow, never
+  /// two ranks each sending more than their sockets hold before either
+  /// receives (hier's leaders, rails and flat group): gloo sends them
   /// without the header that lets a recv check a message's size
-  /// (gloo/sized_messages.hpp), whose one more Gloo message cost hier's
-  /// gather and scatter across hosts a loop-thread tick (4 ms) a message.
+  /// (gloo/sized_messages.hpp), and on its sync pairs, the calling thread
+  /// writing and reading the sockets (gloo/sync_pairs.hpp), where Gloo's
+  /// loop thread cost hier's collectives across hosts a scheduler slice
+  /// (2-4 ms) a message on few cores.
   bool messages_sized_by_owner = false;
 };
 

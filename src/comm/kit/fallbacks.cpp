@@ -40,6 +40,63 @@ void ring_reduce_scatter(Channel& channel, Buffer input, Buffer output, ReduceOp
   if (op == ReduceOp::avg) finish_average(output.type, output.data, output.count, n);
 }
 
+void ring_all_reduce(Channel& channel, Buffer data, ReduceOp op, Channel::Duration timeout) {
+  const int n = channel.size(), me = channel.rank();
+  if (data.count == 0) return;  // on every rank: the counts agree
+  const std::size_t element = size_of(data.type);
+  // Part p: elements [first(p), first(p + 1)).
+  const auto first = [&](int part) {
+    return data.count * static_cast<std::size_t>(part) / static_cast<std::size_t>(n);
+  };
+  const auto bytes_of_part = [&](int part) { return (first(part + 1) - first(part)) * element; };
+  const auto part_at = [&](int part) { return at(data, first(part), element); };
+  const int next = (me + 1) % n, previous = (me + n - 1) % n;
+  std::vector<unsigned char> received(bytes_of_part(0) + element);  // the largest part
+  // Reduce-scatter: at step s, pass on the running sum of part (me-s) and add
+  // the previous rank's of part (me-s-1) into this rank's own; after n-1
+  // steps this rank's part (me+1) holds every rank's contribution.
+  for (int step = 0; step < n - 1; ++step) {
+    const int out = (me + n - step) % n, in = (me + 2 * n - step - 1) % n;
+    channel.exchange(part_at(out), bytes_of_part(out), next, received.data(), bytes_of_part(in),
+                     previous, timeout);
+    reduce_into(data.type, op, part_at(in), received.data(), bytes_of_part(in) / element);
+  }
+  // All-gather: at step s, pass on part (me+1-s), finished, and take part (me-s).
+  for (int step = 0; step < n - 1; ++step) {
+    const int out = (me + 1 + n - step) % n, in = (me + n - step) % n;
+    channel.exchange(part_at(out), bytes_of_part(out), next, part_at(in), bytes_of_part(in),
+                     previous, timeout);
+  }
+  if (op == ReduceOp::avg) finish_average(data.type, data.data, data.count, n);
+}
+
+void ring_all_gather(Channel& channel, Buffer input, Buffer output, Channel::Duration timeout) {
+  const int n = channel.size(), me = channel.rank();
+  const std::size_t slice = input.bytes();
+  move_bytes(at(output, static_cast<std::size_t>(me), slice), input.data, slice);
+  // Step s: pass on slice (me-s), this rank's own at first and then the one
+  // that came at the step before, and take slice (me-s-1) from the previous rank.
+  const int next = (me + 1) % n, previous = (me + n - 1) % n;
+  for (int step = 0; step < n - 1; ++step) {
+    const auto out = static_cast<std::size_t>(me + n - step) % n;
+    const auto in = static_cast<std::size_t>(me + 2 * n - step - 1) % n;
+    channel.exchange(at(output, out, slice), slice, next, at(output, in, slice), slice, previous,
+                     timeout);
+  }
+}
+
+void tree_broadcast(Channel& channel, Buffer data, int root, Channel::Duration timeout) {
+  const int n = channel.size();
+  const int me = (channel.rank() - root + n) % n;  // counted from the root
+  for (int reach = 1; reach < n; reach *= 2) {
+    if (me < reach && me + reach < n) {
+      channel.exchange(data.data, data.bytes(), (me + reach + root) % n, nullptr, 0, -1, timeout);
+    } else if (me >= reach && me < 2 * reach) {
+      channel.exchange(nullptr, 0, -1, data.data, data.bytes(), (me - reach + root) % n, timeout);
+    }
+  }
+}
+
 void direct_all_to_all(Channel& channel, Buffer input, Buffer output, Channel::Duration timeout) {
   const int n = channel.size(), me = channel.rank();
   const std::size_t slice = output.bytes() / static_cast<std::size_t>(n);

@@ -3,6 +3,7 @@
 // 5 ranks, in place and not.
 #include "comm/kit/fallbacks.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -108,6 +109,66 @@ TEST(Fallbacks, RingReduceScatterAverages) {
     ring_reduce_scatter(channel, of(input), of(output), ReduceOp::avg, 5s);
     EXPECT_EQ(output[0], (8 + 16 + 24 + 32) / 4);
   });
+}
+
+TEST(Fallbacks, RingAllReduceOfEveryCountAndRankCount) {
+  for (int n = 1; n <= 5; ++n) {
+    for (std::size_t count : {0, 1, 3, 7, 10}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+        on_ranks(n, [&](Channel& channel) {
+          std::vector<std::int32_t> data(count);
+          for (std::size_t i = 0; i < count; ++i)
+            data[i] = value(channel.rank(), i);
+          ring_all_reduce(channel, of(data), op, 5s);
+          for (std::size_t i = 0; i < count; ++i) {
+            std::int32_t want = op == ReduceOp::sum ? 0 : value(0, i);
+            for (int r = 0; r < n; ++r)
+              want = op == ReduceOp::sum ? want + value(r, i) : std::max(want, value(r, i));
+            EXPECT_EQ(data[i], want) << n << " ranks, " << count << " elements, rank "
+                                     << channel.rank() << ", element " << i;
+          }
+        });
+      }
+    }
+  }
+}
+
+TEST(Fallbacks, RingAllGatherInPlaceAndNot) {
+  for (int n = 1; n <= 5; ++n) {
+    for (bool in_place : {false, true}) {
+      on_ranks(n, [&](Channel& channel) {
+        const int me = channel.rank();
+        std::vector<std::int32_t> input(kSlice), output(kSlice * n, -1);
+        for (std::size_t i = 0; i < kSlice; ++i)
+          (in_place ? output[kSlice * me + i] : input[i]) = value(me, i);
+        const Buffer in = in_place ? of(output, kSlice * me, kSlice) : of(input);
+        ring_all_gather(channel, in, of(output), 5s);
+        for (std::size_t i = 0; i < output.size(); ++i) {
+          EXPECT_EQ(output[i], value(static_cast<int>(i / kSlice), i % kSlice))
+              << n << " ranks, rank " << me << ", element " << i;
+        }
+      });
+    }
+  }
+}
+
+TEST(Fallbacks, TreeBroadcastReachesEveryRankFromEveryRoot) {
+  for (int n = 1; n <= 7; ++n) {
+    for (int root = 0; root < n; ++root) {
+      on_ranks(n, [&](Channel& channel) {
+        std::vector<std::int32_t> data(kSlice, -1);
+        if (channel.rank() == root) {
+          for (std::size_t i = 0; i < kSlice; ++i)
+            data[i] = value(root, i);
+        }
+        tree_broadcast(channel, of(data), root, 5s);
+        for (std::size_t i = 0; i < kSlice; ++i) {
+          EXPECT_EQ(data[i], value(root, i))
+              << n << " ranks, root " << root << ", rank " << channel.rank();
+        }
+      });
+    }
+  }
 }
 
 TEST(Fallbacks, DirectAllToAllInPlaceAndNot) {

@@ -32,6 +32,7 @@
 #include "comm/backends/gloo/fast_close.hpp"
 #include "comm/backends/gloo/legacy_allreduce.hpp"
 #include "comm/backends/gloo/sized_messages.hpp"
+#include "comm/backends/gloo/sync_pairs.hpp"
 #include "comm/kit/buffers.hpp"
 #include "comm/kit/fallbacks.hpp"
 #include "comm/kit/group_store.hpp"
@@ -55,9 +56,13 @@ struct Options {
   /// The local address peers reach this rank at ("127.0.0.1" on one node).
   std::string address = "127.0.0.1";
   Communicator::Duration timeout{};
-  /// Point-to-point messages with a header that states their size (false:
-  /// BackendContext::messages_sized_by_owner).
+  /// Point-to-point messages with a header that states their size, on Gloo's
+  /// unbound buffers (false: BackendContext::messages_sized_by_owner).
   bool sized_messages = true;
+  /// Where sized_messages is false, messages and collectives of exchanges
+  /// on the sync pairs (COHORT_GLOO_SYNC_PAIRS, on unless 0: the same on
+  /// every rank).
+  bool sync_pairs = true;
 };
 
 // One full mesh of Gloo pairs, met through cohort's store. Gloo's own
@@ -186,6 +191,7 @@ class GlooBackend final : public Backend, private Channel {
         device_(std::move(device)),
         context_(std::move(context)),
         peers_(std::move(peers)),
+        sync_pairs_(sync_mesh),
         legacy_(std::move(sync_mesh), std::move(loop_mesh), 32) {}
 
   ~GlooBackend() override {
@@ -203,6 +209,12 @@ class GlooBackend final : public Backend, private Channel {
 
   void all_reduce(Buffer data, ReduceOp op, Duration timeout) override {
     guarded("all_reduce", [&] {
+      // Past one piece, where the sync pairs serve the group: the kit's ring,
+      // which sends 2 (n-1)/n of the data where the legacy ring sends n-1
+      // times all of it (on the loop thread's pairs once that passes 384 KiB).
+      if (data.bytes() > kMaxSyncBytes && on_sync_pairs(timeout)) {
+        return ring_all_reduce(*this, data, op, timeout);
+      }
       // The legacy algorithms wait on the pairs' timeout: the default one.
       if (data.bytes() <= legacy_max_bytes_ && timeout == options_.timeout) {
         legacy_.run(data, op);
@@ -223,6 +235,9 @@ class GlooBackend final : public Backend, private Channel {
     if (by_ring(data.bytes(), timeout)) {
       if (rank() != root) std::memset(data.data, 0, data.bytes());
       return guarded("broadcast", [&] { ring_sum_bytes(data.data, data.bytes()); });
+    }
+    if (on_sync_pairs(timeout)) {
+      return guarded("broadcast", [&] { tree_broadcast(*this, data, root, timeout); });
     }
     guarded("broadcast", [&] {
       ::gloo::BroadcastOptions opts(context_);
@@ -262,6 +277,9 @@ class GlooBackend final : public Backend, private Channel {
       guarded("all_gather", [&] { ring_sum_bytes(every, output.bytes()); });
       return (void)std::memcpy(output.data, every, output.bytes());
     }
+    if (on_sync_pairs(timeout)) {
+      return guarded("all_gather", [&] { ring_all_gather(*this, input, output, timeout); });
+    }
     const Buffer source = detached(input, output);
     guarded("all_gather", [&] {
       ::gloo::AllgatherOptions opts(context_);
@@ -282,6 +300,9 @@ class GlooBackend final : public Backend, private Channel {
       guarded("gather", [&] { ring_sum_bytes(every, total); });
       if (rank() == root) std::memcpy(output.data, every, total);
       return;
+    }
+    if (on_sync_pairs(timeout)) {
+      return guarded("gather", [&] { direct_gather(*this, input, output, root, timeout); });
     }
     const Buffer source = rank() == root ? detached(input, output) : input;
     guarded("gather", [&] {
@@ -304,6 +325,9 @@ class GlooBackend final : public Backend, private Channel {
       if (rank() == root) std::memcpy(scratch_.data(), input.data, total);
       guarded("scatter", [&] { ring_sum_bytes(scratch_.data(), total); });
       return (void)std::memcpy(output.data, mine(scratch_.data(), output.bytes()), output.bytes());
+    }
+    if (on_sync_pairs(timeout)) {
+      return guarded("scatter", [&] { direct_scatter(*this, input, output, root, timeout); });
     }
     // At the root, an output inside the input is already in place: Gloo gets
     // a scratch output (its copy there would overlap).
@@ -367,6 +391,9 @@ class GlooBackend final : public Backend, private Channel {
       }
       return;
     }
+    if (on_sync_pairs(timeout)) {
+      return guarded("all_to_all", [&] { direct_all_to_all(*this, input, output, timeout); });
+    }
     // Gloo needs distinct buffers: in-place use goes through a copy.
     std::vector<unsigned char> copy;
     void* source = input.data;
@@ -401,6 +428,7 @@ class GlooBackend final : public Backend, private Channel {
   void send(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.post(data, tag);  // no transport pair to oneself
     guarded("send", [&] {
+      if (on_sync_pairs(timeout)) return sync_pairs_.send(data.data, data.bytes(), peer);
       const auto started = Clock::now();
       if (!options_.sized_messages) {
         auto message = context_->createUnboundBuffer(data.data, data.bytes());
@@ -425,6 +453,7 @@ class GlooBackend final : public Backend, private Channel {
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.take(data, tag, timeout);
     guarded("recv", [&] {
+      if (on_sync_pairs(timeout)) return sync_pairs_.recv(data.data, data.bytes(), peer);
       const auto started = Clock::now();
       if (!options_.sized_messages) {
         auto message = context_->createUnboundBuffer(data.data, data.bytes());
@@ -535,6 +564,8 @@ class GlooBackend final : public Backend, private Channel {
   // exceptions pass through to the collective's guarded().
   void exchange(const void* send, std::size_t send_bytes, int to, void* recv,
                 std::size_t recv_bytes, int from, Duration timeout) override {
+    if (on_sync_pairs(timeout))
+      return sync_pairs_.exchange(send, send_bytes, to, recv, recv_bytes, from);
     std::unique_ptr<::gloo::transport::UnboundBuffer> out, in;
     if (to >= 0) {
       out = context_->createUnboundBuffer(const_cast<void*>(send), send_bytes);
@@ -550,6 +581,17 @@ class GlooBackend final : public Backend, private Channel {
     if (out && !out->waitSend(timeout)) {
       throw Timeout(cat("sending to rank ", to, " timed out after ", timeout.count(), " ms"));
     }
+  }
+
+  // In groups whose owner sizes and orders every message (hier's leaders and
+  // rails, its flat group), point-to-point messages and the kit's
+  // algorithms over them (reduce_scatter, and there also all_gather,
+  // broadcast, gather, scatter, all_to_all and all_reduce past a piece in
+  // place of Gloo's and the legacy rings') go on the sync pairs
+  // (sync_pairs.hpp), never through the loop thread; with the group's own
+  // timeout only, which the pairs' sockets keep.
+  bool on_sync_pairs(Duration timeout) const {
+    return !options_.sized_messages && options_.sync_pairs && timeout == options_.timeout;
   }
 
   // Small broadcasts, all_gathers, gathers, scatters, reduce_scatters and
@@ -570,9 +612,11 @@ class GlooBackend final : public Backend, private Channel {
   // whose Gloo operations send each peer its part at once and were as fast
   // or faster from 64 KiB. Measured on the namespace cluster
   // (docs/communicator.md, "How the gloo backend avoids Gloo's traps").
+  // Neither where the sync pairs take these collectives: there each block
+  // crosses once, where the ring passes every rank's whole buffer on.
   bool by_ring_in_pieces(std::size_t bytes, Duration timeout) const {
-    return size() > 1 && bytes <= std::min(legacy_max_bytes_, kMaxRingSumBytes) &&
-           timeout == options_.timeout &&
+    return size() > 1 && !on_sync_pairs(timeout) &&
+           bytes <= std::min(legacy_max_bytes_, kMaxRingSumBytes) && timeout == options_.timeout &&
            bytes * static_cast<std::size_t>(size() - 1) <= kMaxSyncRingSend;
   }
   // A sum of one rank's bytes and the others' zeros, as integers: every bit
@@ -650,6 +694,7 @@ class GlooBackend final : public Backend, private Channel {
   void disconnect(bool fast) noexcept {
     if (!context_) return;
     if (fast) fast_close_->start();
+    sync_pairs_.release();
     legacy_.release();
     context_.reset();
     device_.reset();
@@ -660,6 +705,7 @@ class GlooBackend final : public Backend, private Channel {
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<Context> context_;
   Peers peers_;
+  SyncPairs sync_pairs_;
   LegacyAllreduce legacy_;
   // All-reduces up to this size take the legacy algorithms (the same on
   // every rank, as the environment is).
@@ -742,6 +788,7 @@ std::unique_ptr<Communicator> create(const BackendContext& context) {
   options.address = context.address;
   options.timeout = context.timeout;
   options.sized_messages = !context.messages_sized_by_owner;
+  options.sync_pairs = bytes_from_env("COHORT_GLOO_SYNC_PAIRS", 1) != 0;
   return std::make_unique<Communicator>(connect(options));
 }
 

@@ -82,7 +82,7 @@ struct Groups {
 };
 
 // `sized_by_owner`: the group carries hier's own messages only, whose sizes
-// both sides know (BackendContext::messages_sized_by_owner).
+// and order both sides know (BackendContext::messages_sized_by_owner).
 std::unique_ptr<Communicator> connect_group(const BackendContext& parent, const std::string& name,
                                             int rank, int size, std::string_view backend,
                                             std::vector<std::string> hosts, int machine_ranks = 0,
@@ -425,7 +425,7 @@ class HierBackend final : public Backend {
   // Every rank: all_to_all is collective, so every rank connects it at once.
   Communicator& flat() {
     std::lock_guard<std::mutex> lock(lazy_mutex_);
-    if (!flat_) flat_ = connect_group(parent(), "flat", rank_, size(), "gloo", hosts_);
+    if (!flat_) flat_ = connect_group(parent(), "flat", rank_, size(), "gloo", hosts_, 0, true);
     return *flat_;
   }
   // `peer` and this rank, on another host, in a group of two that both
