@@ -1,13 +1,13 @@
 // Point-to-point messages on the gloo backend's sync pairs (the legacy
 // rings' mesh, legacy_allreduce.hpp), where the calling thread writes and
 // reads the socket itself, for groups whose owner knows every message's
-// size on both sides and orders them (hier's leaders and rails:
+// size on both sides and orders them (hier's leaders, rails and flat group:
 // BackendContext::messages_sized_by_owner).
 //
 // Why: a message on Gloo's unbound buffers passes through the device-loop
-// thread, which spins on a try_lock while the calling thread holds the
-// pair, and on few cores that spin holds the core the calling thread needs
-// for a scheduler slice: hier's gather of 128 KiB across 2 namespace nodes
+// thread, which spins (epoll_wait, then a try_lock on the pair that fails)
+// while the calling thread needs the core, and on few cores that spin
+// holds it for a scheduler slice: hier's gather of 128 KiB across 2 namespace nodes
 // × 2 ranks took 2.0 ms an operation in most jobs, against 0.09 ms for a
 // flat gloo gather between the 2 leaders alone (2026-12-08).
 //
@@ -18,7 +18,9 @@
 // writing its own, does not read, the rest waited for a delayed ACK: hier's
 // all_to_all of 256 KiB on 2 × 2 took 88 ms after one of 64 KiB. So the
 // first message each way between two ranks is kWarmUpBytes that size the
-// sender's buffer past what a piece needs (the receiver drops it).
+// sender's buffer past what a piece needs (the receiver drops it); it is
+// written whole before its sender reads, so it must fit in the socket's
+// buffers: the kernel allows up to net.core.wmem_max (Debian: 208 KiB).
 //
 // A message goes in pieces of kMaxSyncBytes, straight from the sender's
 // buffer into the receiver's (Gloo buffers made over them for the call),
