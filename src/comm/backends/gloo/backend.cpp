@@ -59,9 +59,8 @@ struct Options {
   /// Point-to-point messages with a header that states their size, on Gloo's
   /// unbound buffers (false: BackendContext::messages_sized_by_owner).
   bool sized_messages = true;
-  /// Where sized_messages is false, messages and collectives of exchanges
-  /// on the sync pairs (COHORT_GLOO_SYNC_PAIRS, on unless 0: the same on
-  /// every rank).
+  /// Collectives (and where sized_messages is false, messages) on the sync
+  /// pairs (COHORT_GLOO_SYNC_PAIRS, on unless 0: the same on every rank).
   bool sync_pairs = true;
 };
 
@@ -212,8 +211,9 @@ class GlooBackend final : public Backend, private Channel {
       // Past one piece, where the sync pairs serve the group: the kit's ring,
       // which sends 2 (n-1)/n of the data where the legacy ring sends n-1
       // times all of it (on the loop thread's pairs once that passes 384 KiB).
+      // (avg as a sum here: the division comes once, below.)
       if (data.bytes() > kMaxSyncBytes && on_sync_pairs(timeout)) {
-        return ring_all_reduce(*this, data, op, timeout);
+        return ring_all_reduce(*this, data, op == ReduceOp::avg ? ReduceOp::sum : op, timeout);
       }
       // The legacy algorithms wait on the pairs' timeout: the default one.
       if (data.bytes() <= legacy_max_bytes_ && timeout == options_.timeout) {
@@ -428,7 +428,7 @@ class GlooBackend final : public Backend, private Channel {
   void send(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.post(data, tag);  // no transport pair to oneself
     guarded("send", [&] {
-      if (on_sync_pairs(timeout)) return sync_pairs_.send(data.data, data.bytes(), peer);
+      if (messages_on_sync_pairs(timeout)) return sync_pairs_.send(data.data, data.bytes(), peer);
       const auto started = Clock::now();
       if (!options_.sized_messages) {
         auto message = context_->createUnboundBuffer(data.data, data.bytes());
@@ -453,7 +453,7 @@ class GlooBackend final : public Backend, private Channel {
   void recv(Buffer data, int peer, int tag, Duration timeout) override {
     if (peer == rank()) return mailbox_.take(data, tag, timeout);
     guarded("recv", [&] {
-      if (on_sync_pairs(timeout)) return sync_pairs_.recv(data.data, data.bytes(), peer);
+      if (messages_on_sync_pairs(timeout)) return sync_pairs_.recv(data.data, data.bytes(), peer);
       const auto started = Clock::now();
       if (!options_.sized_messages) {
         auto message = context_->createUnboundBuffer(data.data, data.bytes());
@@ -583,15 +583,20 @@ class GlooBackend final : public Backend, private Channel {
     }
   }
 
-  // In groups whose owner sizes and orders every message (hier's leaders and
-  // rails, its flat group), point-to-point messages and the kit's
-  // algorithms over them (reduce_scatter, and there also all_gather,
-  // broadcast, gather, scatter, all_to_all and all_reduce past a piece in
-  // place of Gloo's and the legacy rings') go on the sync pairs
-  // (sync_pairs.hpp), never through the loop thread; with the group's own
-  // timeout only, which the pairs' sockets keep.
+  // Collectives run the kit's algorithms on the sync pairs (sync_pairs.hpp),
+  // never through the loop thread: reduce_scatter, all_gather, broadcast,
+  // gather, scatter, all_to_all, and all_reduce past a piece, in place of
+  // Gloo's and the legacy rings' sums; their order is the collectives',
+  // the same on every rank. With the group's own timeout only, which the
+  // pairs' sockets keep.
   bool on_sync_pairs(Duration timeout) const {
-    return !options_.sized_messages && options_.sync_pairs && timeout == options_.timeout;
+    return options_.sync_pairs && timeout == options_.timeout;
+  }
+  // Point-to-point messages too, in groups whose owner sizes and orders every
+  // message (hier's leaders, rails and flat group); a user's go through
+  // Gloo's unbound buffers, in whatever order the user sends them.
+  bool messages_on_sync_pairs(Duration timeout) const {
+    return !options_.sized_messages && on_sync_pairs(timeout);
   }
 
   // Small broadcasts, all_gathers, gathers, scatters, reduce_scatters and

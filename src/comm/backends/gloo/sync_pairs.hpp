@@ -1,7 +1,8 @@
 // Point-to-point messages on the gloo backend's sync pairs (the legacy
 // rings' mesh, legacy_allreduce.hpp), where the calling thread writes and
-// reads the socket itself, for groups whose owner knows every message's
-// size on both sides and orders them (hier's leaders, rails and flat group:
+// reads the socket itself: those of the kit's collectives in every gloo
+// group, and every message of the groups whose owner knows each one's size
+// on both sides and orders them (hier's leaders, rails and flat group:
 // BackendContext::messages_sized_by_owner).
 //
 // Why: a message on Gloo's unbound buffers passes through the device-loop

@@ -42,24 +42,20 @@ constexpr int kHostsTag = 0;
 // as fast). Measured on the namespace cluster (docs/communicator.md).
 constexpr std::size_t kInPlaceBytes = std::size_t{64} << 10;
 constexpr std::size_t kInPlaceOverRailsBytes = std::size_t{1} << 20;
-// From these blocks, in jobs of at most kMaxFlatRanks ranks, gather and
-// scatter go over the flat group of every rank (flat(), connected by the
-// first of them), as the gloo backend's: each block crosses once, between
-// its rank and the root, all at once. The leaders' way copies each block
-// into its leader first, which from here costs more than its fewer,
-// larger messages save (on 2 hosts × 2 ranks, gather of 512 KiB blocks:
-// 1.03 and 1.28 ms the leaders' way, 0.89 ms over the flat group; of 4 MiB
-// blocks 7.6-8.6 ms against 5.2-5.3 ms). Below it the leaders' way was as
-// fast or faster, and on hosts of 2 ranks the flat group's gather and
-// scatter were slower there than flat gloo's own in the same run (scatter
-// of 64-256 KiB blocks: 0.55-1.08 ms against 0.22-0.55 ms). The blocks
-// between the root and each rank elsewhere through their groups of two
-// were no faster, one after another, and 2-8 times slower from 64 KiB to
-// 256 KiB blocks each on its pair's own thread (a wake-up per block on
-// cores the ranks share).
-// Measured on the namespace cluster (docs/communicator.md).
-constexpr std::size_t kFlatBlockBytes = std::size_t{512} << 10;
-// ...where a flat group costs each rank 3 × (N - 1) ports at most (189).
+// In jobs of at most kMaxFlatRanks ranks, gather and scatter go over the
+// flat group of every rank (flat(), connected by the first of them), as
+// the gloo backend's: each block crosses once, between its rank and the
+// root, on the flat group's sync pairs. Since gloo's collectives run there
+// (2026-12-08), its direct gather and scatter were faster than the leaders'
+// way in 40 of 54 cells from 16 KiB to 4 MiB on 2 × 2, 4 × 2 and 1 + 2 + 1
+// namespace nodes (`bench/compare_nodes`, 01:33 UTC: the leaders' way at
+// 0.08-0.94x of flat gloo's speed in 25 of 27 gather cells, 0.15-0.95x in
+// 15 of 27 scatter cells, 1.0-1.3x in the others). Until then the leaders' way,
+// which copies each block into its leader first, was as fast or faster
+// below blocks of 512 KiB (measured on the namespace cluster,
+// docs/communicator.md), where Gloo's own gather and scatter waited on its
+// loop thread. A flat group costs each rank 3 × (N - 1) ports at most
+// (189).
 constexpr int kMaxFlatRanks = 64;
 // What a leader may send in all for gather and scatter to go round the
 // leaders' sync ring in pieces (gather_ring).
@@ -258,7 +254,7 @@ class HierBackend final : public Backend {
   // the root's host broadcasts what its leader gathered when the root is
   // not the leader.
   void gather(Buffer input, Buffer output, int root, Duration timeout) override {
-    if (flat_between_ranks(input.bytes())) return flat().gather(input, output, root, timeout);
+    if (flat_between_ranks()) return flat().gather(input, output, root, timeout);
     if (!first_ranks_.empty() && gather_ring(input.bytes() * static_cast<std::size_t>(size()))) {
       return gather_by_sum(input, output, root, timeout);
     }
@@ -290,7 +286,7 @@ class HierBackend final : public Backend {
   // leader), sends each host's blocks alone to its leader, and each leader
   // scatters inside its host.
   void scatter(Buffer input, Buffer output, int root, Duration timeout) override {
-    if (flat_between_ranks(output.bytes())) return flat().scatter(input, output, root, timeout);
+    if (flat_between_ranks()) return flat().scatter(input, output, root, timeout);
     if (!first_ranks_.empty() && gather_ring(output.bytes() * static_cast<std::size_t>(size()))) {
       return scatter_by_sum(input, output, root, timeout);
     }
@@ -702,11 +698,8 @@ class HierBackend final : public Backend {
     }
     groups_.host->scatter(host, output, 0, timeout);
   }
-  // Whether gather or scatter of `block`-byte blocks goes over the flat
-  // group (kFlatBlockBytes).
-  bool flat_between_ranks(std::size_t block) const {
-    return block >= kFlatBlockBytes && size() <= kMaxFlatRanks;
-  }
+  // Whether gather and scatter go over the flat group (kMaxFlatRanks).
+  bool flat_between_ranks() const { return size() <= kMaxFlatRanks; }
   // Host `node`'s stretch of a buffer of every rank's `count` elements.
   Buffer stretch(Buffer every, int node, std::size_t count) const {
     const auto first = static_cast<std::size_t>(first_ranks_[static_cast<std::size_t>(node)]);
